@@ -1,0 +1,81 @@
+# Finds every dependency. Backends default to "on if found"; a backend forced ON
+# (-DDLSCALE_WITH_X=ON) that cannot be found stops the configure with a clear message.
+# Cluster hints: Torch_DIR or CMAKE_PREFIX_PATH for a CUDA LibTorch, dnnl_DIR, Kokkos_ROOT,
+# CUDAToolkit_ROOT, CUDNN_ROOT, NCCL_ROOT, MPI_HOME, HDF5_ROOT (see docs/building.md).
+
+find_package(MPI REQUIRED COMPONENTS C CXX)
+set(HDF5_PREFER_PARALLEL ON)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(CLI11 REQUIRED)
+find_package(tomlplusplus REQUIRED)
+find_package(fmt REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+# dlscale_resolve_backend(NAME FOUND) resolves DLSCALE_WITH_<NAME> from AUTO/ON/OFF.
+function(dlscale_resolve_backend name found)
+  set(value "${DLSCALE_WITH_${name}}")
+  if(value STREQUAL "AUTO")
+    if(found)
+      set(DLSCALE_WITH_${name} ON PARENT_SCOPE)
+    else()
+      set(DLSCALE_WITH_${name} OFF PARENT_SCOPE)
+    endif()
+  elseif(value AND NOT found)
+    message(FATAL_ERROR "DLSCALE_WITH_${name}=ON but ${name} was not found. "
+                        "Install it or point CMake at it (see docs/building.md), "
+                        "or configure with -DDLSCALE_WITH_${name}=OFF.")
+  elseif(value)
+    set(DLSCALE_WITH_${name} ON PARENT_SCOPE)
+  else()
+    set(DLSCALE_WITH_${name} OFF PARENT_SCOPE)
+  endif()
+endfunction()
+
+foreach(backend TORCH ONEDNN CUDA KOKKOS)
+  set(DLSCALE_WITH_${backend} AUTO CACHE STRING "Build the ${backend} backend (AUTO = on if found)")
+  set_property(CACHE DLSCALE_WITH_${backend} PROPERTY STRINGS AUTO ON OFF)
+endforeach()
+
+# LibTorch (Debian's libtorch-dev, or a CUDA build via Torch_DIR).
+if(DLSCALE_WITH_TORCH)
+  find_package(Torch QUIET)
+endif()
+dlscale_resolve_backend(TORCH "${Torch_FOUND}")
+
+# oneDNN v2 (Debian's libdnnl-dev also needs ocl-icd-opencl-dev for its CMake config).
+if(DLSCALE_WITH_ONEDNN)
+  find_package(dnnl QUIET)
+endif()
+dlscale_resolve_backend(ONEDNN "${dnnl_FOUND}")
+
+# CUDA, cuDNN and NCCL: imported targets from find_library with *_ROOT hints.
+set(_cuda_found FALSE)
+if(DLSCALE_WITH_CUDA)
+  find_package(CUDAToolkit QUIET)
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  if(CUDAToolkit_FOUND AND CUDNN_LIBRARY AND CUDNN_INCLUDE_DIR AND NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+    set(_cuda_found TRUE)
+    add_library(dlscale::cudnn UNKNOWN IMPORTED)
+    set_target_properties(dlscale::cudnn PROPERTIES IMPORTED_LOCATION "${CUDNN_LIBRARY}"
+                          INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
+    add_library(dlscale::nccl UNKNOWN IMPORTED)
+    set_target_properties(dlscale::nccl PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
+                          INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+  endif()
+endif()
+dlscale_resolve_backend(CUDA "${_cuda_found}")
+
+# Kokkos (OpenMP or CUDA on clusters; Debian's Trilinos build is Serial-only). Until the Kokkos
+# driver exists only its version is recorded, which needs no headers: Debian's Kokkos::kokkos
+# target carries an include path that does not exist.
+if(DLSCALE_WITH_KOKKOS)
+  find_package(Kokkos QUIET)
+endif()
+dlscale_resolve_backend(KOKKOS "${Kokkos_FOUND}")

@@ -1,0 +1,115 @@
+// The interface between the harness and a backend. A Driver turns a Workload into a Model; a
+// Model trains on one rank with its gradients in one contiguous buffer, so that the harness
+// (not the backend) owns the all-reduce, the timing and the bookkeeping.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "workloads/data/synthetic.h"
+#include "workloads/workload.h"
+
+namespace dlscale {
+
+enum class DeviceType { kCpu, kCuda };
+
+/// Where a rank trains and how.
+struct DriverContext {
+  DeviceType device = DeviceType::kCpu;
+  int device_index = 0;  ///< GPU ordinal for kCuda
+  int threads = 1;       ///< CPU threads for the backend's math library
+  uint64_t seed = 0;     ///< for any randomness inside the backend (dropout)
+};
+
+/// A contiguous float buffer holding every gradient in the backend's own order.
+struct GradBuffer {
+  float* data = nullptr;
+  size_t count = 0;
+  bool on_device = false;  ///< true when `data` is a GPU pointer
+};
+
+/// Plain SGD without momentum, the timing runs' optimiser (Shi et al.).
+struct Optimizer {
+  double learning_rate = 0.01;
+};
+
+struct MemoryStats {
+  int64_t device_peak_bytes = 0;  ///< 0 on CPU
+};
+
+/// Thrown by a driver when its device or host memory runs out; the case is recorded as `oom`
+/// and a sweep goes on with the next case.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A driver's answer to "can you run this?": ok, or the reason it cannot.
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+};
+
+/// One trainable instance of a workload on one backend and device.
+class Model {
+ public:
+  virtual ~Model() = default;
+  /// Sets the parameters from the canonical flat layout (workloads/workload.h).
+  virtual void load_parameters(const std::vector<float>& canonical) = 0;
+  /// The parameters in the canonical layout (cross-checks only; may be slow).
+  virtual std::vector<float> export_parameters() = 0;
+  /// Copies a host batch in; called outside the timed region.
+  virtual void set_batch(const Batch& batch) = 0;
+  /// The forward pass and the loss; does not wait for queued device work.
+  virtual void forward() = 0;
+  /// The backward pass; gradients land in grad_buffer().
+  virtual void backward() = 0;
+  /// The loss of the last forward pass (waits for it).
+  virtual double loss() = 0;
+  virtual GradBuffer grad_buffer() = 0;
+  /// Applies the gradients in grad_buffer() to the parameters.
+  virtual void update(const Optimizer& opt) = 0;
+  /// Waits for all queued device work.
+  virtual void synchronize() = 0;
+  /// The gradients in the canonical layout (cross-checks only; may be slow).
+  virtual std::vector<float> export_gradients() = 0;
+  virtual MemoryStats memory() const = 0;
+};
+
+/// A backend.
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual std::string_view name() const = 0;
+  virtual Support supports(const Workload& w, DeviceType device) const = 0;
+  virtual std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const = 0;
+  /// Library name -> version, recorded in /system/software.
+  virtual std::map<std::string, std::string> versions() const = 0;
+};
+
+/// The compiled drivers, by name.
+class Registry {
+ public:
+  void add(std::unique_ptr<Driver> driver);
+  /// nullptr when no driver of that name was compiled in.
+  const Driver* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+  const std::vector<std::unique_ptr<Driver>>& all() const { return drivers_; }
+
+ private:
+  std::vector<std::unique_ptr<Driver>> drivers_;
+};
+
+/// Registers every driver this build has (explicitly, one #ifdef'd call per backend: static
+/// registration inside a static library is silently dropped by the linker).
+void register_drivers(Registry& registry);
+
+}  // namespace dlscale

@@ -1,0 +1,87 @@
+// The results file (schema dlscale/1, see docs/schema.md): root provenance, the rank table,
+// software versions, allow-listed environment, and one group per case. Written by rank 0
+// only, with the serial HDF5 API, and flushed after every case so that a crash later in a
+// sweep loses nothing already measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "io/h5.h"
+
+namespace dlscale {
+
+inline constexpr const char* kSchemaVersion = "dlscale/1";
+
+using AttrValue = std::variant<std::string, int64_t, double>;
+/// Attributes in the order they are written.
+using Attrs = std::vector<std::pair<std::string, AttrValue>>;
+
+/// Looks up an attribute; throws std::out_of_range naming it when absent.
+const AttrValue& attr(const Attrs& attrs, const std::string& name);
+
+/// A column of a compound table: integers or strings.
+struct Column {
+  std::string name;
+  bool is_string = false;
+  std::vector<int64_t> ints;         ///< used when !is_string
+  std::vector<std::string> strings;  ///< used when is_string
+  size_t size() const { return is_string ? strings.size() : ints.size(); }
+  static Column of_ints(std::string name, std::vector<int64_t> v) { return {std::move(name), false, std::move(v), {}}; }
+  static Column of_strings(std::string name, std::vector<std::string> v) {
+    return {std::move(name), true, {}, std::move(v)};
+  }
+};
+
+/// A table written as a compound dataset, one record per row (h5py reads it as a structured
+/// array). Columns must all have the same length.
+struct Table {
+  std::vector<Column> columns;
+  size_t rows() const { return columns.empty() ? 0 : columns.front().size(); }
+  const Column& column(const std::string& name) const;
+};
+
+/// Everything measured for one case.
+struct CaseRecord {
+  Attrs attrs;                      ///< workload, driver, …, status, message
+  int64_t ranks = 0;
+  int64_t iterations = 0;           ///< timed iterations actually recorded
+  std::vector<double> iter_time_s;  ///< [ranks][iterations]
+  std::vector<double> phase_time_s; ///< [ranks][iterations][4], empty without --phases
+  std::vector<double> loss;         ///< [iterations]
+  Table memory;                     ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
+  Attrs summary;                    ///< empty unless the case succeeded
+};
+
+class ResultsFile {
+ public:
+  /// Creates a new file; fails if it exists unless `overwrite`.
+  static ResultsFile create(const std::string& path, bool overwrite);
+  /// Opens an existing dlscale file; throws when it is not one or has another schema.
+  static ResultsFile open(const std::string& path, bool writable);
+
+  void write_root(const Attrs& attrs);
+  Attrs read_root() const;
+  void write_system(const Table& ranks, const Attrs& software, const Attrs& environment);
+  Table read_ranks() const;
+  Attrs read_attrs(const std::string& group_path) const;
+
+  /// Names of the case groups ("0000", "0001", …), in order.
+  std::vector<std::string> case_names() const;
+  /// Writes the next case group and flushes the file; returns its name.
+  std::string write_case(const CaseRecord& record);
+  CaseRecord read_case(const std::string& name) const;
+
+  void flush();
+  const std::string& path() const { return path_; }
+
+ private:
+  ResultsFile(std::string path, h5::File file) : path_(std::move(path)), file_(std::move(file)) {}
+  std::string path_;
+  h5::File file_;
+};
+
+}  // namespace dlscale

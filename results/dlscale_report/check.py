@@ -1,0 +1,65 @@
+"""Consistency checks of a results file against its own raw samples.
+
+The C++ side writes summary attributes; here they are compared with the
+reference recomputation of stats.py, and the dataset shapes with the case
+attributes. Used by `dlscale-report check` and by end-to-end tests.
+"""
+
+import math
+
+from .schema import load_results
+from .stats import SUMMARY_KEYS, case_stats
+
+# Summation order differs between implementations (fsum here, a loop in C++),
+# so equality is only expected to a few ulps times n; 1e-9 is far above that
+# and far below anything that would change a reported number.
+REL_TOL = 1e-9
+ABS_TOL = 1e-12
+
+
+def compare_summary(recorded, recomputed, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+    """Differences between two summary dicts, as readable lines (empty if equal)."""
+    problems = []
+    for key in SUMMARY_KEYS:
+        if key not in recorded:
+            problems.append(f"summary attribute {key} missing")
+            continue
+        a, b = float(recorded[key]), float(recomputed[key])
+        same = (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+        if not same:
+            problems.append(f"{key} = {a!r}, recomputed {b!r}")
+    return problems
+
+
+def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+    """Problems found in one loaded Case, each prefixed with file and case."""
+    where = f"{case.file}: case {case.name}"
+    problems = []
+    if case.ok:
+        ranks, iterations = case.get("ranks"), case.get("iterations")
+        t = case.iter_time_s
+        if t is None or t.shape != (ranks, iterations):
+            shape = None if t is None else t.shape
+            problems.append(f"iter_time_s has shape {shape}, expected ({ranks}, {iterations})")
+        if case.get("phases") == 1:
+            p = case.phase_time_s
+            if p is None or p.shape != (ranks, iterations, 4):
+                shape = None if p is None else p.shape
+                problems.append(f"phase_time_s has shape {shape}, expected ({ranks}, {iterations}, 4)")
+        elif case.phase_time_s is not None:
+            problems.append("phase_time_s present although phases == 0")
+        if case.summary is None:
+            problems.append("summary group missing")
+        elif not problems:
+            problems += compare_summary(case.summary, case_stats(case), rel_tol, abs_tol)
+    elif case.summary is not None:
+        problems.append(f"summary group present although status is {case.status}")
+    return [f"{where}: {p}" for p in problems]
+
+
+def check_file(path, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+    """Problems found in every case of a results file (empty list: consistent)."""
+    problems = []
+    for case in load_results(path).cases:
+        problems += check_case(case, rel_tol, abs_tol)
+    return problems

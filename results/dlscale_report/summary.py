@@ -1,0 +1,130 @@
+"""One table row per case, across one or more results files.
+
+Rows are plain dicts in SI-like report units (ms, samples/s, GFLOP/s) so the
+same rows serve the aligned text table and CSV output.
+"""
+
+import csv
+import io
+
+from .schema import load_results
+from .stats import case_stats
+
+# (row key, text-table header, right-aligned?)
+COLUMNS = (
+    ("file", "file", False),
+    ("case", "case", False),
+    ("workload", "workload", False),
+    ("driver", "driver", False),
+    ("device", "device", False),
+    ("precision", "precision", False),
+    ("scaling", "scaling", False),
+    ("ranks", "ranks", True),
+    ("batch_per_rank", "batch/rank", True),
+    ("global_batch", "global batch", True),
+    ("threads", "threads", True),
+    ("step_median_ms", "step ms [95% CI]", True),
+    ("samples_per_s", "samples/s", True),
+    ("achieved_gflops", "GFLOP/s", True),
+    ("status", "status", False),
+)
+
+# CSV keeps the CI bounds and the message as separate machine-readable columns.
+CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "scaling",
+               "ranks", "batch_per_rank", "global_batch", "threads",
+               "step_median_ms", "ci95_low_ms", "ci95_high_ms",
+               "samples_per_s", "achieved_gflops", "status", "message")
+
+
+def case_row(case):
+    """Table row of one loaded Case."""
+    a = case.attrs
+    row = {
+        "file": case.file,
+        "case": case.name,
+        "workload": a.get("workload"),
+        "driver": a.get("driver"),
+        "device": a.get("device_type"),
+        "precision": a.get("precision"),
+        "scaling": a.get("scaling"),
+        "ranks": a.get("ranks"),
+        "batch_per_rank": a.get("batch_per_rank"),
+        "global_batch": a.get("global_batch"),
+        "threads": a.get("threads"),
+        "status": case.status,
+        "message": a.get("message", ""),
+        "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None,
+        "samples_per_s": None, "achieved_gflops": None,
+    }
+    # Show what the benchmark recorded; fall back to recomputing when an ok
+    # case somehow lacks its summary group.
+    s = case.summary if case.summary is not None else case_stats(case)
+    if case.ok and s:
+        # .get: a partial summary group still shows what it has.
+        for key, src, scale in (("step_median_ms", "step_median_s", 1e3),
+                                ("ci95_low_ms", "ci95_low_s", 1e3),
+                                ("ci95_high_ms", "ci95_high_s", 1e3),
+                                ("samples_per_s", "samples_per_s", 1.0),
+                                ("achieved_gflops", "achieved_flops", 1e-9)):
+            if s.get(src) is not None:
+                row[key] = float(s[src]) * scale
+    return row
+
+
+def summary_rows(paths):
+    """Rows for every case of every file, in file order then case order."""
+    return [case_row(c) for p in paths for c in load_results(p).cases]
+
+
+def _ms(v):
+    # Two decimals as in "12.34"; sub-millisecond steps keep 4 significant digits.
+    return f"{v:.2f}" if abs(v) >= 1 else f"{v:.4g}"
+
+
+def _cell(row, key):
+    v = row.get(key)
+    if key == "step_median_ms":
+        if v is None:
+            return "-"
+        lo, hi = row.get("ci95_low_ms"), row.get("ci95_high_ms")
+        return _ms(v) if lo is None or hi is None else f"{_ms(v)} [{_ms(lo)}, {_ms(hi)}]"
+    if key == "status":
+        # Messages may be multi-line (exception texts); one table row stays one line.
+        msg = " ".join(str(row.get("message") or "").split())
+        return f"{v}: {msg}" if v != "ok" and msg else str(v)
+    if v is None:
+        return "-"
+    if key == "samples_per_s":
+        return f"{v:.1f}"
+    if key == "achieved_gflops":
+        return f"{v:.2f}"
+    return str(v)
+
+
+def format_table(rows, show_file=None):
+    """Aligned plain-text table; the file column only appears for several files."""
+    if show_file is None:
+        show_file = len({r["file"] for r in rows}) > 1
+    cols = [c for c in COLUMNS if show_file or c[0] != "file"]
+    cells = [[_cell(r, key) for key, _, _ in cols] for r in rows]
+    widths = [max([len(h)] + [len(line[i]) for line in cells]) for i, (_, h, _) in enumerate(cols)]
+
+    def fmt(values):
+        parts = [v.rjust(w) if right else v.ljust(w)
+                 for v, w, (_, _, right) in zip(values, widths, cols)]
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt([h for _, h, _ in cols]), fmt(["-" * w for w in widths])]
+    lines += [fmt(line) for line in cells]
+    return "\n".join(lines) + "\n"
+
+
+def format_csv(rows):
+    """CSV with full-precision numbers and empty fields for missing values."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in rows:
+        writer.writerow(["" if r.get(k) is None else (repr(r[k]) if isinstance(r[k], float) else r[k])
+                         for k in CSV_COLUMNS])
+    return out.getvalue()

@@ -1,0 +1,271 @@
+#include "suite/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "suite/errors.h"
+#include "suite/host_memory.h"
+#include "suite/provenance.h"
+#include "suite/statistics.h"
+#include "workloads/catalog.h"
+#include "workloads/init.h"
+
+namespace dlscale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// Outcomes, ordered by how much they override others when ranks disagree.
+enum class Status { kOk = 0, kUnsupported = 1, kOom = 2, kError = 3 };
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk:
+      return "ok";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kOom:
+      return "oom";
+    case Status::kError:
+      return "error";
+  }
+  return "error";
+}
+
+/// Agrees on the worst status over all ranks and on the message of the first rank that had it.
+std::pair<Status, std::string> agree(MPI_Comm comm, Status mine, const std::string& message) {
+  const auto worst = static_cast<Status>(allreduce_max(comm, static_cast<int>(mine)));
+  if (worst == Status::kOk) return {worst, ""};
+  const std::vector<std::string> all = gather_strings(comm, mine == worst ? message : std::string());
+  std::string agreed;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].empty()) {
+      agreed = all.size() > 1 ? fmt::format("rank {}: {}", r, all[r]) : all[r];
+      break;
+    }
+  }
+  return {worst, agreed};
+}
+
+void add(Attrs& a, const char* name, AttrValue v) { a.emplace_back(name, std::move(v)); }
+
+}  // namespace
+
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
+  int size = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
+  if (size == 1) return;
+  if (grads.on_device) {
+    throw std::runtime_error("gradients live on a GPU: the MPI all-reduce needs host memory (GPU drivers use NCCL)");
+  }
+  // MPI counts are ints: reduce buffers beyond 2^31-1 elements in chunks.
+  for (size_t done = 0; done < grads.count;) {
+    const size_t n = std::min<size_t>(grads.count - done, INT_MAX);
+    DLSCALE_CHECK_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, grads.data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
+    done += n;
+  }
+  const float scale = 1.0f / static_cast<float>(size);
+  float* g = grads.data;
+  const auto n = static_cast<int64_t>(grads.count);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+}
+
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases) {
+  StepTimes t;
+  const Clock::time_point start = Clock::now();
+  if (!time_phases) {
+    model.forward();
+    model.backward();
+    allreduce_gradients(model.grad_buffer(), comm);
+    model.update(opt);
+    model.synchronize();
+    t.total = seconds_between(start, Clock::now());
+    return t;
+  }
+  Clock::time_point mark = start;
+  auto lap = [&](Phase p) {
+    model.synchronize();
+    const Clock::time_point now = Clock::now();
+    t.phase[p] = seconds_between(mark, now);
+    mark = now;
+  };
+  model.forward();
+  lap(kForward);
+  model.backward();
+  lap(kBackward);
+  allreduce_gradients(model.grad_buffer(), comm);
+  lap(kAllreduce);
+  model.update(opt);
+  lap(kUpdate);
+  t.total = seconds_between(start, mark);
+  return t;
+}
+
+CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
+  const Clock::time_point wall_start = Clock::now();
+  const MPI_Comm comm = mpi_.world();
+  const int ranks = mpi_.size();
+  const Workload workload = make_workload(spec.workload);
+  const Driver& driver = *drivers_.find(spec.driver);
+  const int threads = spec.threads > 0 ? spec.threads : mpi_.default_threads();
+  const DeviceType device = spec.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+  const int64_t params = parameter_count(workload);
+  const Optimizer opt;
+
+  progress_.case_started(index, total,
+                         fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, spec.device,
+                                     spec.batch_per_rank(), threads),
+                         spec.command());
+
+  CaseRecord rec;
+  rec.ranks = ranks;
+  Attrs& a = rec.attrs;
+  add(a, "workload", spec.workload);
+  add(a, "driver", spec.driver);
+  add(a, "device_type", spec.device);
+  add(a, "precision", spec.precision);
+  add(a, "scaling", spec.scaling);
+  add(a, "ranks", int64_t{ranks});
+  add(a, "batch_per_rank", spec.batch_per_rank());
+  add(a, "global_batch", spec.global_batch());
+  add(a, "threads", int64_t{threads});
+  add(a, "warmup", int64_t{spec.warmup});
+  add(a, "iterations", int64_t{spec.iterations});
+  add(a, "seed", static_cast<int64_t>(spec.seed));
+  add(a, "params", params);
+  const double train_flops = flops_per_sample(workload).train() * static_cast<double>(spec.global_batch());
+  add(a, "train_flops_per_step", train_flops);
+  add(a, "grad_bytes", params * int64_t{4});
+  add(a, "phases", int64_t{spec.phases ? 1 : 0});
+  add(a, "case_key", spec.command());
+  add(a, "started_utc", utc_now());
+
+  // Setup: every rank builds its model; failures are agreed on before any collective training.
+  Status status = Status::kOk;
+  std::string message;
+  std::unique_ptr<Model> model;
+  const Support support = driver.supports(workload, device);
+  if (!support.ok) {
+    status = Status::kUnsupported;
+    message = support.reason;
+  } else {
+    try {
+      model = driver.create(workload, {device, mpi_.local_rank(), threads, spec.seed});
+      model->load_parameters(canonical_parameters(workload, spec.seed));
+      model->set_batch(synthetic_batch(workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
+    } catch (const OutOfMemory& e) {
+      status = Status::kOom;
+      message = e.what();
+    } catch (const std::bad_alloc&) {
+      status = Status::kOom;
+      message = "host allocation failed (std::bad_alloc)";
+    } catch (const std::exception& e) {
+      status = Status::kError;
+      message = e.what();
+    }
+  }
+  std::tie(status, message) = agree(comm, status, message);
+
+  std::vector<double> times, phase_times, losses;
+  int64_t host_peak = -1, device_peak = 0;
+  if (status == Status::kOk) {
+    reset_peak_rss();
+    double last = 0;
+    // A failure inside the loop on one rank would leave the others blocked in a collective, so it
+    // aborts the job; every case finished before it is already flushed to the file.
+    try {
+      for (int i = 0; i < spec.warmup; ++i) {
+        DLSCALE_CHECK_MPI(MPI_Barrier(comm));
+        last = training_step(*model, comm, opt, spec.phases).total;
+        progress_.iteration("warm-up", i + 1, spec.warmup, last);
+      }
+      times.reserve(static_cast<size_t>(spec.iterations));
+      for (int i = 0; i < spec.iterations; ++i) {
+        DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
+        const StepTimes t = training_step(*model, comm, opt, spec.phases);
+        times.push_back(t.total);
+        if (spec.phases) phase_times.insert(phase_times.end(), t.phase, t.phase + kPhaseCount);
+        double loss = model->loss() / ranks, mean_loss = 0;
+        DLSCALE_CHECK_MPI(MPI_Allreduce(&loss, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, comm));
+        losses.push_back(mean_loss);
+        progress_.iteration("iteration", i + 1, spec.iterations, t.total);
+      }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "dlscale: rank {}: case {} failed while training: {}\n", mpi_.rank(), spec.command(),
+                 e.what());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    host_peak = peak_rss_bytes();
+    device_peak = model->memory().device_peak_bytes;
+  }
+
+  // Gather every rank's samples on rank 0.
+  const int iters = status == Status::kOk ? spec.iterations : 0;
+  rec.iterations = iters;
+  const bool root = mpi_.rank() == 0;
+  if (root) rec.iter_time_s.resize(static_cast<size_t>(ranks) * static_cast<size_t>(iters));
+  DLSCALE_CHECK_MPI(MPI_Gather(times.data(), iters, MPI_DOUBLE, rec.iter_time_s.data(), iters, MPI_DOUBLE, 0, comm));
+  if (spec.phases && iters > 0) {
+    if (root) rec.phase_time_s.resize(static_cast<size_t>(ranks) * static_cast<size_t>(iters) * kPhaseCount);
+    DLSCALE_CHECK_MPI(MPI_Gather(phase_times.data(), iters * kPhaseCount, MPI_DOUBLE, rec.phase_time_s.data(),
+                                 iters * kPhaseCount, MPI_DOUBLE, 0, comm));
+  }
+  rec.loss = losses;
+  const int64_t mem_local[2] = {host_peak, device_peak};
+  std::vector<int64_t> mem_all(root ? static_cast<size_t>(ranks) * 2 : 0);
+  DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
+  if (!root) return rec;
+
+  Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
+  for (int r = 0; r < ranks; ++r) {
+    host.ints.push_back(mem_all[static_cast<size_t>(r) * 2]);
+    dev.ints.push_back(mem_all[static_cast<size_t>(r) * 2 + 1]);
+  }
+  rec.memory.columns = {host, dev};
+  add(a, "status", std::string(status_name(status)));
+  add(a, "message", message);
+  if (status == Status::kOk) {
+    const StepStats s = step_stats(rec.iter_time_s, ranks, iters);
+    Attrs& m = rec.summary;
+    add(m, "step_median_s", s.median);
+    add(m, "step_p05_s", s.p05);
+    add(m, "step_p95_s", s.p95);
+    add(m, "step_mean_s", s.mean);
+    add(m, "step_std_s", s.std);
+    add(m, "step_cv", s.cv);
+    add(m, "ci95_low_s", s.ci95_low);
+    add(m, "ci95_high_s", s.ci95_high);
+    add(m, "ci_coverage", s.ci_coverage);
+    add(m, "samples_per_s", static_cast<double>(spec.global_batch()) / s.median);
+    add(m, "achieved_flops", train_flops / s.median);
+    add(m, "straggler_ratio", s.straggler_ratio);
+  }
+  add(a, "wall_s", seconds_between(wall_start, Clock::now()));
+  return rec;
+}
+
+std::string summary_line(const CaseRecord& r) {
+  const auto str = [&](const char* n) { return std::get<std::string>(attr(r.attrs, n)); };
+  const auto num = [&](const char* n) { return std::get<int64_t>(attr(r.attrs, n)); };
+  std::string line = fmt::format("{:<10} {:<9} {:<4} {} {} P={} b={}/{} t={}", str("workload"), str("driver"),
+                                 str("device_type"), str("precision"), str("scaling"), num("ranks"),
+                                 num("batch_per_rank"), num("global_batch"), num("threads"));
+  if (str("status") != "ok") return line + fmt::format(" | {}: {}", str("status"), str("message"));
+  const auto sum = [&](const char* n) { return std::get<double>(attr(r.summary, n)); };
+  return line + fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s | ok",
+                            sum("step_median_s") * 1e3, sum("ci95_low_s") * 1e3, sum("ci95_high_s") * 1e3,
+                            sum("samples_per_s"), sum("achieved_flops") / 1e9);
+}
+
+}  // namespace dlscale

@@ -1,0 +1,50 @@
+// Runs one case on every rank: build the model from the canonical parameters, warm up, time
+// the iterations (forward+backward -> gradient all-reduce -> update), and gather every rank's
+// samples on rank 0 as a CaseRecord for the results file.
+#pragma once
+
+#include <mpi.h>
+
+#include "drivers/driver.h"
+#include "io/results_file.h"
+#include "suite/mpi_context.h"
+#include "suite/progress.h"
+#include "suite/run_matrix.h"
+
+namespace dlscale {
+
+/// Phase indices of phase_time_s.
+enum Phase { kForward = 0, kBackward = 1, kAllreduce = 2, kUpdate = 3, kPhaseCount = 4 };
+
+struct StepTimes {
+  double total = 0;
+  double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
+};
+
+/// Sums the gradient buffer over `comm` in place, then scales it by 1/P.
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
+
+/// One timed training step. Without `time_phases` the step is timed as a whole with one
+/// synchronisation at its end; with it, the device is synchronised at every phase boundary.
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases);
+
+class Runner {
+ public:
+  Runner(const MpiContext& mpi, const Registry& drivers, Progress& progress)
+      : mpi_(mpi), drivers_(drivers), progress_(progress) {}
+
+  /// Runs `spec` on every rank of the world communicator. The returned record is complete on
+  /// rank 0 only. A setup failure on any rank (unsupported, out of memory, error) is agreed
+  /// on by all ranks and recorded; the sweep goes on.
+  CaseRecord run(const CaseSpec& spec, int index, int total);
+
+ private:
+  const MpiContext& mpi_;
+  const Registry& drivers_;
+  Progress& progress_;
+};
+
+/// The one-line summary rank 0 prints for a finished case.
+std::string summary_line(const CaseRecord& record);
+
+}  // namespace dlscale

@@ -1,0 +1,34 @@
+// Step-time statistics exactly as DESIGN.md and docs/metrics.md define them; results/ recomputes
+// the same numbers from the raw samples in Python, and the tests hold the two together.
+#pragma once
+
+#include <vector>
+
+namespace dlscale {
+
+/// Median (mean of the two middle values for an even count). Requires a non-empty input.
+double median(std::vector<double> x);
+
+/// Percentile q in [0, 100] by linear interpolation between order statistics (numpy's default).
+double percentile(std::vector<double> x, double q);
+
+/// The order-statistic 95% confidence interval of the median of n samples: the largest k in
+/// [1, (n+1)/2] whose interval [x_(k), x_(n-k+1)] covers the median with probability >= 0.95,
+/// or k = 1 when n is too small for that. `coverage` is the interval's exact coverage.
+struct MedianInterval {
+  int k = 1;  ///< 1-based order statistic of the lower bound
+  double coverage = 0;
+};
+MedianInterval median_interval(int n);
+
+struct StepStats {
+  double median = 0, p05 = 0, p95 = 0, mean = 0, std = 0, cv = 0;
+  double ci95_low = 0, ci95_high = 0, ci_coverage = 0;
+  double straggler_ratio = 1;
+};
+
+/// Statistics of a case from its raw samples, `times` being [ranks][iterations] row-major: the
+/// step time of an iteration is the maximum over ranks (the slowest rank sets the pace).
+StepStats step_stats(const std::vector<double>& times, int ranks, int iterations);
+
+}  // namespace dlscale

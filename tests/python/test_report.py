@@ -1,0 +1,385 @@
+"""Tests of results/dlscale-report and its dlscale_report package.
+
+Run: /usr/bin/python3 -m unittest discover -s tests/python
+
+Small dlscale/1 files are written here with h5py; their summary attributes
+come from reference_stats() below, an independent numpy implementation of
+the statistics definitions, so the package's recomputation is checked
+against a second implementation rather than against itself.
+"""
+
+import csv
+import io
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results")
+RESULTS_DIR = os.path.normpath(RESULTS_DIR)
+SCRIPT = os.path.join(RESULTS_DIR, "dlscale-report")
+sys.path.insert(0, RESULTS_DIR)
+
+import dlscale_report as dr  # noqa: E402  (needs the path above)
+
+
+# ---------------------------------------------------------------- reference
+
+def reference_ci(x_sorted):
+    """CI of the median straight from the definition, with float binomial sums."""
+    n = len(x_sorted)
+
+    def coverage(k):
+        cdf = sum(math.comb(n, j) for j in range(k)) / 2.0 ** n
+        return 1 - 2 * cdf
+
+    ks = [k for k in range(1, (n + 1) // 2 + 1) if coverage(k) >= 0.95]
+    k = max(ks) if ks else 1
+    return x_sorted[k - 1], x_sorted[n - k], coverage(k)
+
+
+def reference_stats(iter_time_s, global_batch, flops):
+    t = np.asarray(iter_time_s, dtype=np.float64)
+    s = t.max(axis=0)
+    n = s.size
+    med = float(np.median(s))
+    mean = float(np.mean(s))
+    std = float(np.std(s, ddof=1)) if n > 1 else 0.0
+    lo, hi, cov = reference_ci(np.sort(s))
+    per_rank = np.median(t, axis=1)
+    return {
+        "step_median_s": med,
+        "step_p05_s": float(np.percentile(s, 5)),
+        "step_p95_s": float(np.percentile(s, 95)),
+        "step_mean_s": mean,
+        "step_std_s": std,
+        "step_cv": std / mean,
+        "ci95_low_s": float(lo),
+        "ci95_high_s": float(hi),
+        "ci_coverage": cov,
+        "samples_per_s": global_batch / med,
+        "achieved_flops": flops / med,
+        "straggler_ratio": float(per_rank.max() / np.median(per_rank)),
+    }
+
+
+# ---------------------------------------------------------------- file writer
+
+def make_case(iter_time_s=None, status="ok", message="", phases=False, ranks=None,
+              iterations=None, workload="mlp", batch_per_rank=32, flops=1.2e9):
+    """Description of one case for write_results(); iter_time_s is [ranks, iterations]."""
+    if iter_time_s is not None:
+        iter_time_s = np.asarray(iter_time_s, dtype=np.float64)
+        ranks, iterations = iter_time_s.shape
+    return dict(iter_time_s=iter_time_s, status=status, message=message, phases=phases,
+                ranks=ranks, iterations=iterations, workload=workload,
+                batch_per_rank=batch_per_rank, flops=flops)
+
+
+def write_results(path, cases, schema="dlscale/1", bytes_strings=False):
+    """Write a small file following the dlscale/1 schema."""
+    # Fixed-length byte strings exercise the reader's bytes tolerance.
+    s = (lambda v: np.bytes_(v.encode())) if bytes_strings else (lambda v: v)
+    world = max(c["ranks"] for c in cases)
+    with h5py.File(path, "w") as f:
+        if schema is not None:
+            f.attrs["schema"] = s(schema)
+        f.attrs["dlscale_version"] = s("0.1.0")
+        f.attrs["git_commit"] = s("0123abcd")
+        f.attrs["created_utc"] = s("2024-01-01T00:00:00Z")
+        f.attrs["command_line"] = s("dlscale run --config test.toml")
+        f.attrs["world_size"] = np.int64(world)
+        f.attrs["config"] = s("[run]\niterations = 10\n")
+        vstr = h5py.string_dtype()
+        rank_t = np.dtype([("rank", "i4"), ("host", vstr), ("local_rank", "i4"),
+                           ("cpu_affinity", vstr), ("numa_node", "i4"), ("device", vstr),
+                           ("threads", "i4")])
+        f.create_dataset("system/ranks", data=np.array(
+            [(r, "node0", r, f"{r * 4}-{r * 4 + 3}", 0, "cpu", 4) for r in range(world)],
+            dtype=rank_t))
+        f.create_group("system/software").attrs["compiler"] = s("g++ 12")
+        f.create_group("system/environment").attrs["OMP_NUM_THREADS"] = s("4")
+        for i, c in enumerate(cases):
+            g = f.create_group(f"cases/{i:04d}")
+            ranks, its = c["ranks"], c["iterations"]
+            a = g.attrs
+            for key, value in (("workload", c["workload"]), ("driver", "native"),
+                               ("device_type", "cpu"), ("precision", "fp32"),
+                               ("scaling", "weak"), ("status", c["status"]),
+                               ("message", c["message"]), ("started_utc", "2024-01-01T00:00:01Z"),
+                               ("case_key", f"dlscale run --workload {c['workload']} --ranks {ranks}")):
+                a[key] = s(value)
+            for key, value in (("ranks", ranks), ("batch_per_rank", c["batch_per_rank"]),
+                               ("global_batch", ranks * c["batch_per_rank"]), ("threads", 4),
+                               ("warmup", 2), ("iterations", its), ("seed", 42),
+                               ("params", 1000), ("grad_bytes", 4000),
+                               ("phases", 1 if c["phases"] else 0)):
+                a[key] = np.int64(value)
+            a["train_flops_per_step"] = np.float64(c["flops"])
+            a["wall_s"] = np.float64(1.5)
+            t = c["iter_time_s"]
+            g.create_dataset("iter_time_s", data=t if t is not None else np.zeros((ranks, 0)))
+            g.create_dataset("memory", data=np.array(
+                [(1 << 20, 0)] * ranks,
+                dtype=[("host_peak_rss_bytes", "i8"), ("device_peak_bytes", "i8")]))
+            if t is not None:
+                g.create_dataset("loss", data=np.linspace(2.0, 1.0, its))
+                if c["phases"]:
+                    # Phases split each iteration 40/40/10/10.
+                    g.create_dataset("phase_time_s",
+                                     data=t[:, :, None] * np.array([0.4, 0.4, 0.1, 0.1]))
+            if c["status"] == "ok":
+                ref = reference_stats(t, ranks * c["batch_per_rank"], c["flops"])
+                sg = g.create_group("summary")
+                for key, value in ref.items():
+                    sg.attrs[key] = np.float64(value)
+
+
+def sample_cases():
+    rng = np.random.default_rng(7)
+    two_ranks = 0.010 + 0.002 * rng.random((2, 10))
+    two_ranks[1] *= 1.1                     # rank 1 straggles
+    return [
+        make_case(two_ranks, phases=True),
+        make_case(0.020 + 0.001 * rng.random((1, 5)), workload="cnn"),   # no phase_time_s
+        make_case(status="oom", message="out of memory at batch 4096", ranks=2,
+                  iterations=10, workload="transformer"),
+    ]
+
+
+def run_cli(*args, module=False):
+    cmd = ([sys.executable, "-m", "dlscale_report"] if module else [SCRIPT]) + list(args)
+    env = dict(os.environ, PYTHONPATH=RESULTS_DIR) if module else None
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+
+# ---------------------------------------------------------------- tests
+
+class StatsTest(unittest.TestCase):
+    def test_median(self):
+        self.assertEqual(dr.median([1, 2, 3, 4]), 2.5)
+        self.assertEqual(dr.median([4, 1, 3]), 3)
+        self.assertEqual(dr.median([7.0]), 7.0)
+
+    def test_percentile_matches_numpy_linear(self):
+        rng = random.Random(1)
+        for n in (1, 2, 3, 5, 10, 20, 21, 101, 1000):
+            x = sorted(rng.uniform(0.001, 0.1) for _ in range(n))
+            for q in (0, 5, 50, 95, 100):
+                self.assertAlmostEqual(dr.percentile(x, q), float(np.percentile(x, q)),
+                                       delta=1e-15, msg=f"n={n} q={q}")
+
+    def test_ci_order_known_values(self):
+        # n=10: P(B<=1) = 11/1024 -> coverage 0.978515625; k=3 would give 0.890625.
+        self.assertEqual(dr.median_ci_order(10), (2, 0.978515625))
+        # n=5: even k=1 has only 1 - 2/32 = 0.9375, so fall back to [min, max].
+        self.assertEqual(dr.median_ci_order(5), (1, 0.9375))
+        self.assertEqual(dr.median_ci_order(6), (1, 0.96875))
+        self.assertEqual(dr.median_ci_order(1), (1, 0.0))
+        # Classic table value: n=100 gives [x_(40), x_(61)].
+        self.assertEqual(dr.median_ci_order(100)[0], 40)
+
+    def test_ci_order_matches_definition(self):
+        for n in range(1, 200):
+            x = list(range(1, n + 1))
+            lo, hi, cov = reference_ci(x)
+            k, coverage = dr.median_ci_order(n)
+            self.assertEqual((x[k - 1], x[n - k]), (lo, hi), msg=f"n={n}")
+            self.assertAlmostEqual(coverage, cov, delta=1e-12, msg=f"n={n}")
+
+    def test_ci_in_stats(self):
+        x = [float(v) for v in range(1, 11)]
+        random.Random(3).shuffle(x)
+        s = dr.compute_stats([x], 64, 1e9)
+        self.assertEqual((s["ci95_low_s"], s["ci95_high_s"]), (2.0, 9.0))
+        self.assertEqual(s["ci_coverage"], 0.978515625)
+        self.assertEqual(s["step_median_s"], 5.5)
+
+        s = dr.compute_stats([[3.0, 1.0, 5.0, 2.0, 4.0]], 64, 1e9)
+        self.assertEqual((s["ci95_low_s"], s["ci95_high_s"], s["ci_coverage"]), (1.0, 5.0, 0.9375))
+
+        s = dr.compute_stats([[0.25]], 64, 1e9)
+        self.assertEqual((s["ci95_low_s"], s["ci95_high_s"], s["ci_coverage"]), (0.25, 0.25, 0.0))
+        self.assertEqual((s["step_std_s"], s["step_cv"]), (0.0, 0.0))
+        self.assertEqual(s["samples_per_s"], 256.0)
+        self.assertEqual(s["achieved_flops"], 4e9)
+
+    def test_step_is_max_over_ranks_and_straggler(self):
+        t = [[1.0, 1.0, 1.0],
+             [1.0, 1.0, 1.0],
+             [1.5, 1.5, 0.5]]
+        s = dr.compute_stats(t, 3, 0.0)
+        self.assertEqual(s["step_median_s"], 1.5)            # steps = [1.5, 1.5, 1.0]
+        self.assertEqual(s["straggler_ratio"], 1.5)          # per-rank medians 1, 1, 1.5
+        self.assertEqual(dr.straggler_ratio([[2.0, 2.0], [2.0, 2.0]]), 1.0)
+
+    def test_matches_numpy_reference(self):
+        rng = np.random.default_rng(11)
+        for ranks, n in ((1, 1), (1, 2), (2, 5), (4, 10), (3, 37), (8, 500)):
+            t = 0.01 + 0.005 * rng.random((ranks, n))
+            ours = dr.compute_stats(t, 128, 3.3e12)
+            self.assertEqual(set(ours), set(dr.SUMMARY_KEYS))
+            self.assertEqual(dr.compare_summary(ours, reference_stats(t, 128, 3.3e12)), [],
+                             msg=f"ranks={ranks} n={n}")
+
+    def test_rejects_empty_and_non_finite(self):
+        with self.assertRaises(ValueError):
+            dr.compute_stats(np.zeros((2, 0)), 1, 1.0)
+        with self.assertRaises(ValueError):
+            dr.compute_stats([[1.0, math.nan]], 1, 1.0)
+
+
+class FileTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "run.h5")
+        write_results(self.path, sample_cases())
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_load(self):
+        r = dr.load_results(self.path)
+        self.assertEqual(r.attrs["schema"], "dlscale/1")
+        self.assertEqual(r.attrs["world_size"], 2)
+        self.assertEqual([c.name for c in r.cases], ["0000", "0001", "0002"])
+        c0, c1, c2 = r.cases
+        self.assertEqual(c0.phase_time_s.shape, (2, 10, 4))
+        self.assertIsNone(c1.phase_time_s)
+        self.assertEqual((c2.status, c2.summary), ("oom", None))
+        self.assertIsNone(dr.case_stats(c2))
+
+    def test_recompute_matches_recorded(self):
+        for case in dr.load_results(self.path).cases:
+            if case.ok:
+                self.assertEqual(dr.compare_summary(case.summary, dr.case_stats(case)), [])
+        self.assertEqual(dr.check_file(self.path), [])
+
+    def test_case_without_phase_time(self):
+        by_index = dr.recompute_case(self.path, 1)
+        by_name = dr.recompute_case(self.path, "0001")
+        self.assertEqual(by_index, by_name)
+        self.assertEqual(by_index["samples_per_s"], 32 / by_index["step_median_s"])
+        with self.assertRaises(dr.ReportError):
+            dr.load_case(self.path, 7)
+
+    def test_bytes_attributes(self):
+        path = os.path.join(self.tmp.name, "bytes.h5")
+        write_results(path, sample_cases(), bytes_strings=True)
+        case = dr.load_case(path, 2)
+        self.assertEqual(case.attrs["message"], "out of memory at batch 4096")
+        self.assertEqual(dr.check_file(path), [])
+
+    def test_check_detects_wrong_summary(self):
+        with h5py.File(self.path, "r+") as f:
+            f["cases/0000/summary"].attrs["step_median_s"] = 1.0
+        problems = dr.check_file(self.path)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("case 0000: step_median_s", problems[0])
+
+    def test_schema_errors(self):
+        foreign = os.path.join(self.tmp.name, "foreign.h5")
+        with h5py.File(foreign, "w") as f:
+            f["x"] = [1, 2, 3]
+        with self.assertRaisesRegex(dr.ReportError, "schema attribute missing"):
+            dr.load_results(foreign)
+        other = os.path.join(self.tmp.name, "other.h5")
+        write_results(other, sample_cases(), schema="dlscale/0")
+        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1\)"):
+            dr.load_results(other)
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "run.h5")
+        write_results(self.path, sample_cases())
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def assertOneLineError(self, proc, fragment):
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+        lines = proc.stderr.splitlines()
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertTrue(lines[0].startswith("dlscale-report: error: "), lines[0])
+        self.assertIn(fragment, lines[0])
+
+    def test_summary_text(self):
+        proc = run_cli("summary", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.splitlines()
+        self.assertEqual(len(lines), 2 + 3)                    # header, rule, 3 cases
+        self.assertNotIn("file", lines[0])                     # a single file: no file column
+        for name, workload in (("0000", "mlp"), ("0001", "cnn"), ("0002", "transformer")):
+            self.assertTrue(any(l.startswith(name) and workload in l for l in lines[2:]))
+        self.assertIn("oom: out of memory at batch 4096", lines[4])
+        med = dr.load_case(self.path, 0).summary
+        self.assertIn(f"{med['step_median_s'] * 1e3:.2f} [{med['ci95_low_s'] * 1e3:.2f}, "
+                      f"{med['ci95_high_s'] * 1e3:.2f}]", lines[2])
+        # All rows are aligned: the status column starts at the same offset.
+        self.assertEqual(len({l.index("ok") for l in lines[2:4]} | {lines[4].index("oom")}), 1)
+
+    def test_summary_several_files_and_module(self):
+        second = os.path.join(self.tmp.name, "second.h5")
+        write_results(second, sample_cases()[:1])
+        proc = run_cli("summary", self.path, second, module=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.splitlines()
+        self.assertTrue(lines[0].startswith("file"))
+        self.assertEqual(len(lines), 2 + 4)
+        self.assertTrue(lines[-1].startswith(second))
+
+    def test_summary_csv(self):
+        proc = run_cli("summary", "--format", "csv", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+        self.assertEqual([r["case"] for r in rows], ["0000", "0001", "0002"])
+        summary = dr.load_case(self.path, 1).summary
+        self.assertAlmostEqual(float(rows[1]["step_median_ms"]), summary["step_median_s"] * 1e3)
+        self.assertEqual(rows[1]["global_batch"], "32")
+        self.assertEqual((rows[2]["status"], rows[2]["step_median_ms"]), ("oom", ""))
+        self.assertEqual(rows[2]["message"], "out of memory at batch 4096")
+
+    def test_check(self):
+        proc = run_cli("check", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(self.path, "r+") as f:
+            f["cases/0001/summary"].attrs["straggler_ratio"] = 2.0
+        proc = run_cli("check", self.path)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("case 0001: straggler_ratio", proc.stdout)
+
+    def test_foreign_hdf5(self):
+        foreign = os.path.join(self.tmp.name, "foreign.h5")
+        with h5py.File(foreign, "w") as f:
+            f["x"] = [1, 2, 3]
+        self.assertOneLineError(run_cli("summary", foreign),
+                                f"{foreign}: not a dlscale results file (schema attribute missing)")
+
+    def test_wrong_schema(self):
+        other = os.path.join(self.tmp.name, "other.h5")
+        write_results(other, sample_cases(), schema="dlscale/0")
+        self.assertOneLineError(run_cli("summary", self.path, other),
+                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1)")
+
+    def test_not_hdf5(self):
+        text = os.path.join(self.tmp.name, "notes.txt")
+        with open(text, "w") as f:
+            f.write("step times\n1 2 3\n")
+        self.assertOneLineError(run_cli("summary", text), f"{text}: not an HDF5 file")
+
+    def test_missing_file(self):
+        missing = os.path.join(self.tmp.name, "nope.h5")
+        self.assertOneLineError(run_cli("summary", missing), f"{missing}: no such file")
+
+
+if __name__ == "__main__":
+    unittest.main()
