@@ -1,0 +1,100 @@
+// HDF5 round trip through io/: what the writer stores reads back identically, and foreign or
+// missing files are refused with a clear message.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "io/results_file.h"
+
+namespace dlscale {
+namespace {
+
+class ResultsFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dlscale_io_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/r.h5";
+  }
+  void TearDown() override {
+    std::remove(path_.c_str());
+    std::remove((dir_ + "/plain.txt").c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string dir_, path_;
+};
+
+CaseRecord sample_case() {
+  CaseRecord r;
+  r.attrs = {{"workload", std::string("fcn5")}, {"ranks", int64_t{2}}, {"status", std::string("ok")},
+             {"train_flops_per_step", 1.5e12}};
+  r.ranks = 2;
+  r.iterations = 3;
+  r.iter_time_s = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+  r.phase_time_s.assign(2 * 3 * 4, 0.025);
+  r.loss = {2.3, 2.2, 2.1};
+  r.memory.columns = {Column::of_ints("host_peak_rss_bytes", {100, 200}), Column::of_ints("device_peak_bytes", {0, 0})};
+  r.summary = {{"step_median_s", 0.5}, {"samples_per_s", 32.0}};
+  return r;
+}
+
+TEST_F(ResultsFileTest, RoundTrip) {
+  {
+    ResultsFile f = ResultsFile::create(path_, false);
+    f.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}, {"config", std::string("a = 1\n")}});
+    Table ranks{{Column::of_ints("rank", {0, 1}), Column::of_strings("host", {"n1", "nödé-2"}),
+                 Column::of_strings("cpu_affinity", {"0-3", "4-7,12"})}};
+    f.write_system(ranks, {{"mpi", std::string("Open MPI v4.1.4")}}, {{"OMP_NUM_THREADS", std::string("4")}});
+    EXPECT_EQ(f.write_case(sample_case()), "0000");
+    EXPECT_EQ(f.write_case(sample_case()), "0001");
+  }
+  const ResultsFile f = ResultsFile::open(path_, false);
+  const Attrs root = f.read_root();
+  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/1");
+  EXPECT_EQ(std::get<int64_t>(attr(root, "world_size")), 2);
+  const Table ranks = f.read_ranks();
+  ASSERT_EQ(ranks.rows(), 2u);
+  EXPECT_EQ(ranks.column("host").strings[1], "nödé-2");
+  EXPECT_EQ(ranks.column("cpu_affinity").strings[1], "4-7,12");
+  EXPECT_EQ(ranks.column("rank").ints[1], 1);
+  EXPECT_EQ(std::get<std::string>(attr(f.read_attrs("system/software"), "mpi")), "Open MPI v4.1.4");
+  ASSERT_EQ(f.case_names(), (std::vector<std::string>{"0000", "0001"}));
+  const CaseRecord expected = sample_case(), got = f.read_case("0001");
+  EXPECT_EQ(got.ranks, 2);
+  EXPECT_EQ(got.iterations, 3);
+  EXPECT_EQ(got.iter_time_s, expected.iter_time_s);
+  EXPECT_EQ(got.phase_time_s, expected.phase_time_s);
+  EXPECT_EQ(got.loss, expected.loss);
+  EXPECT_EQ(got.memory.column("host_peak_rss_bytes").ints, (std::vector<int64_t>{100, 200}));
+  EXPECT_EQ(std::get<std::string>(attr(got.attrs, "workload")), "fcn5");
+  EXPECT_DOUBLE_EQ(std::get<double>(attr(got.attrs, "train_flops_per_step")), 1.5e12);
+  EXPECT_DOUBLE_EQ(std::get<double>(attr(got.summary, "step_median_s")), 0.5);
+  // Attributes come back in the order they were written.
+  EXPECT_EQ(got.attrs.front().first, "workload");
+  EXPECT_EQ(got.attrs.back().first, "train_flops_per_step");
+}
+
+TEST_F(ResultsFileTest, CreateRefusesExistingFileWithoutOverwrite) {
+  { ResultsFile::create(path_, false).write_root({{"schema", std::string(kSchemaVersion)}}); }
+  EXPECT_THROW(ResultsFile::create(path_, false), h5::H5Error);
+  EXPECT_NO_THROW(ResultsFile::create(path_, true));
+}
+
+TEST_F(ResultsFileTest, OpenRefusesForeignFiles) {
+  { ResultsFile::create(path_, false).write_root({{"schema", std::string("other/7")}}); }
+  try {
+    ResultsFile::open(path_, false);
+    FAIL() << "opened a file of another schema";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("schema 'other/7' is not supported"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir_ + "/plain.txt") << "not hdf5";
+  EXPECT_THROW(ResultsFile::open(dir_ + "/plain.txt", false), h5::H5Error);
+  EXPECT_THROW(ResultsFile::open(dir_ + "/missing.h5", false), h5::H5Error);
+}
+
+}  // namespace
+}  // namespace dlscale
