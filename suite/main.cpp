@@ -52,7 +52,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   std::string config, suite, out;
 
   CLI::App* run = app.add_subcommand("run", "run benchmark cases (default: the built-in quick suite)");
-  auto* o_w = run->add_option("-w,--workload", workloads, "workloads, comma-separated (see `dlscale list`)")->delimiter(',');
+  // Not split by CLI11: a workload's own overrides contain commas (fcn5:features=64,width=32).
+  auto* o_w = run->add_option("-w,--workload", workloads, "workloads, comma-separated (see `dlscale list`)");
   auto* o_d = run->add_option("-d,--driver", drivers, "drivers, comma-separated")->delimiter(',');
   auto* o_dev = run->add_option("--device", devices, "cpu or cuda")->delimiter(',');
   auto* o_b = run->add_option("--batch", batches, "batch per rank (weak) or global batch (strong), comma-separated")
@@ -89,7 +90,12 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   std::string problem;
   try {
     auto& ov = args.overrides;
-    if (o_w->count()) ov.workloads = workloads;
+    if (o_w->count()) {
+      ov.workloads.emplace();
+      for (const std::string& item : workloads) {
+        for (const std::string& w : dlscale::split_workload_list(item)) ov.workloads->push_back(w);
+      }
+    }
     if (o_d->count()) ov.drivers = drivers;
     if (o_dev->count()) ov.devices = devices;
     if (o_b->count()) ov.batches = batches;

@@ -33,6 +33,24 @@ std::string CaseSpec::command() const {
   return cmd;
 }
 
+std::vector<std::string> split_workload_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const bool continues = item.find('=') != std::string::npos && item.find(':') == std::string::npos;
+    if (continues && !out.empty() && out.back().find(':') != std::string::npos) {
+      out.back() += "," + item;
+    } else {
+      out.push_back(item);
+    }
+    pos = end + 1;
+  }
+  return out;
+}
+
 namespace {
 
 [[noreturn]] void toml_fail(const std::string& source, const toml::node& node, const std::string& what) {

@@ -54,6 +54,11 @@ struct CaseSpec {
   std::string command() const;
 };
 
+/// Splits a comma-separated workload list where a workload may carry several overrides:
+/// "fcn5:features=64,width=32,mnist_fnn" -> {"fcn5:features=64,width=32", "mnist_fnn"} (an
+/// item with '=' but no ':' continues the previous workload's overrides).
+std::vector<std::string> split_workload_list(const std::string& text);
+
 /// Parses a TOML run matrix: top-level keys form one matrix, or the defaults of each
 /// [[matrix]] table when there are some. Throws UsageError "SOURCE:LINE: problem".
 std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::string& source);

@@ -44,6 +44,12 @@ iterations = 7
   EXPECT_EQ(cases.back().ranks, 2);
 }
 
+TEST(RunMatrix, WorkloadListsKeepMultiKeyOverridesTogether) {
+  EXPECT_EQ(split_workload_list("fcn5:features=64,width=32,mnist_fnn,fcn8:width=8"),
+            (std::vector<std::string>{"fcn5:features=64,width=32", "mnist_fnn", "fcn8:width=8"}));
+  EXPECT_EQ(split_workload_list("fcn5"), (std::vector<std::string>{"fcn5"}));
+}
+
 TEST(RunMatrix, MatrixTablesInheritTopLevelKeys) {
   const auto m = parse_matrix_toml(R"(
 iterations = 3

@@ -1,0 +1,241 @@
+"""End-to-end tests: the dlscale binary under a real mpiexec, its HDF5 files read back with
+plain h5py, and results/dlscale-report on them.
+
+CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
+DLSCALE = os.environ["DLSCALE_BIN"]
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+sys.path.insert(0, os.path.join(SOURCE, "results"))
+import dlscale_report as report  # noqa: E402
+
+SMALL = "mnist_fnn:width=16"
+SMALL_FCN = "fcn5:features=64,width=32"
+
+
+def dlscale(args, ranks=2, cwd=None, timeout=600):
+    cmd = [MPIEXEC, "-n", str(ranks), DLSCALE] + list(args)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def error_lines(proc):
+    return [line for line in proc.stderr.splitlines() if line.startswith("dlscale: error:")]
+
+
+class Workdir(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_e2e_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+
+class AcceptanceRun(Workdir):
+    def test_fcn5_two_ranks_summary_matches_raw_samples(self):
+        out = self.path("x.h5")
+        proc = dlscale(["run", "-w", "fcn5", "-d", "libtorch", "--batch", "8", "--warmup", "1",
+                        "--iterations", "5", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(f.attrs["schema"], "dlscale/1")
+            self.assertEqual(f.attrs["world_size"], 2)
+            case = f["cases/0000"]
+            t = case["iter_time_s"][()]
+            self.assertEqual(t.shape, (2, 5))
+            self.assertTrue(np.all(t > 0))
+            self.assertEqual(case.attrs["params"], 117997696)
+            self.assertEqual(case.attrs["status"], "ok")
+            self.assertEqual(case.attrs["global_batch"], 16)
+            s = dict(case["summary"].attrs)
+            step = t.max(axis=0)
+            self.assertAlmostEqual(s["step_median_s"], float(np.median(step)), delta=1e-12)
+            self.assertAlmostEqual(s["step_p05_s"], float(np.percentile(step, 5)), delta=1e-12)
+            self.assertAlmostEqual(s["step_p95_s"], float(np.percentile(step, 95)), delta=1e-12)
+            self.assertAlmostEqual(s["step_mean_s"], float(step.mean()), delta=1e-12)
+            self.assertAlmostEqual(s["step_std_s"], float(step.std(ddof=1)), delta=1e-12)
+            self.assertAlmostEqual(s["samples_per_s"], 16 / float(np.median(step)), delta=1e-9)
+            ranks = f["system/ranks"][()]
+            self.assertEqual(list(ranks["rank"]), [0, 1])
+            self.assertIn("blas", f["system/software"].attrs)
+            self.assertEqual(case["memory"].shape, (2,))
+            self.assertTrue(np.all(case["memory"]["host_peak_rss_bytes"] > 4 * 117997696))
+            self.assertEqual(case["loss"].shape, (5,))
+        # The independent Python recomputation agrees on every summary attribute.
+        self.assertEqual(report.check_file(out), [])
+        recomputed = report.recompute_case(out, 0)
+        with h5py.File(out, "r") as f:
+            for key, value in recomputed.items():
+                self.assertAlmostEqual(f["cases/0000/summary"].attrs[key], value, delta=1e-9 * abs(value) + 1e-12, msg=key)
+
+
+class BadInput(Workdir):
+    """Every bad input: one line naming it, exit code 2, no benchmark work, no file touched."""
+
+    def assert_usage_error(self, args, needle, ranks=2):
+        proc = dlscale(args, ranks=ranks, cwd=self.dir)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        lines = error_lines(proc)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn(needle, lines[0])
+        self.assertNotIn("# dlscale run", proc.stdout)  # no case started
+        return proc
+
+    def test_unknown_workload(self):
+        self.assert_usage_error(["run", "-w", "resnet9000", "--out", self.path("a.h5")], "unknown workload 'resnet9000'")
+        self.assertFalse(os.path.exists(self.path("a.h5")))
+
+    def test_unknown_driver(self):
+        self.assert_usage_error(["run", "-w", SMALL, "-d", "caffe", "--out", self.path("a.h5")], "unknown driver 'caffe'")
+
+    def test_unknown_suite(self):
+        self.assert_usage_error(["run", "--suite", "nightly-xl"], "unknown suite 'nightly-xl'")
+
+    def test_non_positive_batch(self):
+        self.assert_usage_error(["run", "-w", SMALL, "--batch", "0", "--out", self.path("a.h5")], "batch must be positive")
+        self.assert_usage_error(["run", "-w", SMALL, "--batch", "8,-2", "--out", self.path("a.h5")], "batch must be positive")
+
+    def test_strong_scaling_batch_not_divisible(self):
+        self.assert_usage_error(["run", "-w", SMALL, "--scaling", "strong", "--batch", "10", "--out", self.path("a.h5")],
+                                "global batch 10 does not divide by 3 ranks", ranks=3)
+
+    def test_malformed_toml_names_the_line(self):
+        cfg = self.path("bad.toml")
+        with open(cfg, "w") as f:
+            f.write('workload = "mnist_fnn"\n\nbatch = [8,\n')
+        proc = self.assert_usage_error(["run", "--config", cfg, "--out", self.path("a.h5")], "bad.toml:")
+        self.assertRegex(error_lines(proc)[0], r"bad\.toml:\d+:")
+
+    def test_unknown_toml_key_names_the_line(self):
+        cfg = self.path("typo.toml")
+        with open(cfg, "w") as f:
+            f.write('workload = "mnist_fnn"\nbatchsize = 8\n')
+        self.assert_usage_error(["run", "--config", cfg, "--out", self.path("a.h5")], "typo.toml:2: unknown key 'batchsize'")
+
+    def test_unwritable_out_path(self):
+        self.assert_usage_error(["run", "-w", SMALL, "--out", "/nonexistent-dir/x.h5"], "/nonexistent-dir does not exist")
+        os.mkdir(self.path("sub"))
+        self.assert_usage_error(["run", "-w", SMALL, "--out", self.path("sub")], "is a directory")
+
+    def test_existing_file_is_never_truncated(self):
+        out = self.path("keep.h5")
+        with open(out, "wb") as f:
+            f.write(b"previous results")
+        self.assert_usage_error(["run", "-w", SMALL, "--out", out], "already exists")
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), b"previous results")
+
+    def test_unknown_flag_and_bad_number(self):
+        self.assert_usage_error(["run", "-w", SMALL, "--batchsize", "3"], "batchsize")
+        self.assert_usage_error(["run", "-w", SMALL, "--batch", "lots"], "lots")
+
+
+class Matrices(Workdir):
+    def test_config_file_expands_and_flags_override(self):
+        cfg = self.path("sweep.toml")
+        with open(cfg, "w") as f:
+            f.write(f'workload = ["{SMALL}", "{SMALL_FCN}"]\nbatch = [4, 8]\nwarmup = 0\niterations = 2\n')
+        out = self.path("sweep.h5")
+        proc = dlscale(["run", "--config", cfg, "--threads", "1", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            cases = [f["cases"][n] for n in sorted(f["cases"])]
+            got = [(c.attrs["workload"], int(c.attrs["batch_per_rank"]), int(c.attrs["threads"])) for c in cases]
+            self.assertEqual(got, [(SMALL, 4, 1), (SMALL, 8, 1), (SMALL_FCN, 4, 1), (SMALL_FCN, 8, 1)])
+            self.assertEqual(f.attrs["config"].count("[[case]]"), 4)
+        self.assertEqual(report.check_file(out), [])
+
+    def test_comma_lists_on_the_command_line(self):
+        out = self.path("lists.h5")
+        proc = dlscale(["run", "-w", f"{SMALL},{SMALL_FCN}", "--batch", "2,6", "--scaling", "strong",
+                        "--warmup", "0", "--iterations", "2", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            rows = [(f["cases"][n].attrs["batch_per_rank"], f["cases"][n].attrs["global_batch"]) for n in sorted(f["cases"])]
+        self.assertEqual(rows, [(1, 2), (3, 6), (1, 2), (3, 6)])
+
+    def test_resume_runs_only_missing_cases(self):
+        out = self.path("resume.h5")
+        base = ["-w", SMALL, "--warmup", "0", "--iterations", "2", "--out", out]
+        self.assertEqual(dlscale(["run", "--batch", "4"] + base).returncode, 0)
+        proc = dlscale(["run", "--batch", "4,8", "--resume"] + base)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("skipped", proc.stdout)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000", "0001"])
+            self.assertEqual(f["cases/0001"].attrs["batch_per_rank"], 8)
+            self.assertIn("resumed_utc", f.attrs)
+        proc = dlscale(["run", "--batch", "4", "--overwrite"] + base)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000"])
+
+    def test_unsupported_device_is_recorded_not_faked(self):
+        out = self.path("cuda.h5")
+        proc = dlscale(["run", "-w", SMALL, "--device", "cuda", "--iterations", "1", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "unsupported")
+            self.assertIn("CPU only", case.attrs["message"])
+            self.assertNotIn("summary", case)
+            self.assertEqual(case["iter_time_s"].shape, (2, 0))
+
+    def test_phases_sum_to_the_step(self):
+        out = self.path("phases.h5")
+        proc = dlscale(["run", "-w", SMALL_FCN, "--batch", "16", "--iterations", "4", "--phases", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            p = f["cases/0000/phase_time_s"][()]
+            t = f["cases/0000/iter_time_s"][()]
+        self.assertEqual(p.shape, (2, 4, 4))
+        self.assertTrue(np.all(p >= 0))
+        np.testing.assert_allclose(p.sum(axis=2), t, rtol=1e-9)
+
+
+class DefaultRun(Workdir):
+    def test_no_arguments_runs_the_quick_suite(self):
+        proc = dlscale(["run", "--iterations", "2", "--warmup", "0"], cwd=self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = self.path("results/quick.h5")
+        self.assertTrue(os.path.exists(out))
+        with h5py.File(out, "r") as f:
+            names = [f["cases"][n].attrs["workload"] for n in sorted(f["cases"])]
+            self.assertEqual(names, ["fcn5", "fcn8", "mnist_fnn"])
+            self.assertTrue(all(f["cases"][n].attrs["status"] == "ok" for n in f["cases"]))
+        summary = subprocess.run([sys.executable, os.path.join(SOURCE, "results", "dlscale-report"), "summary", out],
+                                 capture_output=True, text=True)
+        self.assertEqual(summary.returncode, 0, summary.stderr)
+        for name in ("fcn5", "fcn8", "mnist_fnn"):
+            self.assertIn(name, summary.stdout)
+
+
+class InfoAndList(unittest.TestCase):
+    def test_info_prints_provenance(self):
+        proc = dlscale(["info"])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for needle in ("Open MPI", "hdf5", "libtorch", "blas", "Ranks"):
+            self.assertIn(needle, proc.stdout)
+
+    def test_list_prints_the_catalog(self):
+        proc = dlscale(["list"], ranks=1)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("117997696", proc.stdout)
+        self.assertIn("quick", proc.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
