@@ -173,7 +173,8 @@ ResultsFile ResultsFile::open(const std::string& path, bool writable) {
     throw H5Error("cannot open " + path + (writable ? " for writing" : ""));
   }
   ResultsFile f(path, h5::File(id));
-  if (!h5::has_attr(f.file_.get(), "schema")) throw H5Error(path + ": not a dlscale results file (no schema attribute)");
+  if (!h5::has_attr(f.file_.get(), "schema"))
+    throw H5Error(path + ": not a dlscale results file (no schema attribute)");
   const std::string schema = h5::get_string_attr(f.file_.get(), "schema");
   if (schema != kSchemaVersion) {
     throw H5Error(path + ": schema '" + schema + "' is not supported (expected " + kSchemaVersion + ")");

@@ -17,9 +17,9 @@ class UsageError : public std::runtime_error {
 /// Throws std::runtime_error naming the MPI call, its location, the rank and MPI's message.
 [[noreturn]] void mpi_fail(int code, const char* call, const char* file, int line);
 
-#define DLSCALE_CHECK_MPI(call)                                                  \
-  do {                                                                           \
-    const int dlscale_mpi_rc_ = (call);                                          \
+#define DLSCALE_CHECK_MPI(call)                                                                          \
+  do {                                                                                                   \
+    const int dlscale_mpi_rc_ = (call);                                                                  \
     if (dlscale_mpi_rc_ != MPI_SUCCESS) ::dlscale::mpi_fail(dlscale_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 

@@ -51,7 +51,8 @@ int info_command(const MpiContext& mpi) {
     fmt::print("  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}\n", r.rank, r.host, r.local_rank, r.cpu_affinity,
                r.numa_node, r.device, r.threads);
   }
-  for (const std::string& w : provenance_warnings(detect_loaded_math())) fmt::print(stderr, "dlscale: warning: {}\n", w);
+  for (const std::string& w : provenance_warnings(detect_loaded_math()))
+    fmt::print(stderr, "dlscale: warning: {}\n", w);
   for (const std::string& w : shared_core_warnings(table)) fmt::print(stderr, "dlscale: warning: {}\n", w);
   return 0;
 }

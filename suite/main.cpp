@@ -32,7 +32,8 @@ std::vector<int> parse_threads(const std::vector<std::string>& items) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != t.size() || v <= 0) throw dlscale::UsageError("--threads takes positive integers or auto, got '" + t + "'");
+    if (used != t.size() || v <= 0)
+      throw dlscale::UsageError("--threads takes positive integers or auto, got '" + t + "'");
     out.push_back(v);
   }
   return out;
@@ -58,7 +59,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_dev = run->add_option("--device", devices, "cpu or cuda")->delimiter(',');
   auto* o_b = run->add_option("--batch", batches, "batch per rank (weak) or global batch (strong), comma-separated")
                   ->delimiter(',');
-  auto* o_t = run->add_option("--threads", threads, "backend threads per rank, comma-separated, or auto")->delimiter(',');
+  auto* o_t =
+      run->add_option("--threads", threads, "backend threads per rank, comma-separated, or auto")->delimiter(',');
   auto* o_s = run->add_option("--scaling", scalings, "weak or strong")->delimiter(',');
   auto* o_wu = run->add_option("--warmup", warmup, "untimed iterations before timing");
   auto* o_it = run->add_option("--iterations", iterations, "timed iterations");

@@ -22,8 +22,8 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  throw std::runtime_error(fmt::format("MPI call failed on rank {} ({}): {} at {}:{}: {}", rank, host, call, file,
-                                       line, std::string(text, static_cast<size_t>(len))));
+  throw std::runtime_error(fmt::format("MPI call failed on rank {} ({}): {} at {}:{}: {}", rank, host, call, file, line,
+                                       std::string(text, static_cast<size_t>(len))));
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {
@@ -140,11 +140,13 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
     total += lens[static_cast<size_t>(r)];
   }
   std::string all(static_cast<size_t>(std::max(total, 1)), '\0');
-  DLSCALE_CHECK_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, root, comm));
+  DLSCALE_CHECK_MPI(
+      MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, root, comm));
   std::vector<std::string> out;
   if (rank == root) {
     for (int r = 0; r < size; ++r) {
-      out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]), static_cast<size_t>(lens[static_cast<size_t>(r)])));
+      out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                               static_cast<size_t>(lens[static_cast<size_t>(r)])));
     }
   }
   return out;
@@ -153,8 +155,9 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
 std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine) {
   // Fields joined by a byte that cannot occur in host names, CPU lists or device names.
   const char sep = '\x1f';
-  const std::string packed = fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}", mine.rank, sep, mine.host, sep, mine.local_rank,
-                                         sep, mine.cpu_affinity, sep, mine.numa_node, sep, mine.device, sep, mine.threads);
+  const std::string packed =
+      fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}", mine.rank, sep, mine.host, sep, mine.local_rank, sep, mine.cpu_affinity,
+                  sep, mine.numa_node, sep, mine.device, sep, mine.threads);
   std::vector<RankInfo> table;
   for (const std::string& row : gather_strings(comm, packed)) {
     std::vector<std::string> f;

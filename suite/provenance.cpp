@@ -1,8 +1,8 @@
 #include "suite/provenance.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <limits.h>
+#include <link.h>
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -147,9 +147,19 @@ Attrs software_attributes(const Registry& drivers) {
 }
 
 Attrs environment_attributes() {
-  static const char* const kPrefixes[] = {"OMP_",      "KMP_",       "GOMP_",  "OPENBLAS_", "MKL_NUM_THREADS",
-                                          "DNNL_",     "ONEDNN_",    "NCCL_",  "CUDA_VISIBLE_DEVICES",
-                                          "SLURM_JOB_", "SLURM_NODELIST", "SLURM_NTASKS", "SLURM_CPU_BIND",
+  static const char* const kPrefixes[] = {"OMP_",
+                                          "KMP_",
+                                          "GOMP_",
+                                          "OPENBLAS_",
+                                          "MKL_NUM_THREADS",
+                                          "DNNL_",
+                                          "ONEDNN_",
+                                          "NCCL_",
+                                          "CUDA_VISIBLE_DEVICES",
+                                          "SLURM_JOB_",
+                                          "SLURM_NODELIST",
+                                          "SLURM_NTASKS",
+                                          "SLURM_CPU_BIND",
                                           "OMPI_COMM_WORLD_"};
   Attrs a;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -170,9 +180,10 @@ Attrs environment_attributes() {
 std::vector<std::string> provenance_warnings(const LoadedMath& math) {
   std::vector<std::string> w;
   if (math.reference_blas()) {
-    w.push_back(fmt::format("the loaded BLAS is the reference implementation ({}), roughly 19x slower than "
-                            "OpenBLAS on FCN-5: install libopenblas0-openmp (scripts/setup-deps.sh does)",
-                            math.blas_path));
+    w.push_back(
+        fmt::format("the loaded BLAS is the reference implementation ({}), roughly 19x slower than "
+                    "OpenBLAS on FCN-5: install libopenblas0-openmp (scripts/setup-deps.sh does)",
+                    math.blas_path));
   }
   return w;
 }

@@ -84,17 +84,20 @@ ResultsFile open_results(const std::string& path, const RunArgs& args, bool defa
     throw UsageError(fmt::format("cannot create directory {} for the results: {}", dir, std::strerror(errno)));
   }
   if (!is_dir(dir)) throw UsageError(fmt::format("--out {}: directory {} does not exist", path, dir));
-  if (::access(dir.c_str(), W_OK) != 0) throw UsageError(fmt::format("--out {}: directory {} is not writable", path, dir));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("--out {}: directory {} is not writable", path, dir));
   const bool exists = ::access(path.c_str(), F_OK) == 0;
   if (exists && is_dir(path)) throw UsageError(fmt::format("--out {}: is a directory", path));
-  if (exists && ::access(path.c_str(), W_OK) != 0) throw UsageError(fmt::format("--out {}: file is not writable", path));
+  if (exists && ::access(path.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("--out {}: file is not writable", path));
   if (args.resume) {
     if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
     try {
       ResultsFile f = ResultsFile::open(path, true);
       const int64_t old_size = std::get<int64_t>(attr(f.read_root(), "world_size"));
       if (old_size != world_size) {
-        throw UsageError(fmt::format("--resume: {} was written by {} ranks, this job has {}", path, old_size, world_size));
+        throw UsageError(
+            fmt::format("--resume: {} was written by {} ranks, this job has {}", path, old_size, world_size));
       }
       return f;
     } catch (const h5::H5Error& e) {
@@ -102,7 +105,8 @@ ResultsFile open_results(const std::string& path, const RunArgs& args, bool defa
     }
   }
   if (exists && !args.overwrite) {
-    throw UsageError(fmt::format("{} already exists: pass --overwrite to replace it or --resume to add missing cases", path));
+    throw UsageError(
+        fmt::format("{} already exists: pass --overwrite to replace it or --resume to add missing cases", path));
   }
   try {
     return ResultsFile::create(path, args.overwrite);
@@ -201,7 +205,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       if (root) fmt::print("# skipped (already in {}): {}\n", out_path, cases[i].command());
       continue;
     }
-    const CaseRecord rec = Runner(mpi, drivers, progress).run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
+    const CaseRecord rec =
+        Runner(mpi, drivers, progress).run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
     if (root) {
       const std::string name = file->write_case(rec);
       progress.case_finished(fmt::format("{} {}", name, summary_line(rec)));

@@ -25,8 +25,8 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
 }
 
 std::string CaseSpec::command() const {
-  std::string cmd = fmt::format("dlscale run -w {} -d {} --device {} --batch {} --scaling {}", workload, driver,
-                                device, batch, scaling);
+  std::string cmd = fmt::format("dlscale run -w {} -d {} --device {} --batch {} --scaling {}", workload, driver, device,
+                                batch, scaling);
   if (threads > 0) cmd += fmt::format(" --threads {}", threads);
   cmd += fmt::format(" --warmup {} --iterations {} --seed {}", warmup, iterations, seed);
   if (phases) cmd += " --phases";
@@ -65,7 +65,8 @@ std::vector<T> list_of(const toml::node& node, const std::string& key, const std
     if (auto v = item.value<T>(); v && item.is<T>()) {
       out.push_back(*v);
     } else {
-      toml_fail(source, item, fmt::format("'{}' must be {}", key, std::is_same_v<T, std::string> ? "a string" : "an integer"));
+      toml_fail(source, item,
+                fmt::format("'{}' must be {}", key, std::is_same_v<T, std::string> ? "a string" : "an integer"));
     }
   };
   if (const toml::array* arr = node.as_array()) {
@@ -100,8 +101,8 @@ std::vector<int> threads_of(const toml::node& node, const std::string& source) {
 template <typename T>
 T scalar_of(const toml::node& node, const std::string& key, const std::string& source) {
   if (!node.is<T>()) {
-    toml_fail(source, node, fmt::format("'{}' must be {}", key,
-                                        std::is_same_v<T, bool> ? "true or false" : "an integer"));
+    toml_fail(source, node,
+              fmt::format("'{}' must be {}", key, std::is_same_v<T, bool> ? "true or false" : "an integer"));
   }
   return *node.value<T>();
 }
@@ -155,7 +156,8 @@ std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::st
   const toml::node* matrix = root.get("matrix");
   if (matrix == nullptr) return {defaults};
   const toml::array* entries = matrix->as_array();
-  if (entries == nullptr || entries->empty()) toml_fail(source, *matrix, "'matrix' must be a list of tables ([[matrix]])");
+  if (entries == nullptr || entries->empty())
+    toml_fail(source, *matrix, "'matrix' must be a list of tables ([[matrix]])");
   std::vector<MatrixSpec> out;
   for (const toml::node& entry : *entries) {
     const toml::table* t = entry.as_table();
@@ -205,7 +207,8 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers) {
     if (drivers.find(c.driver) == nullptr) {
       std::string known;
       for (const std::string& n : drivers.names()) known += (known.empty() ? "" : ", ") + n;
-      throw UsageError(fmt::format("unknown driver '{}' (this build has: {})", c.driver, known.empty() ? "none" : known));
+      throw UsageError(
+          fmt::format("unknown driver '{}' (this build has: {})", c.driver, known.empty() ? "none" : known));
     }
     if (c.device != "cpu" && c.device != "cuda") {
       throw UsageError(fmt::format("unknown device '{}' (expected cpu or cuda)", c.device));
@@ -227,16 +230,11 @@ std::string cases_to_toml(const std::vector<CaseSpec>& cases) {
   toml::table root;
   toml::array list;
   for (const CaseSpec& c : cases) {
-    toml::table t{{"workload", c.workload},
-                  {"driver", c.driver},
-                  {"device", c.device},
-                  {"precision", c.precision},
-                  {"scaling", c.scaling},
-                  {"batch", c.batch},
-                  {"ranks", c.ranks},
-                  {"warmup", c.warmup},
-                  {"iterations", c.iterations},
-                  {"seed", static_cast<int64_t>(c.seed)},
+    toml::table t{{"workload", c.workload},     {"driver", c.driver},
+                  {"device", c.device},         {"precision", c.precision},
+                  {"scaling", c.scaling},       {"batch", c.batch},
+                  {"ranks", c.ranks},           {"warmup", c.warmup},
+                  {"iterations", c.iterations}, {"seed", static_cast<int64_t>(c.seed)},
                   {"phases", c.phases}};
     if (c.threads > 0) {
       t.insert("threads", c.threads);

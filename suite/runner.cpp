@@ -70,8 +70,7 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
   // MPI counts are ints: reduce buffers beyond 2^31-1 elements in chunks.
   for (size_t done = 0; done < grads.count;) {
     const size_t n = std::min<size_t>(grads.count - done, INT_MAX);
-    DLSCALE_CHECK_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, grads.data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
+    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, grads.data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
     done += n;
   }
   const float scale = 1.0f / static_cast<float>(size);
@@ -123,10 +122,10 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
   const int64_t params = parameter_count(workload);
   const Optimizer opt;
 
-  progress_.case_started(index, total,
-                         fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, spec.device,
-                                     spec.batch_per_rank(), threads),
-                         spec.command());
+  progress_.case_started(
+      index, total,
+      fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, spec.device, spec.batch_per_rank(), threads),
+      spec.command());
 
   CaseRecord rec;
   rec.ranks = ranks;

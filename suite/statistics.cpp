@@ -47,7 +47,9 @@ StepStats step_stats(const std::vector<double>& times, int ranks, int iterations
   if (ranks <= 0 || iterations <= 0 || times.size() != static_cast<size_t>(ranks) * static_cast<size_t>(iterations)) {
     throw std::invalid_argument("step_stats: times must be [ranks][iterations] and non-empty");
   }
-  const auto at = [&](int r, int i) { return times[static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)]; };
+  const auto at = [&](int r, int i) {
+    return times[static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)];
+  };
   std::vector<double> step(static_cast<size_t>(iterations));
   for (int i = 0; i < iterations; ++i) {
     double m = at(0, i);
@@ -73,8 +75,9 @@ StepStats step_stats(const std::vector<double>& times, int ranks, int iterations
 
   std::vector<double> rank_medians;
   for (int r = 0; r < ranks; ++r) {
-    rank_medians.push_back(median(std::vector<double>(times.begin() + static_cast<std::ptrdiff_t>(r) * iterations,
-                                                      times.begin() + static_cast<std::ptrdiff_t>(r + 1) * iterations)));
+    rank_medians.push_back(
+        median(std::vector<double>(times.begin() + static_cast<std::ptrdiff_t>(r) * iterations,
+                                   times.begin() + static_cast<std::ptrdiff_t>(r + 1) * iterations)));
   }
   const double typical = median(rank_medians);
   s.straggler_ratio = typical > 0 ? *std::max_element(rank_medians.begin(), rank_medians.end()) / typical : 1.0;

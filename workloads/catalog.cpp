@@ -24,8 +24,8 @@ int64_t take(Overrides& o, const std::string& key, int64_t fallback) {
 }
 
 /// A fully connected stack: input -> hidden widths (with `act` after each) -> classes.
-Workload fcn(std::string source, int64_t input, const std::vector<int64_t>& hidden, int64_t classes,
-             LayerKind act, InitRule init) {
+Workload fcn(std::string source, int64_t input, const std::vector<int64_t>& hidden, int64_t classes, LayerKind act,
+             InitRule init) {
   Workload w;
   w.source = std::move(source);
   w.input_shape = {input};
@@ -57,14 +57,13 @@ const std::vector<Builder>& builders() {
       {{"fcn8", "Shi et al. 2016", "26752-2048x6-26752 sigmoid MLP", "features=26752,width=2048"},
        [](Overrides& o) {
          const int64_t features = take(o, "features", 26752), width = take(o, "width", 2048);
-         return fcn("Shi et al. 2016", features, std::vector<int64_t>(6, width), features,
-                    LayerKind::kSigmoid, InitRule::kUniformHalf);
+         return fcn("Shi et al. 2016", features, std::vector<int64_t>(6, width), features, LayerKind::kSigmoid,
+                    InitRule::kUniformHalf);
        }},
       {{"mnist_fnn", "Kabakus 2020", "784-512-512-10 ReLU MLP", "width=512"},
        [](Overrides& o) {
          const int64_t width = take(o, "width", 512);
-         Workload w = fcn("Kabakus 2020", 784, {width, width}, 10, LayerKind::kReLU,
-                          InitRule::kFanInUniform);
+         Workload w = fcn("Kabakus 2020", 784, {width, width}, 10, LayerKind::kReLU, InitRule::kFanInUniform);
          w.input_shape = {1, 28, 28};  // MNIST images, flattened by the first Linear
          return w;
        }},
@@ -81,8 +80,7 @@ Overrides parse_overrides(const std::string& name, const std::string& text) {
     const std::string item = text.substr(pos, end - pos);
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw std::invalid_argument(
-          fmt::format("workload '{}': override '{}' is not key=value", name, item));
+      throw std::invalid_argument(fmt::format("workload '{}': override '{}' is not key=value", name, item));
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     size_t used = 0;
@@ -93,8 +91,8 @@ Overrides parse_overrides(const std::string& name, const std::string& text) {
       used = 0;
     }
     if (used != value.size() || value.empty() || v <= 0) {
-      throw std::invalid_argument(fmt::format(
-          "workload '{}': override {} needs a positive integer, got '{}'", name, key, value));
+      throw std::invalid_argument(
+          fmt::format("workload '{}': override {} needs a positive integer, got '{}'", name, key, value));
     }
     o[key] = v;
     pos = end + 1;
@@ -121,8 +119,8 @@ Workload make_workload(const std::string& spec) {
     Overrides o = colon == std::string::npos ? Overrides{} : parse_overrides(name, spec.substr(colon + 1));
     Workload w = b.build(o);
     if (!o.empty()) {
-      throw std::invalid_argument(fmt::format("workload '{}' has no override '{}' (accepted: {})", name,
-                                              o.begin()->first, b.entry.overrides));
+      throw std::invalid_argument(
+          fmt::format("workload '{}' has no override '{}' (accepted: {})", name, o.begin()->first, b.entry.overrides));
     }
     w.name = spec;
     return w;

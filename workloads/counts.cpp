@@ -64,7 +64,7 @@ FlopCounts flops_per_sample(const Workload& w) {
     const double mac = static_cast<double>(l.in_features) * static_cast<double>(l.out_features);
     const double bias = static_cast<double>(l.out_features);
     f.forward += 2 * mac + bias;
-    f.backward += 2 * mac + bias;             // grad-weight and grad-bias
+    f.backward += 2 * mac + bias;                   // grad-weight and grad-bias
     if (!first_with_params) f.backward += 2 * mac;  // grad-input
     first_with_params = false;
   }

@@ -25,14 +25,14 @@ enum class LossKind { kSoftmaxCrossEntropy };
 /// How the canonical initial parameters are drawn. Every parameter tensor is uniform in
 /// [-bound, bound]; the rule picks the bound.
 enum class InitRule {
-  kUniformHalf,      ///< bound 0.5 for weights and biases (Shi et al.'s DLBench FCNs)
-  kFanInUniform,     ///< bound 1/sqrt(fan_in) for weights and biases (PyTorch's Linear default)
+  kUniformHalf,   ///< bound 0.5 for weights and biases (Shi et al.'s DLBench FCNs)
+  kFanInUniform,  ///< bound 1/sqrt(fan_in) for weights and biases (PyTorch's Linear default)
 };
 
 /// A network, fully specified: what every driver must build and train.
 struct Workload {
-  std::string name;         ///< catalog name including overrides, e.g. "fcn5:width=256"
-  std::string source;       ///< the seed paper it comes from
+  std::string name;                  ///< catalog name including overrides, e.g. "fcn5:width=256"
+  std::string source;                ///< the seed paper it comes from
   std::vector<int64_t> input_shape;  ///< per sample, e.g. {26752} or {1, 28, 28}
   int64_t num_classes = 0;
   std::vector<Layer> layers;
@@ -46,12 +46,12 @@ struct Workload {
 /// One parameter tensor in the canonical flat layout: Linear weights are [out, in] row-major,
 /// followed by their bias [out]; tensors appear in layer order without padding.
 struct ParamSpec {
-  std::string name;            ///< e.g. "layer0.weight"
+  std::string name;  ///< e.g. "layer0.weight"
   std::vector<int64_t> shape;
-  int64_t offset = 0;          ///< first element in the flat parameter vector
+  int64_t offset = 0;  ///< first element in the flat parameter vector
   int64_t count = 0;
-  int layer = 0;               ///< index into Workload::layers
-  float init_bound = 0.0f;     ///< uniform(-bound, bound)
+  int layer = 0;            ///< index into Workload::layers
+  float init_bound = 0.0f;  ///< uniform(-bound, bound)
 };
 
 /// The canonical layout of all trainable parameters of `w`, in order.

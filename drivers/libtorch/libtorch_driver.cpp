@@ -27,8 +27,8 @@ using torch::autograd::variable_list;
 /// y = x W^T + b, whose backward writes dW and db in place into slices of the flat gradient
 /// buffer and returns no gradient for W and b (so autograd never allocates or accumulates one).
 struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b, const at::Tensor& dw, const at::Tensor& db) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                            const at::Tensor& dw, const at::Tensor& db) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["dw"] = dw;
     ctx->saved_data["db"] = db;
@@ -87,8 +87,7 @@ class LibTorchModel final : public Model {
   std::vector<float> export_gradients() override { return to_vector(grads_); }
 
   void set_batch(const Batch& batch) override {
-    input_ = at::from_blob(const_cast<float*>(batch.features.data()),
-                           {batch.size, workload_.input_size()}, at::kFloat)
+    input_ = at::from_blob(const_cast<float*>(batch.features.data()), {batch.size, workload_.input_size()}, at::kFloat)
                  .clone();
     labels_ = at::from_blob(const_cast<int64_t*>(batch.labels.data()), {batch.size}, at::kLong).clone();
   }
@@ -117,9 +116,7 @@ class LibTorchModel final : public Model {
 
   double loss() override { return loss_.item<double>(); }
 
-  GradBuffer grad_buffer() override {
-    return {grads_.data_ptr<float>(), static_cast<size_t>(grads_.numel()), false};
-  }
+  GradBuffer grad_buffer() override { return {grads_.data_ptr<float>(), static_cast<size_t>(grads_.numel()), false}; }
 
   void update(const Optimizer& opt) override {
     at::NoGradGuard no_grad;
@@ -133,8 +130,7 @@ class LibTorchModel final : public Model {
  private:
   void check_size(size_t n, const char* what) const {
     if (n != static_cast<size_t>(params_.numel())) {
-      throw std::invalid_argument(
-          fmt::format("{}: expected {} values, got {}", what, params_.numel(), n));
+      throw std::invalid_argument(fmt::format("{}: expected {} values, got {}", what, params_.numel(), n));
     }
   }
 

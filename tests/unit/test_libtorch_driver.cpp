@@ -123,7 +123,8 @@ TEST_P(LibTorchDriverTest, LossFallsOnAFixedBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallVariants, LibTorchDriverTest,
-                         ::testing::Values("fcn5:features=40,width=16", "fcn8:features=24,width=8", "mnist_fnn:width=16"),
+                         ::testing::Values("fcn5:features=40,width=16", "fcn8:features=24,width=8",
+                                           "mnist_fnn:width=16"),
                          [](const auto& param_info) { return std::to_string(param_info.index); });
 
 TEST(LibTorchDriver, CudaIsReportedUnsupportedNotFaked) {

@@ -29,7 +29,9 @@ class ResultsFileTest : public ::testing::Test {
 
 CaseRecord sample_case() {
   CaseRecord r;
-  r.attrs = {{"workload", std::string("fcn5")}, {"ranks", int64_t{2}}, {"status", std::string("ok")},
+  r.attrs = {{"workload", std::string("fcn5")},
+             {"ranks", int64_t{2}},
+             {"status", std::string("ok")},
              {"train_flops_per_step", 1.5e12}};
   r.ranks = 2;
   r.iterations = 3;
@@ -44,7 +46,8 @@ CaseRecord sample_case() {
 TEST_F(ResultsFileTest, RoundTrip) {
   {
     ResultsFile f = ResultsFile::create(path_, false);
-    f.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}, {"config", std::string("a = 1\n")}});
+    f.write_root(
+        {{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}, {"config", std::string("a = 1\n")}});
     Table ranks{{Column::of_ints("rank", {0, 1}), Column::of_strings("host", {"n1", "nödé-2"}),
                  Column::of_strings("cpu_affinity", {"0-3", "4-7,12"})}};
     f.write_system(ranks, {{"mpi", std::string("Open MPI v4.1.4")}}, {{"OMP_NUM_THREADS", std::string("4")}});

@@ -30,7 +30,8 @@ driver = "libtorch"
 batch = [8, 16, 32]
 threads = [1, "auto"]
 iterations = 7
-)", "t.toml");
+)",
+                                   "t.toml");
   ASSERT_EQ(m.size(), 1u);
   const auto cases = expand(m, 2);
   ASSERT_EQ(cases.size(), 2u * 3u * 2u);
@@ -59,7 +60,8 @@ batch = 64
 [[matrix]]
 workload = "mnist_fnn"
 batch = [80, 160]
-)", "t.toml");
+)",
+                                   "t.toml");
   const auto cases = expand(m, 1);
   ASSERT_EQ(cases.size(), 3u);
   EXPECT_EQ(cases[0].batch, 64);
@@ -124,7 +126,8 @@ TEST(RunMatrix, ValidateRejectsEachBadInput) {
     mutate(c);
     return usage_error_of([&] { validate({c}, drivers); });
   };
-  EXPECT_NE(bad([](CaseSpec& c) { c.workload = "resnet9000"; }).find("unknown workload 'resnet9000'"), std::string::npos);
+  EXPECT_NE(bad([](CaseSpec& c) { c.workload = "resnet9000"; }).find("unknown workload 'resnet9000'"),
+            std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.workload = "fcn5:depth=3"; }).find("no override 'depth'"), std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.driver = "tensorflow"; }).find("unknown driver 'tensorflow'"), std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.batch = 0; }).find("batch must be positive"), std::string::npos);

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fresh Debian 12 machine -> installed dependencies -> built dlscale -> the default benchmark
+# (the built-in quick suite) on two MPI ranks -> its summary. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+scripts/setup-deps.sh
+cmake --preset cpu
+cmake --build --preset cpu -j "$(nproc)"
+
+mpirun -np 2 build/cpu/dlscale run --suite quick --out results/quick.h5 --overwrite
+echo
+/usr/bin/python3 results/dlscale-report summary results/quick.h5

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages dlscale needs that are missing, and nothing when all are
+# present (so a second run touches nothing). Needs root or sudo only when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake g++ make git pkg-config ccache
+  # MPI and parallel HDF5
+  openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
+  # backends; LibTorch runs whatever libblas.so.3 is selected: OpenBLAS (OpenMP) instead of the
+  # reference BLAS, which is ~19x slower on FCN-5
+  libtorch-dev libopenblas0-openmp libdnnl-dev ocl-icd-opencl-dev libtrilinos-kokkos-dev
+  # C++ libraries
+  libcli11-dev libtomlplusplus-dev libfmt-dev libgtest-dev libbenchmark-dev
+  # results/ (use /usr/bin/python3, which sees these)
+  python3 python3-h5py python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: all ${#packages[@]} packages are installed"
+else
+  echo "setup-deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Report which BLAS libblas.so.3 resolves to; dlscale records and warns about it at run time too.
+blas=$(readlink -f /usr/lib/"$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)"/libblas.so.3 || true)
+case "$blas" in
+  *openblas*) echo "setup-deps: libblas.so.3 -> $blas" ;;
+  *) echo "setup-deps: WARNING: libblas.so.3 -> ${blas:-nothing}; select OpenBLAS with" \
+          "'update-alternatives --config libblas.so.3-x86_64-linux-gnu'" >&2 ;;
+esac

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the test suite. GPU tests (label gpu) run only
+# where nvidia-smi sees a GPU. Extra arguments go to ctest (e.g. -L unit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+scripts/setup-deps.sh
+cmake --preset cpu
+cmake --build --preset cpu -j "$(nproc)"
+
+exclude=()
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "test.sh: no GPU found, skipping tests labelled gpu"
+  exclude=(-LE gpu)
+fi
+ctest --test-dir build/cpu --output-on-failure "${exclude[@]}" "$@"
