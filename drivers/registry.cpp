@@ -1,5 +1,7 @@
 #include "drivers/driver.h"
 
+#include "drivers/reference/reference_driver.h"
+
 #ifdef DLSCALE_WITH_TORCH
 #include "drivers/libtorch/libtorch_driver.h"
 #endif
@@ -22,10 +24,10 @@ std::vector<std::string> Registry::names() const {
 }
 
 void register_drivers(Registry& registry) {
+  register_reference(registry);  // no dependencies: always compiled in
 #ifdef DLSCALE_WITH_TORCH
   register_libtorch(registry);
 #endif
-  (void)registry;
 }
 
 }  // namespace dlscale

@@ -163,6 +163,10 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
       model = driver.create(workload, {device, mpi_.local_rank(), threads, spec.seed});
       model->load_parameters(canonical_parameters(workload, spec.seed));
       model->set_batch(synthetic_batch(workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
+      if (model->grad_buffer().on_device && ranks > 1) {
+        status = Status::kUnsupported;
+        message = "gradients on the GPU need an NCCL all-reduce, which this build does not have";
+      }
     } catch (const OutOfMemory& e) {
       status = Status::kOom;
       message = e.what();

@@ -1,14 +1,20 @@
 // LibTorch driver. Parameters and gradients each live in one flat tensor in the canonical
-// layout; every layer's weights and gradients are views into them. Linear layers use a custom
-// autograd function whose backward writes dW and db straight into the flat gradient tensor
-// (mm_out/sum_out): with stock autograd the gradients would land in fresh tensors and need an
-// extra copy (or a zero plus an in-place accumulate) per step to reach the all-reduce buffer,
-// which costs several passes over 472 MB on FCN-5. The arithmetic is the same GEMMs stock
-// autograd runs.
+// layout; every parameter is a leaf tensor viewing the flat parameters, and every gradient a view
+// into the flat gradients, so the all-reduce and the update each touch one buffer.
+//
+// Linear layers use a custom autograd function whose backward writes dW and db straight into the
+// flat gradient tensor (mm_out/sum_out). With stock autograd those gradients would land in fresh
+// tensors and need an extra pass per step (a copy, or a zero plus an in-place accumulate) to
+// reach the all-reduce buffer — several passes over 472 MB on FCN-5, where Linear weights are
+// nearly all the parameters. The arithmetic is the same GEMMs stock autograd runs. Every other
+// parameterised layer (convolutions, batch norm, embedding, LSTM) uses stock autograd with its
+// .grad preset to the view, which autograd accumulates into in place; those views are zeroed
+// before each backward pass (they are small next to the layers' compute).
 #include "drivers/libtorch/libtorch_driver.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/api/include/torch/cuda.h>
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -24,15 +30,15 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-/// y = x W^T + b, whose backward writes dW and db in place into slices of the flat gradient
-/// buffer and returns no gradient for W and b (so autograd never allocates or accumulates one).
+/// y = x W^T + b on a 2-D x, whose backward writes dW and db in place into slices of the flat
+/// gradient buffer and returns no gradient for W and b (so autograd never allocates one).
 struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                             const at::Tensor& dw, const at::Tensor& db) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["dw"] = dw;
     ctx->saved_data["db"] = db;
-    return at::addmm(b, x, w.t());
+    return b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -41,93 +47,208 @@ struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
     const at::Tensor& w = saved[1];
     const at::Tensor& g = grad_out[0];
     at::Tensor dw = ctx->saved_data["dw"].toTensor();
-    at::Tensor db = ctx->saved_data["db"].toTensor();
     at::mm_out(dw, g.t(), x);
-    at::sum_out(db, g, {0});
+    at::Tensor db = ctx->saved_data["db"].toTensor();
+    if (db.defined()) at::sum_out(db, g, {0});
     at::Tensor dx;
     if (ctx->needs_input_grad(0)) dx = g.mm(w);
     return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-struct LinearViews {
-  at::Tensor weight, bias;            // leaves that "require grad" so the graph reaches them
-  at::Tensor grad_weight, grad_bias;  // views into the flat gradient tensor
+/// One parameter tensor: a leaf viewing the flat parameters and its slice of the flat gradients.
+struct Param {
+  at::Tensor value, grad;
 };
 
 class LibTorchModel final : public Model {
  public:
-  LibTorchModel(const Workload& w, const DriverContext& ctx) : workload_(w) {
+  LibTorchModel(const Workload& w, const DriverContext& ctx)
+      : workload_(w),
+        device_(ctx.device == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(ctx.device_index))
+                                                : at::Device(at::kCPU)) {
     at::set_num_threads(ctx.threads);
+    at::manual_seed(ctx.seed);  // dropout masks
+    const at::TensorOptions opts = at::TensorOptions().dtype(at::kFloat).device(device_);
     const int64_t n = parameter_count(w);
-    params_ = at::empty({n}, at::kFloat);
-    grads_ = at::zeros({n}, at::kFloat);
-    const std::vector<ParamSpec> layout = parameter_layout(w);
-    linears_.resize(w.layers.size());
-    for (const ParamSpec& p : layout) {
-      LinearViews& v = linears_[static_cast<size_t>(p.layer)];
-      at::Tensor param = params_.narrow(0, p.offset, p.count).view(p.shape).detach().requires_grad_(true);
-      at::Tensor grad = grads_.narrow(0, p.offset, p.count).view(p.shape);
-      if (p.shape.size() == 2) {
-        v.weight = param;
-        v.grad_weight = grad;
-      } else {
-        v.bias = param;
-        v.grad_bias = grad;
+    params_ = at::empty({n}, opts);
+    grads_ = at::zeros({n}, opts);
+    layer_params_.resize(w.layers.size());
+    for (const ParamSpec& p : parameter_layout(w)) {
+      Param param{params_.narrow(0, p.offset, p.count).view(p.shape).detach().requires_grad_(true),
+                  grads_.narrow(0, p.offset, p.count).view(p.shape)};
+      if (w.layers[static_cast<size_t>(p.layer)].kind != LayerKind::kLinear) {
+        param.value.mutable_grad() = param.grad;  // autograd accumulates into the flat buffer
+        accumulated_.push_back(param.grad);
+      }
+      layer_params_[static_cast<size_t>(p.layer)].push_back(param);
+    }
+    lstm_zero_bias_.resize(w.layers.size());
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+      if (w.layers[i].kind == LayerKind::kLstm) lstm_zero_bias_[i] = at::zeros({4 * w.layers[i].out}, opts);
+    }
+    for (const Layer& l : w.layers) {
+      // Running statistics, updated in training mode as PyTorch does (they do not affect training).
+      if (l.kind == LayerKind::kBatchNorm2d) add_running_stats(l.in, opts);
+      if (l.kind == LayerKind::kBottleneck) {
+        add_running_stats(l.mid, opts);
+        add_running_stats(l.mid, opts);
+        add_running_stats(l.out, opts);
+        if (l.stride != 1 || l.in != l.out) add_running_stats(l.out, opts);
       }
     }
   }
 
   void load_parameters(const std::vector<float>& canonical) override {
     check_size(canonical.size(), "load_parameters");
-    std::memcpy(params_.data_ptr<float>(), canonical.data(), canonical.size() * sizeof(float));
+    at::NoGradGuard no_grad;
+    params_.copy_(at::from_blob(const_cast<float*>(canonical.data()), {params_.numel()}, at::kFloat));
   }
 
   std::vector<float> export_parameters() override { return to_vector(params_); }
   std::vector<float> export_gradients() override { return to_vector(grads_); }
 
   void set_batch(const Batch& batch) override {
-    input_ = at::from_blob(const_cast<float*>(batch.features.data()), {batch.size, workload_.input_size()}, at::kFloat)
-                 .clone();
-    labels_ = at::from_blob(const_cast<int64_t*>(batch.labels.data()), {batch.size}, at::kLong).clone();
+    std::vector<int64_t> shape{batch.size};
+    shape.insert(shape.end(), workload_.input_shape.begin(), workload_.input_shape.end());
+    if (workload_.input_kind == InputKind::kTokens) {
+      input_ = at::from_blob(const_cast<int64_t*>(batch.tokens.data()), shape, at::kLong).to(device_, true, true);
+    } else {
+      input_ = at::from_blob(const_cast<float*>(batch.features.data()), shape, at::kFloat).to(device_, true, true);
+    }
+    labels_ =
+        at::from_blob(const_cast<int64_t*>(batch.labels.data()), {static_cast<int64_t>(batch.labels.size())}, at::kLong)
+            .to(device_, true, true);
+    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) labels_ = labels_.to(at::kFloat);
   }
 
   void forward() override {
     at::Tensor h = input_;
+    size_t stats = 0;
     for (size_t i = 0; i < workload_.layers.size(); ++i) {
-      switch (workload_.layers[i].kind) {
+      const Layer& l = workload_.layers[i];
+      const std::vector<Param>& p = layer_params_[i];
+      switch (l.kind) {
         case LayerKind::kLinear: {
-          const LinearViews& v = linears_[i];
-          h = LinearIntoFlatGrad::apply(h, v.weight, v.bias, v.grad_weight, v.grad_bias);
+          std::vector<int64_t> out_shape = h.sizes().vec();
+          out_shape.back() = l.out;
+          const at::Tensor b = l.bias ? p[1].value : at::Tensor(), db = l.bias ? p[1].grad : at::Tensor();
+          h = LinearIntoFlatGrad::apply(h.reshape({-1, l.in}), p[0].value, b, p[0].grad, db).view(out_shape);
           break;
         }
-        case LayerKind::kSigmoid:
-          h = at::sigmoid(h);
+        case LayerKind::kConv2d:
+          h = at::conv2d(h, p[0].value, l.bias ? p[1].value : at::Tensor(), {l.stride, l.stride},
+                         {l.padding, l.padding});
+          break;
+        case LayerKind::kMaxPool2d:
+          h = at::max_pool2d(h, {l.kernel, l.kernel}, {l.stride, l.stride}, {l.padding, l.padding});
+          break;
+        case LayerKind::kGlobalAvgPool:
+          h = h.mean({2, 3});
           break;
         case LayerKind::kReLU:
           h = at::relu(h);
           break;
+        case LayerKind::kSigmoid:
+          h = at::sigmoid(h);
+          break;
+        case LayerKind::kTanh:
+          h = at::tanh(h);
+          break;
+        case LayerKind::kDropout:
+          h = at::dropout(h, l.p, /*train=*/true);
+          break;
+        case LayerKind::kBatchNorm2d:
+          h = batch_norm(h, p[0], p[1], stats++);
+          break;
+        case LayerKind::kBottleneck:
+          h = bottleneck(h, l, p, stats);
+          break;
+        case LayerKind::kFlatten:
+          h = h.flatten(1);
+          break;
+        case LayerKind::kEmbedding:
+          h = at::embedding(p[0].value, h);
+          break;
+        case LayerKind::kLstm:
+          h = lstm(h, l, p, lstm_zero_bias_[i]);
+          break;
       }
     }
-    loss_ = at::cross_entropy_loss(h, labels_);
+    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+      loss_ = at::binary_cross_entropy_with_logits(h.reshape({-1}), labels_);
+    } else {
+      loss_ = at::cross_entropy_loss(h.reshape({-1, workload_.num_classes}), labels_);
+    }
   }
 
-  void backward() override { loss_.backward(); }
+  void backward() override {
+    for (at::Tensor& g : accumulated_) g.zero_();
+    loss_.backward();
+  }
 
   double loss() override { return loss_.item<double>(); }
 
-  GradBuffer grad_buffer() override { return {grads_.data_ptr<float>(), static_cast<size_t>(grads_.numel()), false}; }
+  GradBuffer grad_buffer() override {
+    return {grads_.data_ptr<float>(), static_cast<size_t>(grads_.numel()), device_.is_cuda()};
+  }
 
   void update(const Optimizer& opt) override {
     at::NoGradGuard no_grad;
     params_.add_(grads_, -opt.learning_rate);
   }
 
-  void synchronize() override {}
+  void synchronize() override {
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  }
 
-  MemoryStats memory() const override { return {}; }
+  MemoryStats memory() const override {
+    // The CPU-only LibTorch this builds against has no CUDA allocator API: -1 = not measured.
+    return {device_.is_cuda() ? -1 : 0};
+  }
 
  private:
+  void add_running_stats(int64_t channels, const at::TensorOptions& opts) {
+    running_mean_.push_back(at::zeros({channels}, opts));
+    running_var_.push_back(at::ones({channels}, opts));
+  }
+
+  at::Tensor batch_norm(const at::Tensor& x, const Param& weight, const Param& bias, size_t stats) {
+    return at::batch_norm(x, weight.value, bias.value, running_mean_[stats], running_var_[stats], /*training=*/true,
+                          /*momentum=*/0.1, /*eps=*/1e-5, /*cudnn_enabled=*/true);
+  }
+
+  /// ResNet v1.5 bottleneck; parameters in the canonical order of workloads/workload.h.
+  at::Tensor bottleneck(const at::Tensor& x, const Layer& l, const std::vector<Param>& p, size_t& stats) {
+    at::Tensor h = at::conv2d(x, p[0].value);
+    h = at::relu(batch_norm(h, p[1], p[2], stats++));
+    h = at::conv2d(h, p[3].value, at::Tensor(), {l.stride, l.stride}, {1, 1});
+    h = at::relu(batch_norm(h, p[4], p[5], stats++));
+    h = at::conv2d(h, p[6].value);
+    h = batch_norm(h, p[7], p[8], stats++);
+    at::Tensor shortcut = x;
+    if (p.size() > 9) {
+      shortcut = at::conv2d(x, p[9].value, at::Tensor(), {l.stride, l.stride});
+      shortcut = batch_norm(shortcut, p[10], p[11], stats++);
+    }
+    return at::relu(h + shortcut);
+  }
+
+  /// Stacked LSTM over [B, T, in], batch first; the second bias LibTorch expects is a constant
+  /// zero so that each layer has exactly one trainable bias of 4H.
+  at::Tensor lstm(const at::Tensor& x, const Layer& l, const std::vector<Param>& p, const at::Tensor& zero_bias) {
+    std::vector<at::Tensor> weights;
+    for (int64_t s = 0; s < l.num_layers; ++s) {
+      const size_t base = static_cast<size_t>(3 * s);
+      weights.insert(weights.end(), {p[base].value, p[base + 1].value, p[base + 2].value, zero_bias});
+    }
+    const at::Tensor h0 = at::zeros({l.num_layers, x.size(0), l.out}, x.options());
+    auto result = at::lstm(x, {h0, h0}, weights, /*has_biases=*/true, l.num_layers, /*dropout=*/0.0,
+                           /*train=*/true, /*bidirectional=*/false, /*batch_first=*/true);
+    const at::Tensor& out = std::get<0>(result);  // [B, T, H]
+    return l.all_steps ? out : out.select(1, out.size(1) - 1);
+  }
+
   void check_size(size_t n, const char* what) const {
     if (n != static_cast<size_t>(params_.numel())) {
       throw std::invalid_argument(fmt::format("{}: expected {} values, got {}", what, params_.numel(), n));
@@ -135,24 +256,28 @@ class LibTorchModel final : public Model {
   }
 
   static std::vector<float> to_vector(const at::Tensor& t) {
-    const float* src = t.data_ptr<float>();
-    return std::vector<float>(src, src + t.numel());
+    const at::Tensor host = t.to(at::kCPU).contiguous();
+    const float* src = host.data_ptr<float>();
+    return std::vector<float>(src, src + host.numel());
   }
 
   Workload workload_;
+  at::Device device_;
   at::Tensor params_, grads_, input_, labels_, loss_;
-  std::vector<LinearViews> linears_;  // indexed by layer; empty for layers without parameters
+  std::vector<at::Tensor> lstm_zero_bias_;        // per layer: LibTorch's second LSTM bias, held at zero
+  std::vector<std::vector<Param>> layer_params_;  // per layer, in canonical order
+  std::vector<at::Tensor> accumulated_;           // gradient views autograd accumulates into
+  std::vector<at::Tensor> running_mean_, running_var_;
 };
 
 class LibTorchDriver final : public Driver {
  public:
   std::string_view name() const override { return "libtorch"; }
 
-  Support supports(const Workload& w, DeviceType device) const override {
-    if (device != DeviceType::kCpu) {
-      return Support::no("libtorch driver: this build trains on CPU only (no NCCL gradient path)");
+  Support supports(const Workload&, DeviceType device) const override {
+    if (device == DeviceType::kCuda && !torch::cuda::is_available()) {
+      return Support::no("libtorch driver: this LibTorch has no CUDA (or no GPU is visible)");
     }
-    if (w.loss != LossKind::kSoftmaxCrossEntropy) return Support::no("libtorch driver: loss not supported");
     return Support::yes();
   }
 
@@ -160,9 +285,11 @@ class LibTorchDriver final : public Driver {
     try {
       return std::make_unique<LibTorchModel>(w, ctx);
     } catch (const c10::Error& e) {
-      // LibTorch reports a failed host allocation as a c10::Error, not std::bad_alloc.
+      // LibTorch reports a failed allocation as a c10::Error, not std::bad_alloc.
       const std::string what = e.what_without_backtrace();
-      if (what.find("can't allocate memory") != std::string::npos) throw OutOfMemory(what);
+      if (what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos) {
+        throw OutOfMemory(what);
+      }
       throw;
     }
   }

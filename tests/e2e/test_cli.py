@@ -190,7 +190,7 @@ class Matrices(Workdir):
         with h5py.File(out, "r") as f:
             case = f["cases/0000"]
             self.assertEqual(case.attrs["status"], "unsupported")
-            self.assertIn("CPU only", case.attrs["message"])
+            self.assertIn("no CUDA", case.attrs["message"])
             self.assertNotIn("summary", case)
             self.assertEqual(case["iter_time_s"].shape, (2, 0))
 
@@ -204,6 +204,31 @@ class Matrices(Workdir):
         self.assertEqual(p.shape, (2, 4, 4))
         self.assertTrue(np.all(p >= 0))
         np.testing.assert_allclose(p.sum(axis=2), t, rtol=1e-9)
+
+
+# WORKLOADS.md's parameter counts: the specification, independent of the catalog code.
+WORKLOADS_MD_PARAMS = {
+    "fcn5": 117997696, "fcn8": 130586752, "alexnet": 61100840, "resnet50": 25557032,
+    "lstm32": 6180624, "lstm64": 6180624, "mnist_cnn": 225034, "cifar10_cnn": 315722,
+    "mnist_fnn": 669706, "vgg16_cifar": 33638218, "imdb_lstm": 213301, "mnist_cnn_nayak": 1669002,
+}
+
+
+class Catalog(Workdir):
+    def test_every_workload_trains_one_iteration_at_batch_2(self):
+        out = self.path("catalog.h5")
+        proc = dlscale(["run", "-w", ",".join(WORKLOADS_MD_PARAMS), "-d", "libtorch", "--batch", "2",
+                        "--warmup", "0", "--iterations", "1", "--out", out], ranks=1, timeout=1200)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            cases = {f["cases"][n].attrs["workload"]: f["cases"][n] for n in f["cases"]}
+            self.assertEqual(sorted(cases), sorted(WORKLOADS_MD_PARAMS))
+            for name, params in WORKLOADS_MD_PARAMS.items():
+                case = cases[name]
+                self.assertEqual(case.attrs["status"], "ok", f"{name}: {case.attrs['message']}")
+                self.assertEqual(case.attrs["params"], params, name)
+                self.assertEqual(case["iter_time_s"].shape, (1, 1), name)
+                self.assertTrue(np.isfinite(case["loss"][0]), name)
 
 
 class DefaultRun(Workdir):

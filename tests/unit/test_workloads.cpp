@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
@@ -12,15 +13,53 @@ namespace dlscale {
 namespace {
 
 TEST(Workloads, ParameterCountsMatchWorkloadsMd) {
-  EXPECT_EQ(parameter_count(make_workload("fcn5")), 117997696);
-  EXPECT_EQ(parameter_count(make_workload("fcn8")), 130586752);
-  EXPECT_EQ(parameter_count(make_workload("mnist_fnn")), 669706);
+  const std::map<std::string, int64_t> expected = {
+      {"fcn5", 117997696},   {"fcn8", 130586752},       {"alexnet", 61100840}, {"resnet50", 25557032},
+      {"lstm32", 6180624},   {"lstm64", 6180624},       {"mnist_cnn", 225034}, {"cifar10_cnn", 315722},
+      {"mnist_fnn", 669706}, {"vgg16_cifar", 33638218}, {"imdb_lstm", 213301}, {"mnist_cnn_nayak", 1669002}};
+  ASSERT_EQ(catalog().size(), expected.size());
+  for (const CatalogEntry& e : catalog()) {
+    ASSERT_TRUE(expected.count(e.name)) << e.name;
+    EXPECT_EQ(parameter_count(make_workload(e.name)), expected.at(e.name)) << e.name;
+  }
+}
+
+TEST(Workloads, AlexNetForwardMultiplyAdds) {
+  EXPECT_EQ(flops_per_sample(make_workload("alexnet")).forward_macs, 714188480.0);
+}
+
+TEST(Workloads, ResNet50MultiplyAddsAreAbout4Billion) {
+  // WORKLOADS.md: "about 4.1 G multiply-adds per image" (convolutions and the classifier).
+  const double macs = flops_per_sample(make_workload("resnet50")).forward_macs;
+  EXPECT_GT(macs, 4.0e9);
+  EXPECT_LT(macs, 4.2e9);
+}
+
+TEST(Workloads, NayakLayerCountsMatchThePaperTable) {
+  const auto layout = parameter_layout(make_workload("mnist_cnn_nayak"));
+  ASSERT_EQ(layout.size(), 8u);
+  EXPECT_EQ(layout[0].count + layout[1].count, 832);
+  EXPECT_EQ(layout[2].count + layout[3].count, 18496);
+  EXPECT_EQ(layout[4].count + layout[5].count, 1639424);
+  EXPECT_EQ(layout[6].count + layout[7].count, 10250);
+}
+
+TEST(Workloads, ShapesFlowThroughEveryCatalogNetwork) {
+  for (const CatalogEntry& e : catalog()) {
+    const Workload w = make_workload(e.name);
+    const auto shapes = activation_shapes(w);
+    ASSERT_EQ(shapes.size(), w.layers.size()) << e.name;
+    const std::vector<int64_t> logits =
+        w.label_per_step ? std::vector<int64_t>{w.input_shape[0], w.num_classes} : std::vector<int64_t>{w.num_classes};
+    EXPECT_EQ(shapes.back(), logits) << e.name;
+  }
+  EXPECT_THROW(make_workload("alexnet:image=20"), std::invalid_argument);  // the window outgrows the image
 }
 
 TEST(Workloads, CanonicalLayoutIsWeightThenBiasPerLinear) {
   const auto layout = parameter_layout(make_workload("mnist_fnn"));
+  EXPECT_EQ(layout[0].name, "layer1.weight");  // layer 0 is the Flatten
   ASSERT_EQ(layout.size(), 6u);
-  EXPECT_EQ(layout[0].name, "layer0.weight");
   EXPECT_EQ(layout[0].shape, (std::vector<int64_t>{512, 784}));
   EXPECT_EQ(layout[1].offset, 512 * 784);
   EXPECT_EQ(layout[1].shape, (std::vector<int64_t>{512}));
@@ -31,15 +70,28 @@ TEST(Workloads, FlopsByHand) {
   // fcn5:features=10,width=4 -> Linear 10x4, 4x4, 4x4, 4x10.
   const FlopCounts f = flops_per_sample(make_workload("fcn5:features=10,width=4"));
   const double macs = 40 + 16 + 16 + 40, bias = 4 + 4 + 4 + 10;
+  EXPECT_DOUBLE_EQ(f.forward_macs, macs);
   EXPECT_DOUBLE_EQ(f.forward, 2 * macs + bias);
   // Backward: grad-weight and bias everywhere, grad-input except the first layer.
   EXPECT_DOUBLE_EQ(f.backward, 2 * macs + bias + 2 * (macs - 40));
+}
+
+TEST(Workloads, LstmFlopsByHand) {
+  // Embedding 20x4, one LSTM 4->3 over 5 steps (all steps), Linear 3->20 per step.
+  const FlopCounts f = flops_per_sample(make_workload("lstm32:vocab=20,embed=4,hidden=3,seq=5"));
+  // LSTM has two stacked layers: layer 0 in=4, layer 1 in=3; gates 4H = 12.
+  const double lstm_macs = 5 * 12 * (4 + 3) + 5 * 12 * (3 + 3), fc_macs = 5 * 3 * 20;
+  EXPECT_DOUBLE_EQ(f.forward_macs, lstm_macs + fc_macs);
+  EXPECT_DOUBLE_EQ(f.forward, 2 * (lstm_macs + fc_macs) + 2 * 5 * 12 + 5 * 20);
+  // Everything after the embedding needs its input gradient.
+  EXPECT_DOUBLE_EQ(f.backward, 2 * f.forward - 2 * 5 * 12 - 5 * 20);
 }
 
 TEST(Workloads, OverridesKeepTheStructure) {
   const Workload w = make_workload("fcn8:width=16,features=32");
   EXPECT_EQ(w.name, "fcn8:width=16,features=32");
   EXPECT_EQ(w.layers.size(), 13u);  // 7 Linear + 6 Sigmoid
+  EXPECT_EQ(without_dropout(make_workload("alexnet")).layers.size(), make_workload("alexnet").layers.size() - 2);
   EXPECT_EQ(parameter_count(w), 32 * 16 + 16 + 5 * (16 * 16 + 16) + 16 * 32 + 32);
   EXPECT_THROW(make_workload("fcn5:width=0"), std::invalid_argument);
   EXPECT_THROW(make_workload("fcn5:width"), std::invalid_argument);
@@ -62,6 +114,24 @@ TEST(Workloads, CanonicalParametersAreSeededAndBounded) {
   EXPECT_LE(max_abs, 0.5);
   EXPECT_GT(max_abs, 0.45);  // uniform(-0.5, 0.5) fills its range
   EXPECT_NEAR(mean / static_cast<double>(fcn.size()), 0.0, 0.02);
+}
+
+TEST(Workloads, TokenWorkloadsGetTokensAndPerStepLabels) {
+  const Workload lm = make_workload("lstm32:vocab=50,embed=4,hidden=4,seq=6");
+  const Batch b = synthetic_batch(lm, 3, 1, 0);
+  EXPECT_TRUE(b.features.empty());
+  ASSERT_EQ(b.tokens.size(), 18u);
+  ASSERT_EQ(b.labels.size(), 18u);
+  for (int64_t t : b.tokens) EXPECT_LT(t, 50);
+  const Batch imdb = synthetic_batch(make_workload("imdb_lstm:seq=10"), 64, 1, 0);
+  ASSERT_EQ(imdb.labels.size(), 64u);
+  int ones = 0;
+  for (int64_t l : imdb.labels) {
+    EXPECT_TRUE(l == 0 || l == 1);
+    ones += static_cast<int>(l);
+  }
+  EXPECT_GT(ones, 10);
+  EXPECT_LT(ones, 54);
 }
 
 TEST(Workloads, SyntheticDataDiffersPerRankAndIsReproducible) {

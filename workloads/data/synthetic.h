@@ -1,5 +1,6 @@
-// Synthetic training data (the default for timing, as in Shi et al.): normal(0,1) features
-// and uniform labels, generated per rank from the case seed and the rank.
+// Training batches in host memory, and synthetic data (the default for timing, as in Shi et al.):
+// normal(0,1) features or uniform token ids, uniform labels, generated per rank from the case
+// seed and the rank.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,13 @@
 
 namespace dlscale {
 
-/// One mini-batch in host memory. Features are [batch, input_shape...] row-major.
+/// One mini-batch in host memory.
 struct Batch {
   int64_t size = 0;
-  std::vector<int64_t> sample_shape;
-  std::vector<float> features;
-  std::vector<int64_t> labels;  ///< class index per sample
+  std::vector<float> features;  ///< dense inputs: [size, input_shape...] row-major
+  std::vector<int64_t> tokens;  ///< token inputs: [size, T]
+  /// [size, labels_per_sample]: class ids, or 0/1 for binary cross-entropy.
+  std::vector<int64_t> labels;
 };
 
 /// The synthetic batch of `batch_size` samples for `rank`; identical across drivers.
