@@ -143,6 +143,20 @@ TEST(RunMatrix, ValidateRejectsEachBadInput) {
   EXPECT_NE(usage_error_of([&] { validate({}, drivers); }).find("nothing to run"), std::string::npos);
 }
 
+TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
+  const Registry drivers = compiled_drivers();
+  for (const BuiltinSuite& s : builtin_suites()) {
+    const auto cases = expand(parse_matrix_toml(s.toml, s.name), 1);
+    EXPECT_FALSE(cases.empty()) << s.name;
+    EXPECT_EQ(usage_error_of([&] { validate(cases, drivers); }), "") << s.name;
+  }
+  // The seeds' batch sizes: Shi et al. use 64 (FCN), 16 (CNN), 128 (RNN) on CPU.
+  for (const CaseSpec& c : expand(parse_matrix_toml(find_suite("shi2016-cpu").toml, "shi"), 1)) {
+    const int64_t expected = c.workload.rfind("fcn", 0) == 0 ? 64 : c.workload.rfind("lstm", 0) == 0 ? 128 : 16;
+    EXPECT_EQ(c.batch, expected) << c.workload;
+  }
+}
+
 TEST(RunMatrix, UnknownSuiteIsAUsageError) {
   EXPECT_NE(usage_error_of([] { find_suite("nope"); }).find("unknown suite 'nope' (known: quick"), std::string::npos);
 }
