@@ -37,7 +37,9 @@ class BareLoop {
       leaves_.push_back(
           torch::from_blob(const_cast<float*>(params.data() + p.offset), p.shape).clone().requires_grad_());
     }
-    x_ = torch::from_blob(const_cast<float*>(b.features.data()), {b.size, w.input_size()}).clone();
+    std::vector<int64_t> shape{b.size};
+    shape.insert(shape.end(), w.input_shape.begin(), w.input_shape.end());
+    x_ = torch::from_blob(const_cast<float*>(b.features.data()), shape).clone();
     y_ = torch::from_blob(const_cast<int64_t*>(b.labels.data()), {b.size}, torch::kLong).clone();
   }
 
@@ -57,6 +59,12 @@ class BareLoop {
         case dlscale::LayerKind::kReLU:
           h = torch::relu(h);
           break;
+        case dlscale::LayerKind::kFlatten:
+          h = h.flatten(1);
+          break;
+        default:
+          // The bare loop exists for the FCN comparison; other layer kinds are not written out here.
+          throw std::invalid_argument("bench_libtorch_step_overhead: fully connected workloads only");
       }
     }
     torch::nn::functional::cross_entropy(h, y_).backward();

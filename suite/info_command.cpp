@@ -14,11 +14,11 @@ int list_command(const MpiContext& mpi) {
   if (mpi.rank() != 0) return 0;
   Registry drivers;
   register_drivers(drivers);
-  fmt::print("Workloads\n  {:<12} {:>13} {:>16}  {:<18} {}\n", "name", "params", "train GFLOP/smp", "source",
+  fmt::print("Workloads\n  {:<16} {:>11} {:>16}  {:<21} {}\n", "name", "params", "train GFLOP/smp", "source",
              "overrides");
   for (const CatalogEntry& e : catalog()) {
     const Workload w = make_workload(e.name);
-    fmt::print("  {:<12} {:>13} {:>16.3f}  {:<18} {}\n", e.name, parameter_count(w), flops_per_sample(w).train() / 1e9,
+    fmt::print("  {:<16} {:>11} {:>16.3f}  {:<21} {}\n", e.name, parameter_count(w), flops_per_sample(w).train() / 1e9,
                e.source, e.overrides);
   }
   fmt::print("\nDrivers\n");

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "suite/commands.h"
+#include "suite/datasets.h"
 #include "suite/errors.h"
 
 namespace {
@@ -46,7 +47,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 
   RunArgs args;
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
-  std::vector<std::string> workloads, drivers, devices, scalings, threads;
+  std::vector<std::string> workloads, drivers, devices, scalings, threads, data;
   std::vector<int64_t> batches;
   int warmup = 0, iterations = 0;
   uint64_t seed = 0;
@@ -62,6 +63,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_t =
       run->add_option("--threads", threads, "backend threads per rank, comma-separated, or auto")->delimiter(',');
   auto* o_s = run->add_option("--scaling", scalings, "weak or strong")->delimiter(',');
+  auto* o_data = run->add_option("--data", data,
+                                 std::string("training data: synthetic (default) or ") + dlscale::kDatasetSpecHelp);
   auto* o_wu = run->add_option("--warmup", warmup, "untimed iterations before timing");
   auto* o_it = run->add_option("--iterations", iterations, "timed iterations");
   auto* o_seed = run->add_option("--seed", seed, "seed of parameters and synthetic data");
@@ -103,6 +106,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     if (o_b->count()) ov.batches = batches;
     if (o_t->count()) ov.threads = parse_threads(threads);
     if (o_s->count()) ov.scalings = scalings;
+    if (o_data->count()) ov.data = data;
     if (o_wu->count()) ov.warmup = warmup;
     if (o_it->count()) ov.iterations = iterations;
     if (o_seed->count()) ov.seed = seed;

@@ -160,6 +160,13 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     validate(cases, drivers);
     out_path = args.out.value_or(default_out(args, suite_name));
     skip.assign(cases.size(), 0);
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  // Agree on the request before rank 0 touches the results file, so that a problem only another
+  // rank sees (an unreadable --config, say) never truncates an existing file.
+  if (report_usage_error(mpi.world(), problem)) return 2;
+  try {
     if (root) {
       file.emplace(open_results(out_path, args, !args.out.has_value(), mpi.size()));
       if (args.resume) {
@@ -199,14 +206,14 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     fmt::print("dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }
 
+  Runner runner(mpi, drivers, progress);
   int failed = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     if (skip[i]) {
       if (root) fmt::print("# skipped (already in {}): {}\n", out_path, cases[i].command());
       continue;
     }
-    const CaseRecord rec =
-        Runner(mpi, drivers, progress).run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
+    const CaseRecord rec = runner.run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
     if (root) {
       const std::string name = file->write_case(rec);
       progress.case_finished(fmt::format("{} {}", name, summary_line(rec)));

@@ -1,11 +1,15 @@
 #include "suite/run_matrix.h"
 
+#include <climits>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "suite/datasets.h"
 #include "suite/errors.h"
 #include "workloads/catalog.h"
 
@@ -18,6 +22,7 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
   if (scalings) m.scalings = *scalings;
   if (batches) m.batches = *batches;
   if (threads) m.threads = *threads;
+  if (data) m.data = *data;
   if (warmup) m.warmup = *warmup;
   if (iterations) m.iterations = *iterations;
   if (seed) m.seed = *seed;
@@ -27,7 +32,8 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
 std::string CaseSpec::command() const {
   std::string cmd = fmt::format("dlscale run -w {} -d {} --device {} --batch {} --scaling {}", workload, driver, device,
                                 batch, scaling);
-  if (threads > 0) cmd += fmt::format(" --threads {}", threads);
+  cmd += threads > 0 ? fmt::format(" --threads {}", threads) : std::string(" --threads auto");
+  if (data != "synthetic") cmd += fmt::format(" --data {}", data);
   cmd += fmt::format(" --warmup {} --iterations {} --seed {}", warmup, iterations, seed);
   if (phases) cmd += " --phases";
   return cmd;
@@ -82,15 +88,16 @@ std::vector<T> list_of(const toml::node& node, const std::string& key, const std
 std::vector<int> threads_of(const toml::node& node, const std::string& source) {
   std::vector<int> out;
   auto take = [&](const toml::node& item) {
-    if (item.is_integer()) {
+    if (item.is_integer() && *item.value<int64_t>() > 0) {
       out.push_back(static_cast<int>(*item.value<int64_t>()));
     } else if (item.is_string() && *item.value<std::string>() == "auto") {
       out.push_back(0);
     } else {
-      toml_fail(source, item, "'threads' must be an integer or \"auto\"");
+      toml_fail(source, item, "'threads' must be a positive integer or \"auto\"");
     }
   };
   if (const toml::array* arr = node.as_array()) {
+    if (arr->empty()) toml_fail(source, node, "'threads' is an empty list");
     for (const toml::node& item : *arr) take(item);
   } else {
     take(node);
@@ -123,20 +130,24 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
       m.batches = list_of<int64_t>(node, key, source);
     } else if (key == "threads") {
       m.threads = threads_of(node, source);
+    } else if (key == "data") {
+      m.data = list_of<std::string>(node, key, source);
     } else if (key == "warmup") {
       m.warmup = static_cast<int>(scalar_of<int64_t>(node, key, source));
     } else if (key == "iterations") {
       m.iterations = static_cast<int>(scalar_of<int64_t>(node, key, source));
     } else if (key == "seed") {
-      m.seed = static_cast<uint64_t>(scalar_of<int64_t>(node, key, source));
+      const int64_t seed = scalar_of<int64_t>(node, key, source);
+      if (seed < 0) toml_fail(source, node, "'seed' must be zero or positive");
+      m.seed = static_cast<uint64_t>(seed);
     } else if (key == "phases") {
       m.phases = scalar_of<bool>(node, key, source);
     } else if (key == "matrix" && allow_matrix_key) {
       continue;  // handled by the caller
     } else {
       toml_fail(source, node,
-                fmt::format("unknown key '{}' (known: workload, driver, device, scaling, batch, threads, warmup, "
-                            "iterations, seed, phases{})",
+                fmt::format("unknown key '{}' (known: workload, driver, device, scaling, batch, threads, data, "
+                            "warmup, iterations, seed, phases{})",
                             key, allow_matrix_key ? ", [[matrix]]" : ""));
     }
   }
@@ -177,27 +188,30 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int ranks)
         for (const std::string& device : m.devices)
           for (const std::string& scaling : m.scalings)
             for (int64_t batch : m.batches)
-              for (int threads : m.threads) {
-                CaseSpec c;
-                c.workload = workload;
-                c.driver = driver;
-                c.device = device;
-                c.scaling = scaling;
-                c.batch = batch;
-                c.threads = threads;
-                c.warmup = m.warmup;
-                c.iterations = m.iterations;
-                c.seed = m.seed;
-                c.phases = m.phases;
-                c.ranks = ranks;
-                cases.push_back(c);
-              }
+              for (int threads : m.threads)
+                for (const std::string& data : m.data) {
+                  CaseSpec c;
+                  c.data = data;
+                  c.workload = workload;
+                  c.driver = driver;
+                  c.device = device;
+                  c.scaling = scaling;
+                  c.batch = batch;
+                  c.threads = threads;
+                  c.warmup = m.warmup;
+                  c.iterations = m.iterations;
+                  c.seed = m.seed;
+                  c.phases = m.phases;
+                  c.ranks = ranks;
+                  cases.push_back(c);
+                }
   }
   return cases;
 }
 
 void validate(const std::vector<CaseSpec>& cases, const Registry& drivers) {
   if (cases.empty()) throw UsageError("nothing to run: no workload given (use -w NAME, --config FILE or --suite NAME)");
+  std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
   for (const CaseSpec& c : cases) {
     try {
       make_workload(c.workload);
@@ -222,7 +236,18 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers) {
     }
     if (c.threads < 0) throw UsageError(fmt::format("threads must be positive or auto, got {}", c.threads));
     if (c.iterations <= 0) throw UsageError(fmt::format("iterations must be positive, got {}", c.iterations));
+    if (c.seed > static_cast<uint64_t>(INT64_MAX))
+      throw UsageError(fmt::format("seed must be below 2^63, got {}", c.seed));
     if (c.warmup < 0) throw UsageError(fmt::format("warmup must be zero or more, got {}", c.warmup));
+    if (c.data != "synthetic") {
+      try {
+        std::unique_ptr<Dataset>& data = datasets[c.data];
+        if (!data) data = open_dataset(c.data);
+        check_fits(*data, make_workload(c.workload));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("--data {}: {}", c.data, e.what()));
+      }
+    }
   }
 }
 
@@ -235,7 +260,7 @@ std::string cases_to_toml(const std::vector<CaseSpec>& cases) {
                   {"scaling", c.scaling},       {"batch", c.batch},
                   {"ranks", c.ranks},           {"warmup", c.warmup},
                   {"iterations", c.iterations}, {"seed", static_cast<int64_t>(c.seed)},
-                  {"phases", c.phases}};
+                  {"phases", c.phases},         {"data", c.data}};
     if (c.threads > 0) {
       t.insert("threads", c.threads);
     } else {

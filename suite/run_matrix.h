@@ -20,6 +20,7 @@ struct MatrixSpec {
   std::vector<std::string> scalings{"weak"};
   std::vector<int64_t> batches{64};
   std::vector<int> threads{0};
+  std::vector<std::string> data{"synthetic"};  ///< "synthetic" or a dataset spec (suite/datasets.h)
   int warmup = 2;
   int iterations = 10;
   uint64_t seed = 42;
@@ -32,6 +33,7 @@ struct MatrixOverrides {
   std::optional<std::vector<std::string>> workloads, drivers, devices, scalings;
   std::optional<std::vector<int64_t>> batches;
   std::optional<std::vector<int>> threads;
+  std::optional<std::vector<std::string>> data;
   std::optional<int> warmup, iterations;
   std::optional<uint64_t> seed;
   std::optional<bool> phases;
@@ -41,8 +43,9 @@ struct MatrixOverrides {
 /// One benchmark case: everything needed to run it and to rerun it.
 struct CaseSpec {
   std::string workload, driver, device, precision = "fp32", scaling;
-  int64_t batch = 0;  ///< per rank (weak) or global (strong), as the user gave it
-  int threads = 0;    ///< 0: the rank's CPU set size
+  std::string data = "synthetic";  ///< or a dataset spec such as "mnist:data/mnist"
+  int64_t batch = 0;               ///< per rank (weak) or global (strong), as the user gave it
+  int threads = 0;                 ///< 0: the rank's CPU set size
   int warmup = 0, iterations = 0;
   uint64_t seed = 0;
   bool phases = false;

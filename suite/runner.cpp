@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "suite/datasets.h"
 #include "suite/errors.h"
 #include "suite/host_memory.h"
 #include "suite/provenance.h"
@@ -57,6 +59,13 @@ std::pair<Status, std::string> agree(MPI_Comm comm, Status mine, const std::stri
 }
 
 void add(Attrs& a, const char* name, AttrValue v) { a.emplace_back(name, std::move(v)); }
+
+/// This rank's GPU: device 0 when the launcher left it exactly one, else its node-local rank.
+int gpu_index_for(int local_rank) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != nullptr && *visible != '\0' && std::string(visible).find(',') == std::string::npos) return 0;
+  return local_rank;
+}
 
 }  // namespace
 
@@ -147,6 +156,7 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
   add(a, "train_flops_per_step", train_flops);
   add(a, "grad_bytes", params * int64_t{4});
   add(a, "phases", int64_t{spec.phases ? 1 : 0});
+  add(a, "data", spec.data);
   add(a, "case_key", spec.command());
   add(a, "started_utc", utc_now());
 
@@ -154,18 +164,27 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
   Status status = Status::kOk;
   std::string message;
   std::unique_ptr<Model> model;
+  std::shared_ptr<const Dataset> dataset;
   const Support support = driver.supports(workload, device);
   if (!support.ok) {
     status = Status::kUnsupported;
     message = support.reason;
+  } else if (device == DeviceType::kCuda && ranks > 1) {
+    // Refused before any GPU memory is taken: MPI here cannot reduce device buffers.
+    status = Status::kUnsupported;
+    message = "gradients on the GPU need an NCCL all-reduce, which this build does not have";
   } else {
     try {
-      model = driver.create(workload, {device, mpi_.local_rank(), threads, spec.seed});
+      // Each rank draws its own dropout masks, as data-parallel training does.
+      const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
+      model = driver.create(workload, {device, gpu_index_for(mpi_.local_rank()), threads, rank_seed});
       model->load_parameters(canonical_parameters(workload, spec.seed));
-      model->set_batch(synthetic_batch(workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
-      if (model->grad_buffer().on_device && ranks > 1) {
-        status = Status::kUnsupported;
-        message = "gradients on the GPU need an NCCL all-reduce, which this build does not have";
+      if (spec.data == "synthetic") {
+        model->set_batch(synthetic_batch(workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
+      } else {
+        std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
+        if (!cached) cached = open_dataset(spec.data);
+        dataset = cached;
       }
     } catch (const OutOfMemory& e) {
       status = Status::kOom;
@@ -182,19 +201,31 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
 
   std::vector<double> times, phase_times, losses;
   int64_t host_peak = -1, device_peak = 0;
+  // With a real dataset every iteration trains on the next global batch, each rank on its own
+  // slice of it; the copy in happens before the step's barrier, outside the timed region.
+  int64_t next_sample = int64_t{mpi_.rank()} * spec.batch_per_rank();
+  const auto next_batch = [&] {
+    if (!dataset) return;
+    model->set_batch(dataset->batch(next_sample, spec.batch_per_rank()));
+    next_sample += spec.global_batch();
+  };
   if (status == Status::kOk) {
-    reset_peak_rss();
+    if (!reset_peak_rss()) {
+      progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
+    }
     double last = 0;
     // A failure inside the loop on one rank would leave the others blocked in a collective, so it
     // aborts the job; every case finished before it is already flushed to the file.
     try {
       for (int i = 0; i < spec.warmup; ++i) {
+        next_batch();
         DLSCALE_CHECK_MPI(MPI_Barrier(comm));
         last = training_step(*model, comm, opt, spec.phases).total;
         progress_.iteration("warm-up", i + 1, spec.warmup, last);
       }
       times.reserve(static_cast<size_t>(spec.iterations));
       for (int i = 0; i < spec.iterations; ++i) {
+        next_batch();
         DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
         const StepTimes t = training_step(*model, comm, opt, spec.phases);
         times.push_back(t.total);

@@ -5,11 +5,16 @@
 
 #include <mpi.h>
 
+#include <map>
+#include <memory>
+#include <string>
+
 #include "drivers/driver.h"
 #include "io/results_file.h"
 #include "suite/mpi_context.h"
 #include "suite/progress.h"
 #include "suite/run_matrix.h"
+#include "workloads/data/dataset.h"
 
 namespace dlscale {
 
@@ -36,12 +41,14 @@ class Runner {
   /// Runs `spec` on every rank of the world communicator. The returned record is complete on
   /// rank 0 only. A setup failure on any rank (unsupported, out of memory, error) is agreed
   /// on by all ranks and recorded; the sweep goes on.
+
   CaseRecord run(const CaseSpec& spec, int index, int total);
 
  private:
   const MpiContext& mpi_;
   const Registry& drivers_;
   Progress& progress_;
+  std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // by spec, read once per sweep
 };
 
 /// The one-line summary rank 0 prints for a finished case.

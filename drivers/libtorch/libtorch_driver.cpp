@@ -294,9 +294,7 @@ class LibTorchDriver final : public Driver {
     }
   }
 
-  std::map<std::string, std::string> versions() const override {
-    return {{"libtorch", TORCH_VERSION}, {"libtorch_parallel", at::get_parallel_info()}};
-  }
+  std::map<std::string, std::string> versions() const override { return {{"libtorch", TORCH_VERSION}}; }
 };
 
 }  // namespace

@@ -214,6 +214,54 @@ WORKLOADS_MD_PARAMS = {
 }
 
 
+def write_idx(directory, images, labels, prefix="train"):
+    """MNIST's IDX format: big-endian magic, dimensions, then the bytes."""
+    import struct
+    os.makedirs(directory, exist_ok=True)
+    n = len(labels)
+    with open(os.path.join(directory, f"{prefix}-images-idx3-ubyte"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(images))
+    with open(os.path.join(directory, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(labels))
+
+
+class RealData(Workdir):
+    def test_mnist_idx_written_by_the_test(self):
+        rng = np.random.default_rng(7)
+        n = 48
+        write_idx(self.path("mnist"), rng.integers(0, 256, n * 784, dtype=np.uint8).tolist(),
+                  [i % 10 for i in range(n)])
+        out = self.path("idx.h5")
+        proc = dlscale(["run", "-w", SMALL, "--data", "mnist:" + self.path("mnist"), "--batch", "8",
+                        "--iterations", "4", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "ok")
+            self.assertEqual(case.attrs["data"], "mnist:" + self.path("mnist"))
+            self.assertIn("--data mnist:", case.attrs["case_key"])
+            self.assertTrue(np.all(np.isfinite(case["loss"][()])))
+
+    def test_dataset_that_does_not_fit_is_bad_input(self):
+        write_idx(self.path("mnist"), [0] * 784 * 2, [1, 2])
+        proc = dlscale(["run", "-w", "cifar10_cnn", "--data", "mnist:" + self.path("mnist"), "--out", self.path("x.h5")])
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("does not fit workload 'cifar10_cnn'", "".join(error_lines(proc)))
+        self.assertFalse(os.path.exists(self.path("x.h5")))
+
+    @unittest.skipUnless(os.path.exists(os.path.join(SOURCE, "data", "mnist", "train-images-idx3-ubyte")),
+                         "scripts/fetch-mnist.sh has not run")
+    def test_real_digits_train(self):
+        out = self.path("digits.h5")
+        proc = dlscale(["run", "-w", "mnist_cnn", "--data", "mnist:" + os.path.join(SOURCE, "data", "mnist"),
+                        "--batch", "32", "--warmup", "0", "--iterations", "40", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            loss = f["cases/0000/loss"][()]
+        # 40 SGD steps over different real batches: the loss falls from chance level (ln 10).
+        self.assertLess(loss[-8:].mean(), loss[:8].mean())
+
+
 class DefaultRunCoversTheCatalog(Workdir):
     def test_no_workload_runs_the_quick_suite_with_every_network(self):
         # No workload, config or suite: the built-in quick suite into results/quick.h5. The flags

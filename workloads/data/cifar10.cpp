@@ -17,7 +17,7 @@ constexpr int64_t kImageBytes = kCifar10RecordBytes - 1;
 /// Appends the records of one batch file to `pixels` and `labels`.
 void read_batch_file(const std::string& path, std::vector<uint8_t>& pixels, std::vector<int64_t>& labels) {
   const std::vector<uint8_t> bytes = read_binary_file(path);
-  const int64_t size = static_cast<int64_t>(bytes.size());
+  const auto size = static_cast<int64_t>(bytes.size());
   if (size == 0) throw std::invalid_argument(fmt::format("{}: empty file", path));
   if (size % kCifar10RecordBytes != 0) {
     throw std::invalid_argument(
@@ -61,17 +61,16 @@ std::unique_ptr<Dataset> read_cifar10(const std::string& dir, DataSplit split) {
   std::vector<int64_t> labels;
   for (const std::string& path : files) read_batch_file(path, pixels, labels);
   return std::make_unique<ImageDataset>(
-      fmt::format("cifar10:{} ({})", dir, test ? "test" : "train"), std::vector<int64_t>{3, 32, 32},
-      std::move(pixels), std::move(labels), kCifar10Classes,
-      std::vector<float>(std::begin(kCifar10Mean), std::end(kCifar10Mean)),
+      fmt::format("cifar10:{} ({})", dir, test ? "test" : "train"), std::vector<int64_t>{3, 32, 32}, std::move(pixels),
+      std::move(labels), kCifar10Classes, std::vector<float>(std::begin(kCifar10Mean), std::end(kCifar10Mean)),
       std::vector<float>(std::begin(kCifar10Std), std::end(kCifar10Std)));
 }
 
 void write_cifar10_batch(const std::string& path, const std::vector<uint8_t>& images,
                          const std::vector<uint8_t>& labels) {
   if (static_cast<int64_t>(images.size()) != static_cast<int64_t>(labels.size()) * kImageBytes) {
-    throw std::invalid_argument(fmt::format("write_cifar10_batch: {} pixel bytes are not {} images of 3x32x32",
-                                            images.size(), labels.size()));
+    throw std::invalid_argument(
+        fmt::format("write_cifar10_batch: {} pixel bytes are not {} images of 3x32x32", images.size(), labels.size()));
   }
   std::vector<uint8_t> out;
   out.reserve(labels.size() * static_cast<size_t>(kCifar10RecordBytes));

@@ -67,7 +67,9 @@ ImageDataset::ImageDataset(std::string name, std::vector<int64_t> shape, std::ve
   }
   lut_.resize(mean.size());
   for (size_t c = 0; c < mean.size(); ++c) {
-    for (int b = 0; b < 256; ++b) lut_[c][static_cast<size_t>(b)] = (static_cast<float>(b) / 255.0f - mean[c]) / stddev[c];
+    for (int b = 0; b < 256; ++b) {
+      lut_[c][static_cast<size_t>(b)] = (static_cast<float>(b) / 255.0f - mean[c]) / stddev[c];
+    }
   }
 }
 
@@ -82,8 +84,7 @@ Batch ImageDataset::batch(int64_t first, int64_t count) const {
     const int64_t i = (base + j) % n;
     const uint8_t* src = pixels_.data() + i * sample_elems_;
     float* dst = b.features.data() + j * sample_elems_;
-    for (size_t c = 0; c < lut_.size(); ++c) {
-      const std::array<float, 256>& lut = lut_[c];
+    for (const std::array<float, 256>& lut : lut_) {  // one plane per channel
       for (int64_t k = 0; k < plane_elems_; ++k) *dst++ = lut[*src++];
     }
     b.labels[static_cast<size_t>(j)] = labels_[static_cast<size_t>(i)];
@@ -99,7 +100,9 @@ TokenDataset::TokenDataset(std::string name, std::vector<int64_t> tokens, std::v
       vocab_(vocab),
       seq_len_(seq_len),
       label_per_step_(label_per_step) {
-  if (seq_len_ <= 0) throw std::invalid_argument(fmt::format("{}: sequence length {} is not positive", name_, seq_len_));
+  if (seq_len_ <= 0) {
+    throw std::invalid_argument(fmt::format("{}: sequence length {} is not positive", name_, seq_len_));
+  }
   if (vocab_ <= 0) throw std::invalid_argument(fmt::format("{}: vocabulary size {} is not positive", name_, vocab_));
   if (tokens_.empty()) throw std::invalid_argument(fmt::format("{}: holds no sequences", name_));
   if (tokens_.size() % static_cast<size_t>(seq_len_) != 0) {
@@ -114,7 +117,8 @@ TokenDataset::TokenDataset(std::string name, std::vector<int64_t> tokens, std::v
                                             label_per_step_ ? "one per step" : "one per sequence"));
   }
   const auto where = [&](size_t flat) {
-    return fmt::format("sequence {}, step {}", flat / static_cast<size_t>(seq_len_), flat % static_cast<size_t>(seq_len_));
+    return fmt::format("sequence {}, step {}", flat / static_cast<size_t>(seq_len_),
+                       flat % static_cast<size_t>(seq_len_));
   };
   for (size_t i = 0; i < tokens_.size(); ++i) {
     if (tokens_[i] < 0 || tokens_[i] >= vocab_) {
@@ -125,7 +129,8 @@ TokenDataset::TokenDataset(std::string name, std::vector<int64_t> tokens, std::v
   for (size_t i = 0; i < labels_.size(); ++i) {
     const int64_t l = labels_[i];
     if (label_per_step_ && (l < 0 || l >= vocab_)) {
-      throw std::invalid_argument(fmt::format("{}: label {} at {} is outside [0, vocab {})", name_, l, where(i), vocab_));
+      throw std::invalid_argument(
+          fmt::format("{}: label {} at {} is outside [0, vocab {})", name_, l, where(i), vocab_));
     }
     if (!label_per_step_ && l < 0) {
       throw std::invalid_argument(fmt::format("{}: label {} of sequence {} is negative", name_, l, i));
@@ -195,7 +200,9 @@ std::vector<uint8_t> read_binary_file(const std::string& path) {
     bytes.insert(bytes.end(), chunk, chunk + got);
     if (got < sizeof chunk) break;
   }
-  if (std::ferror(f.get()) != 0) throw std::invalid_argument(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  if (std::ferror(f.get()) != 0) {
+    throw std::invalid_argument(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  }
   return bytes;
 }
 
@@ -206,7 +213,9 @@ void write_binary_file(const std::string& path, const std::vector<uint8_t>& byte
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   }
   // fclose flushes, so a full disk may only show up here.
-  if (std::fclose(f.release()) != 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  if (std::fclose(f.release()) != 0) {
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
 }
 
 void require_directory(const std::string& dir, const std::string& what) {

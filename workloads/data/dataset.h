@@ -56,9 +56,8 @@ class ImageDataset final : public Dataset {
   /// `shape` is {C, H, W}; `pixels` [N, C, H, W] row-major; `labels` [N], each in
   /// [0, num_classes); `mean` and `stddev` have C entries. Throws std::invalid_argument, naming
   /// `name`, when the sizes disagree, the set is empty or a label is out of range.
-  ImageDataset(std::string name, std::vector<int64_t> shape, std::vector<uint8_t> pixels,
-               std::vector<int64_t> labels, int64_t num_classes, const std::vector<float>& mean,
-               const std::vector<float>& stddev);
+  ImageDataset(std::string name, std::vector<int64_t> shape, std::vector<uint8_t> pixels, std::vector<int64_t> labels,
+               int64_t num_classes, const std::vector<float>& mean, const std::vector<float>& stddev);
 
   std::string name() const override { return name_; }
   int64_t size() const override { return static_cast<int64_t>(labels_.size()); }

@@ -40,8 +40,9 @@ std::vector<int64_t> read_idx(const std::string& path, uint32_t magic, std::vect
   if (found != magic) {
     // gzip starts with 1f 8b: the usual mistake is a compressed file renamed or half-extracted.
     const bool gzip = bytes[0] == 0x1f && bytes[1] == 0x8b;
-    throw std::invalid_argument(fmt::format("{}: wrong magic number 0x{:08x} (expected 0x{:08x}){}", path, found,
-                                            magic, gzip ? "; the file is gzip-compressed, gunzip it first" : ""));
+    throw std::invalid_argument(
+        fmt::format("{}: wrong magic number 0x{:08x} (expected 0x{:08x}: IDX, unsigned bytes, {} dimensions){}", path,
+                    found, magic, ndims, gzip ? "; the file is gzip-compressed, gunzip it first" : ""));
   }
   if (bytes.size() < header) {
     throw std::invalid_argument(
@@ -55,10 +56,10 @@ std::vector<int64_t> read_idx(const std::string& path, uint32_t magic, std::vect
     const int64_t limit = std::numeric_limits<int64_t>::max();
     expected = dims.back() != 0 && expected > limit / dims.back() ? limit : expected * dims.back();
   }
-  const int64_t have = static_cast<int64_t>(bytes.size() - header);
+  const auto have = static_cast<int64_t>(bytes.size() - header);
   if (have < expected) {
-    throw std::invalid_argument(fmt::format("{}: truncated: the header promises {} data bytes, the file holds {}",
-                                            path, expected, have));
+    throw std::invalid_argument(
+        fmt::format("{}: truncated: the header promises {} data bytes, the file holds {}", path, expected, have));
   }
   if (have > expected) {
     throw std::invalid_argument(
@@ -80,16 +81,15 @@ std::unique_ptr<Dataset> read_mnist(const std::string& dir, DataSplit split) {
   const std::vector<int64_t> image_dims = read_idx(images_path, kImagesMagic, pixels);
   const std::vector<int64_t> label_dims = read_idx(labels_path, kLabelsMagic, label_bytes);
   if (image_dims[0] != label_dims[0]) {
-    throw std::invalid_argument(
-        fmt::format("{} holds {} images but {} holds {} labels", images_path, image_dims[0], labels_path, label_dims[0]));
+    throw std::invalid_argument(fmt::format("{} holds {} images but {} holds {} labels", images_path, image_dims[0],
+                                            labels_path, label_dims[0]));
   }
   if (image_dims[0] == 0) throw std::invalid_argument(fmt::format("{}: holds no images", images_path));
   std::vector<int64_t> labels(label_bytes.size());
   for (size_t i = 0; i < label_bytes.size(); ++i) {
     labels[i] = label_bytes[i];
     if (labels[i] >= kMnistClasses) {
-      throw std::invalid_argument(
-          fmt::format("{}: label {} of sample {} is outside 0-9", labels_path, labels[i], i));
+      throw std::invalid_argument(fmt::format("{}: label {} of sample {} is outside 0-9", labels_path, labels[i], i));
     }
   }
   return std::make_unique<ImageDataset>(fmt::format("mnist:{} ({})", dir, test ? "test" : "train"),
@@ -100,9 +100,10 @@ std::unique_ptr<Dataset> read_mnist(const std::string& dir, DataSplit split) {
 
 void write_mnist_idx(const std::string& dir, const std::vector<uint8_t>& images, const std::vector<uint8_t>& labels,
                      const std::string& prefix, int64_t rows, int64_t cols) {
-  if (rows <= 0 || cols <= 0 || static_cast<int64_t>(images.size()) != static_cast<int64_t>(labels.size()) * rows * cols) {
-    throw std::invalid_argument(fmt::format("write_mnist_idx: {} pixel bytes are not {} images of {}x{}",
-                                            images.size(), labels.size(), rows, cols));
+  if (rows <= 0 || cols <= 0 ||
+      static_cast<int64_t>(images.size()) != static_cast<int64_t>(labels.size()) * rows * cols) {
+    throw std::invalid_argument(fmt::format("write_mnist_idx: {} pixel bytes are not {} images of {}x{}", images.size(),
+                                            labels.size(), rows, cols));
   }
   std::vector<uint8_t> out;
   out.reserve(16 + images.size());
