@@ -97,13 +97,14 @@ Tensor conv2d_forward(const Tensor& x, const ConvSpec& c, const double* weight, 
         for (int64_t ox = 0; ox < y.shape[3]; ++ox) {
           double sum = bias ? bias[o] : 0.0;
           for (int64_t ci = 0; ci < c.in; ++ci) {
+            const double* src = &x.data[static_cast<size_t>(x.at(b, ci, 0, 0))];    // one input plane
+            const double* filter = weight + (o * c.in + ci) * c.kernel * c.kernel;  // one kernel plane
             for (int64_t ky = 0; ky < c.kernel; ++ky) {
               const int64_t iy = oy * c.stride - c.padding + ky;
-              if (iy < 0 || iy >= h) continue;
+              if (iy < 0 || iy >= h) continue;  // zero padding contributes nothing
               for (int64_t kx = 0; kx < c.kernel; ++kx) {
                 const int64_t ix = ox * c.stride - c.padding + kx;
-                if (ix < 0 || ix >= w) continue;
-                sum += x[x.at(b, ci, iy, ix)] * weight[((o * c.in + ci) * c.kernel + ky) * c.kernel + kx];
+                if (ix >= 0 && ix < w) sum += src[iy * w + ix] * filter[ky * c.kernel + kx];
               }
             }
           }
@@ -127,15 +128,17 @@ void conv2d_backward(const Tensor& x, const ConvSpec& c, const double* weight, c
           const double g = dy[dy.at(b, o, oy, ox)];
           if (dbias) dbias[o] += g;
           for (int64_t ci = 0; ci < c.in; ++ci) {
+            const int64_t plane = x.at(b, ci, 0, 0);
+            const int64_t filter = (o * c.in + ci) * c.kernel * c.kernel;
             for (int64_t ky = 0; ky < c.kernel; ++ky) {
               const int64_t iy = oy * c.stride - c.padding + ky;
               if (iy < 0 || iy >= h) continue;
               for (int64_t kx = 0; kx < c.kernel; ++kx) {
                 const int64_t ix = ox * c.stride - c.padding + kx;
                 if (ix < 0 || ix >= w) continue;
-                const int64_t wi = ((o * c.in + ci) * c.kernel + ky) * c.kernel + kx;
-                dweight[wi] += g * x[x.at(b, ci, iy, ix)];
-                if (dx) (*dx)[x.at(b, ci, iy, ix)] += g * weight[wi];
+                const int64_t xi = plane + iy * w + ix, wi = filter + ky * c.kernel + kx;
+                dweight[wi] += g * x[xi];
+                if (dx) (*dx)[xi] += g * weight[wi];
               }
             }
           }
@@ -368,7 +371,7 @@ Tensor batch_norm_backward(const Tensor& dy, const double* gamma, const BatchNor
 // ---------------------------------------------------------------------------------------------
 // Bottleneck (ResNet v1.5): the composition documented in workload.h, from the pieces above.
 
-/// The flat offsets of a bottleneck's tensors, in parameter_layout's order.
+/// Positions of a bottleneck's tensors in its parameter list (parameter_layout's order).
 enum BottleneckTensor : size_t {
   kConv1 = 0,
   kBn1Weight,
@@ -384,8 +387,10 @@ enum BottleneckTensor : size_t {
   kDownBnBias,
 };
 
+/// The inputs of the second and third convolutions (ReLU outputs, which also give the ReLU
+/// masks) and the batch-norm records; the backward pass needs nothing else.
 struct BottleneckState {
-  Tensor a1, r1, a2, r2, a3, down;  // conv outputs and ReLU outputs, in order
+  Tensor r1, r2;
   BatchNormState bn1, bn2, bn3, down_bn;
 };
 
@@ -393,15 +398,15 @@ bool has_projection(const Layer& l) { return l.stride != 1 || l.in != l.out; }
 
 Tensor bottleneck_forward(const Tensor& x, const Layer& l, const double* const* p, BottleneckState* s) {
   const ConvSpec c1{l.in, l.mid, 1, 1, 0}, c2{l.mid, l.mid, 3, l.stride, 1}, c3{l.mid, l.out, 1, 1, 0};
-  s->a1 = conv2d_forward(x, c1, p[kConv1], nullptr);
-  s->r1 = activation_forward(LayerKind::kReLU, batch_norm_forward(s->a1, p[kBn1Weight], p[kBn1Bias], &s->bn1));
-  s->a2 = conv2d_forward(s->r1, c2, p[kConv2], nullptr);
-  s->r2 = activation_forward(LayerKind::kReLU, batch_norm_forward(s->a2, p[kBn2Weight], p[kBn2Bias], &s->bn2));
-  s->a3 = conv2d_forward(s->r2, c3, p[kConv3], nullptr);
-  Tensor sum = batch_norm_forward(s->a3, p[kBn3Weight], p[kBn3Bias], &s->bn3);
+  const Tensor a1 = conv2d_forward(x, c1, p[kConv1], nullptr);
+  s->r1 = activation_forward(LayerKind::kReLU, batch_norm_forward(a1, p[kBn1Weight], p[kBn1Bias], &s->bn1));
+  const Tensor a2 = conv2d_forward(s->r1, c2, p[kConv2], nullptr);
+  s->r2 = activation_forward(LayerKind::kReLU, batch_norm_forward(a2, p[kBn2Weight], p[kBn2Bias], &s->bn2));
+  const Tensor a3 = conv2d_forward(s->r2, c3, p[kConv3], nullptr);
+  Tensor sum = batch_norm_forward(a3, p[kBn3Weight], p[kBn3Bias], &s->bn3);
   if (has_projection(l)) {
-    s->down = conv2d_forward(x, {l.in, l.out, 1, l.stride, 0}, p[kDown], nullptr);
-    const Tensor shortcut = batch_norm_forward(s->down, p[kDownBnWeight], p[kDownBnBias], &s->down_bn);
+    const Tensor down = conv2d_forward(x, {l.in, l.out, 1, l.stride, 0}, p[kDown], nullptr);
+    const Tensor shortcut = batch_norm_forward(down, p[kDownBnWeight], p[kDownBnBias], &s->down_bn);
     for (int64_t i = 0; i < sum.numel(); ++i) sum[i] += shortcut[i];
   } else {
     for (int64_t i = 0; i < sum.numel(); ++i) sum[i] += x[i];
@@ -645,8 +650,20 @@ ReferenceNetwork::ReferenceNetwork(Workload w, uint64_t dropout_seed)
   }
   for (size_t i = 0; i < wl.layers.size(); ++i) {
     const Layer& l = wl.layers[i];
+    const std::vector<int64_t>& in_shape = i == 0 ? wl.input_shape : shapes_[i - 1];
+    // activation_shapes divides with truncation, so with a stride above 1 a window slightly
+    // larger than its padded input still gets an output size of 1; PyTorch rejects it.
+    auto check_window = [&] {
+      if (in_shape[1] + 2 * l.padding < l.kernel || in_shape[2] + 2 * l.padding < l.kernel) {
+        fail(fmt::format("layer {}: the {}x{} window is larger than the padded input", i, l.kernel, l.kernel));
+      }
+    };
     switch (l.kind) {
+      case LayerKind::kConv2d:
+        check_window();
+        break;
       case LayerKind::kMaxPool2d:
+        check_window();
         // PyTorch's rule; it also guarantees that every window covers at least one input.
         if (l.padding < 0 || 2 * l.padding > l.kernel) fail(fmt::format("layer {}: padding exceeds kernel / 2", i));
         break;
@@ -657,7 +674,6 @@ ReferenceNetwork::ReferenceNetwork(Workload w, uint64_t dropout_seed)
         if (l.num_layers < 1) fail(fmt::format("layer {}: LSTM needs at least one layer", i));
         break;
       case LayerKind::kLinear:
-      case LayerKind::kConv2d:
       case LayerKind::kGlobalAvgPool:
       case LayerKind::kReLU:
       case LayerKind::kSigmoid:

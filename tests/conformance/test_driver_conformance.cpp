@@ -22,7 +22,7 @@ const std::vector<std::string> kVariants = {
     "fcn5:features=40,width=16",
     "fcn8:features=24,width=8",
     "alexnet:image=63,width=2,fc=16,classes=10",
-    "resnet50:image=32,width=2,classes=10",
+    "resnet50:image=224,width=2,classes=10",  // full-size images keep every batch norm well fed
     "lstm32:vocab=50,embed=8,hidden=8,seq=6",
     "lstm64:vocab=50,embed=8,hidden=8,seq=9",
     "mnist_cnn:width=4,fc=16",
@@ -106,7 +106,14 @@ TEST_P(DriverConformance, AgreesWithTheReference) {
   EXPECT_LT(relative_error(grads, want_grads), 1e-4)
       << "gradient vector; worst tensor: " << worst_tensor(w, grads, want_grads);
 
-  const Optimizer sgd{0.05};
+  // The step size is set so that a step lowers the loss by about 1% to first order
+  // (lr * |g|^2 = 0.01 * loss): large enough for three steps to change the loss visibly, small
+  // enough that the comparison stays about arithmetic. Tiny networks with batch norm have
+  // gradients of norm 100 and more, where a fixed rate such as 0.01 throws both drivers into a
+  // regime in which float32 and float64 round-off alone move the loss by percents.
+  double norm2 = 0;
+  for (float g : want_grads) norm2 += static_cast<double>(g) * g;
+  const Optimizer sgd{0.01 * want / norm2};
   for (int step = 0; step < 3; ++step) {
     if (step > 0) {
       for (Model* m : {model.get(), oracle.get()}) {
@@ -121,7 +128,7 @@ TEST_P(DriverConformance, AgreesWithTheReference) {
   oracle->forward();
   const double after = model->loss(), want_after = oracle->loss();
   EXPECT_LT(std::abs(after - want_after) / std::abs(want_after), 1e-4) << "loss after 3 steps";
-  EXPECT_NE(want_after, want) << "the three steps did not change the loss";
+  EXPECT_LT(want_after, want) << "three small gradient steps did not lower the loss";
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryDriver, DriverConformance,
