@@ -25,8 +25,10 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+/// Output size of a window sweep; 0 when the window does not fit the padded input at all.
 int64_t conv_out(int64_t size, int64_t kernel, int64_t stride, int64_t padding) {
-  return (size + 2 * padding - kernel) / stride + 1;
+  const int64_t room = size + 2 * padding - kernel;
+  return room < 0 ? 0 : room / stride + 1;
 }
 
 /// Collects the tensors of one layer, named "layer<i>.<role>".
@@ -41,7 +43,7 @@ class LayoutBuilder {
     p.shape = std::move(shape);
     p.offset = offset_;
     p.layer = layer;
-    if (w_.init == InitRule::kUniformHalf) {
+    if (w_.init == InitRule::kUniformHalf && init == InitKind::kUniform) {
       init = InitKind::kUniform;
       value = 0.5f;
     }
@@ -155,7 +157,10 @@ std::vector<Shape> activation_shapes(const Workload& w) {
       case LayerKind::kMaxPool2d: {
         if (s.size() != 3) fail(i, "expects [C, H, W]");
         if (l.kind == LayerKind::kConv2d && s[0] != l.in) fail(i, fmt::format("Conv2d expects {} channels", l.in));
-        const int64_t h = conv_out(s[1], l.kernel, l.stride, l.padding), wd = conv_out(s[2], l.kernel, l.stride, l.padding);
+        if (l.kind == LayerKind::kMaxPool2d && 2 * l.padding > l.kernel)
+          fail(i, "max-pool padding exceeds half the window");
+        const int64_t h = conv_out(s[1], l.kernel, l.stride, l.padding),
+                      wd = conv_out(s[2], l.kernel, l.stride, l.padding);
         if (h <= 0 || wd <= 0) fail(i, "the window is larger than the input");
         s = {l.kind == LayerKind::kConv2d ? l.out : s[0], h, wd};
         break;
@@ -177,6 +182,7 @@ std::vector<Shape> activation_shapes(const Workload& w) {
         break;
       case LayerKind::kEmbedding:
         if (!first || w.input_kind != InputKind::kTokens || s.size() != 1) fail(i, "Embedding must read the tokens");
+        if (l.in != w.vocab) fail(i, fmt::format("the embedding has {} rows for a vocabulary of {}", l.in, w.vocab));
         s = {s[0], l.out};
         break;
       case LayerKind::kLstm:
@@ -189,7 +195,14 @@ std::vector<Shape> activation_shapes(const Workload& w) {
       case LayerKind::kDropout:
         break;
     }
+    if (first && w.input_kind == InputKind::kTokens && l.kind != LayerKind::kEmbedding) {
+      fail(i, "a token workload must start with an Embedding");
+    }
     shapes.push_back(s);
+  }
+  if (product(s) != w.labels_per_sample() * w.num_classes) {
+    throw std::invalid_argument(fmt::format("workload {}: the last layer gives {} values per sample, the loss needs {}",
+                                            w.name, shape_str(s), w.labels_per_sample() * w.num_classes));
   }
   return shapes;
 }
@@ -238,7 +251,7 @@ FlopCounts flops_per_sample(const Workload& w) {
         for (int64_t s = 0; s < l.num_layers; ++s) {
           const auto in = static_cast<double>(s == 0 ? l.in : l.out);
           gemm(steps * 4 * h * in, steps * 4 * h, s > 0 || input_needs_grad);  // input projection
-          gemm(steps * 4 * h * h, 0, true);                                     // recurrence
+          gemm(steps * 4 * h * h, 0, true);                                    // recurrence
         }
         break;
       }

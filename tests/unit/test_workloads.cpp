@@ -54,6 +54,20 @@ TEST(Workloads, ShapesFlowThroughEveryCatalogNetwork) {
     EXPECT_EQ(shapes.back(), logits) << e.name;
   }
   EXPECT_THROW(make_workload("alexnet:image=20"), std::invalid_argument);  // the window outgrows the image
+  // A strided window larger than its input is an error, not a 1x1 output.
+  Workload w;
+  w.name = "hand";
+  w.input_shape = {1, 2, 2};
+  w.num_classes = 1;
+  Layer conv{LayerKind::kConv2d, 1, 1};
+  conv.kernel = 3;
+  conv.stride = 2;
+  w.layers = {conv, {LayerKind::kFlatten}};
+  EXPECT_THROW(activation_shapes(w), std::invalid_argument);
+  // The last layer must produce what the loss consumes.
+  Workload mismatched = make_workload("mnist_fnn");
+  mismatched.num_classes = 11;
+  EXPECT_THROW(activation_shapes(mismatched), std::invalid_argument);
 }
 
 TEST(Workloads, CanonicalLayoutIsWeightThenBiasPerLinear) {
