@@ -147,6 +147,7 @@ Attrs software_attributes(const Registry& drivers) {
 }
 
 Attrs environment_attributes() {
+  // Variables that shape performance or say where and how the job ran; never secrets.
   static const char* const kPrefixes[] = {"OMP_",
                                           "KMP_",
                                           "GOMP_",
@@ -159,7 +160,14 @@ Attrs environment_attributes() {
                                           "SLURM_JOB_",
                                           "SLURM_NODELIST",
                                           "SLURM_NTASKS",
+                                          "SLURM_NNODES",
+                                          "SLURM_TASKS_PER_NODE",
                                           "SLURM_CPU_BIND",
+                                          "SLURM_CPUS_",
+                                          "SLURM_GPUS",
+                                          "SLURM_STEP_",
+                                          "SLURM_LOCALID",
+                                          "SLURM_PROCID",
                                           "OMPI_COMM_WORLD_"};
   Attrs a;
   for (char** e = environ; *e != nullptr; ++e) {
