@@ -168,6 +168,17 @@ void write_doubles(hid_t parent, const std::string& name, const std::vector<hsiz
   if (n > 0) DLSCALE_CHECK_H5(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
 }
 
+void write_int64s(hid_t parent, const std::string& name, const std::vector<hsize_t>& dims,
+                  const std::vector<int64_t>& data) {
+  hsize_t n = 1;
+  for (hsize_t d : dims) n *= d;
+  if (n != data.size()) throw H5Error("write_int64s(" + name + "): shape does not match data size");
+  Dataspace space(DLSCALE_CHECK_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+  Dataset ds(DLSCALE_CHECK_H5(
+      H5Dcreate2(parent, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  if (n > 0) DLSCALE_CHECK_H5(H5Dwrite(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
+}
+
 std::vector<double> read_doubles(hid_t parent, const std::string& name, std::vector<hsize_t>* dims) {
   Dataset ds(DLSCALE_CHECK_H5(H5Dopen2(parent, name.c_str(), H5P_DEFAULT)));
   Dataspace space(DLSCALE_CHECK_H5(H5Dget_space(ds.get())));

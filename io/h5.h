@@ -90,6 +90,9 @@ std::vector<std::string> attr_names(hid_t obj);
 /// Writes a float64 dataset of the given shape (row-major data).
 void write_doubles(hid_t parent, const std::string& name, const std::vector<hsize_t>& dims,
                    const std::vector<double>& data);
+/// Writes an int64 dataset of the given shape (row-major data).
+void write_int64s(hid_t parent, const std::string& name, const std::vector<hsize_t>& dims,
+                  const std::vector<int64_t>& data);
 /// Reads a float64 dataset; `dims` receives its shape.
 std::vector<double> read_doubles(hid_t parent, const std::string& name, std::vector<hsize_t>* dims);
 

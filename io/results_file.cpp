@@ -208,6 +208,29 @@ std::vector<std::string> ResultsFile::case_names() const {
   return h5::children(cases.get());
 }
 
+std::string ResultsFile::append_group(const std::string& parent, const GroupRecord& group) {
+  const size_t existing =
+      h5::exists(file_.get(), parent) ? h5::children(h5::open_group(file_.get(), parent).get()).size() : 0;
+  char name[16];
+  std::snprintf(name, sizeof name, "%04zu", existing);
+  write_group(parent + "/" + name, group);
+  return name;
+}
+
+void ResultsFile::write_group(const std::string& path, const GroupRecord& group) {
+  h5::Group g = h5::create_group(file_.get(), path);
+  write_attrs(g.get(), group.attrs);
+  for (const DatasetRecord& d : group.datasets) {
+    const std::vector<hsize_t> dims(d.dims.begin(), d.dims.end());
+    if (d.is_int) {
+      h5::write_int64s(g.get(), d.name, dims, d.ints);
+    } else {
+      h5::write_doubles(g.get(), d.name, dims, d.doubles);
+    }
+  }
+  flush();
+}
+
 std::string ResultsFile::write_case(const CaseRecord& r) {
   char name[16];
   std::snprintf(name, sizeof name, "%04zu", case_names().size());

@@ -44,6 +44,21 @@ struct Table {
   const Column& column(const std::string& name) const;
 };
 
+/// One dataset of a GroupRecord: float64 or int64 values of a given shape.
+struct DatasetRecord {
+  std::string name;
+  std::vector<uint64_t> dims;
+  std::vector<double> doubles;  ///< used unless is_int
+  std::vector<int64_t> ints;    ///< used when is_int
+  bool is_int = false;
+};
+
+/// A group of attributes and datasets (all-reduce measurements, projections).
+struct GroupRecord {
+  Attrs attrs;
+  std::vector<DatasetRecord> datasets;
+};
+
 /// Everything measured for one case.
 struct CaseRecord {
   Attrs attrs;  ///< workload, driver, …, status, message
@@ -74,6 +89,11 @@ class ResultsFile {
   /// Writes the next case group and flushes the file; returns its name.
   std::string write_case(const CaseRecord& record);
   CaseRecord read_case(const std::string& name) const;
+
+  /// Writes `parent`/NNNN (the next free number) and flushes the file; returns NNNN.
+  std::string append_group(const std::string& parent, const GroupRecord& group);
+  /// Writes a group at `path` (its parent must exist) and flushes the file.
+  void write_group(const std::string& path, const GroupRecord& group);
 
   void flush();
   const std::string& path() const { return path_; }

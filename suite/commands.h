@@ -2,8 +2,10 @@
 // code, which is the same on every rank: 0 success, 1 a case failed, 2 bad input.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "suite/mpi_context.h"
 #include "suite/run_matrix.h"
@@ -17,7 +19,19 @@ struct RunArgs {
   std::string command_line;  ///< argv as typed, for provenance
 };
 
+struct AllreduceArgs {
+  std::string backend = "mpi";
+  int64_t min_bytes = 4, max_bytes = int64_t{64} << 20;
+  bool min_max_given = false;  ///< --min-bytes/--max-bytes given (else --sizes alone picks the sizes)
+  std::vector<int64_t> sizes;  ///< extra sizes in bytes
+  int iterations = 20, warmup = 5;
+  std::optional<std::string> out;
+  bool overwrite = false, resume = false;
+  std::string command_line;
+};
+
 int run_command(const MpiContext& mpi, const RunArgs& args);
+int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args);
 int list_command(const MpiContext& mpi);
 int info_command(const MpiContext& mpi);
 

@@ -49,6 +49,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
   std::vector<std::string> workloads, drivers, devices, scalings, threads, data;
   std::vector<int64_t> batches;
+  std::vector<int> rank_counts;
   int warmup = 0, iterations = 0;
   uint64_t seed = 0;
   std::string config, suite, out;
@@ -63,6 +64,9 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_t =
       run->add_option("--threads", threads, "backend threads per rank, comma-separated, or auto")->delimiter(',');
   auto* o_s = run->add_option("--scaling", scalings, "weak or strong")->delimiter(',');
+  auto* o_ranks = run->add_option("--ranks", rank_counts,
+                                  "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1")
+                      ->delimiter(',');
   auto* o_data = run->add_option("--data", data,
                                  std::string("training data: synthetic (default) or ") + dlscale::kDatasetSpecHelp);
   auto* o_wu = run->add_option("--warmup", warmup, "untimed iterations before timing");
@@ -75,6 +79,19 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_cfg = run->add_option("--config", config, "TOML run matrix");
   auto* o_suite = run->add_option("--suite", suite, "built-in run matrix (see `dlscale list`)");
   o_cfg->excludes(o_suite);
+
+  dlscale::AllreduceArgs ar;
+  std::string ar_out;
+  CLI::App* allreduce = app.add_subcommand("allreduce", "all-reduce microbenchmark (nccl-tests conventions)");
+  allreduce->add_option("--backend", ar.backend, "mpi (CPU buffers) or nccl (GPU buffers)");
+  auto* o_min = allreduce->add_option("--min-bytes", ar.min_bytes, "smallest size (powers of two up to --max-bytes)");
+  auto* o_max = allreduce->add_option("--max-bytes", ar.max_bytes, "largest size");
+  allreduce->add_option("--sizes", ar.sizes, "extra sizes in bytes, comma-separated (multiples of 4)")->delimiter(',');
+  allreduce->add_option("--iterations", ar.iterations, "timed iterations per size");
+  allreduce->add_option("--warmup", ar.warmup, "untimed iterations per size");
+  allreduce->add_option("--out", ar_out, "results file (default results/allreduce.h5)");
+  allreduce->add_flag("--overwrite", ar.overwrite, "replace an existing results file");
+  allreduce->add_flag("--resume", ar.resume, "add to an existing results file");
 
   CLI::App* list = app.add_subcommand("list", "list workloads, drivers and suites");
   CLI::App* info = app.add_subcommand("info", "print the provenance a results file would record");
@@ -90,6 +107,12 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   }
 
   if (*list) return dlscale::list_command(mpi);
+  if (*allreduce) {
+    ar.command_line = args.command_line;
+    ar.min_max_given = o_min->count() > 0 || o_max->count() > 0;
+    if (!ar_out.empty()) ar.out = ar_out;
+    return dlscale::allreduce_command(mpi, ar);
+  }
   if (*info) return dlscale::info_command(mpi);
 
   std::string problem;
@@ -107,6 +130,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     if (o_t->count()) ov.threads = parse_threads(threads);
     if (o_s->count()) ov.scalings = scalings;
     if (o_data->count()) ov.data = data;
+    if (o_ranks->count()) ov.ranks = rank_counts;
     if (o_wu->count()) ov.warmup = warmup;
     if (o_it->count()) ov.iterations = iterations;
     if (o_seed->count()) ov.seed = seed;

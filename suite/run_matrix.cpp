@@ -23,6 +23,7 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
   if (batches) m.batches = *batches;
   if (threads) m.threads = *threads;
   if (data) m.data = *data;
+  if (ranks) m.ranks = *ranks;
   if (warmup) m.warmup = *warmup;
   if (iterations) m.iterations = *iterations;
   if (seed) m.seed = *seed;
@@ -34,7 +35,7 @@ std::string CaseSpec::command() const {
                                 batch, scaling);
   cmd += threads > 0 ? fmt::format(" --threads {}", threads) : std::string(" --threads auto");
   if (data != "synthetic") cmd += fmt::format(" --data {}", data);
-  cmd += fmt::format(" --warmup {} --iterations {} --seed {}", warmup, iterations, seed);
+  cmd += fmt::format(" --ranks {} --warmup {} --iterations {} --seed {}", ranks, warmup, iterations, seed);
   if (phases) cmd += " --phases";
   return cmd;
 }
@@ -130,6 +131,8 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
       m.batches = list_of<int64_t>(node, key, source);
     } else if (key == "threads") {
       m.threads = threads_of(node, source);
+    } else if (key == "ranks") {
+      for (int64_t r : list_of<int64_t>(node, key, source)) m.ranks.push_back(static_cast<int>(r));
     } else if (key == "data") {
       m.data = list_of<std::string>(node, key, source);
     } else if (key == "warmup") {
@@ -146,7 +149,7 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
       continue;  // handled by the caller
     } else {
       toml_fail(source, node,
-                fmt::format("unknown key '{}' (known: workload, driver, device, scaling, batch, threads, data, "
+                fmt::format("unknown key '{}' (known: workload, driver, device, scaling, batch, threads, data, ranks, "
                             "warmup, iterations, seed, phases{})",
                             key, allow_matrix_key ? ", [[matrix]]" : ""));
     }
@@ -180,36 +183,38 @@ std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::st
   return out;
 }
 
-std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int ranks) {
+std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size) {
   std::vector<CaseSpec> cases;
   for (const MatrixSpec& m : matrices) {
+    const std::vector<int> rank_counts = m.ranks.empty() ? std::vector<int>{world_size} : m.ranks;
     for (const std::string& workload : m.workloads)
       for (const std::string& driver : m.drivers)
         for (const std::string& device : m.devices)
           for (const std::string& scaling : m.scalings)
             for (int64_t batch : m.batches)
               for (int threads : m.threads)
-                for (const std::string& data : m.data) {
-                  CaseSpec c;
-                  c.data = data;
-                  c.workload = workload;
-                  c.driver = driver;
-                  c.device = device;
-                  c.scaling = scaling;
-                  c.batch = batch;
-                  c.threads = threads;
-                  c.warmup = m.warmup;
-                  c.iterations = m.iterations;
-                  c.seed = m.seed;
-                  c.phases = m.phases;
-                  c.ranks = ranks;
-                  cases.push_back(c);
-                }
+                for (const std::string& data : m.data)
+                  for (int ranks : rank_counts) {
+                    CaseSpec c;
+                    c.data = data;
+                    c.workload = workload;
+                    c.driver = driver;
+                    c.device = device;
+                    c.scaling = scaling;
+                    c.batch = batch;
+                    c.threads = threads;
+                    c.warmup = m.warmup;
+                    c.iterations = m.iterations;
+                    c.seed = m.seed;
+                    c.phases = m.phases;
+                    c.ranks = ranks;
+                    cases.push_back(c);
+                  }
   }
   return cases;
 }
 
-void validate(const std::vector<CaseSpec>& cases, const Registry& drivers) {
+void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size) {
   if (cases.empty()) throw UsageError("nothing to run: no workload given (use -w NAME, --config FILE or --suite NAME)");
   std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
   for (const CaseSpec& c : cases) {
@@ -229,6 +234,10 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers) {
     }
     if (c.scaling != "weak" && c.scaling != "strong") {
       throw UsageError(fmt::format("unknown scaling mode '{}' (expected weak or strong)", c.scaling));
+    }
+    if (c.ranks <= 0 || c.ranks > world_size) {
+      throw UsageError(
+          fmt::format("--ranks {}: this job has {} ranks (a case runs on 1 to {})", c.ranks, world_size, world_size));
     }
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));
     if (c.scaling == "strong" && c.batch % c.ranks != 0) {

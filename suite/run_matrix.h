@@ -21,6 +21,7 @@ struct MatrixSpec {
   std::vector<int64_t> batches{64};
   std::vector<int> threads{0};
   std::vector<std::string> data{"synthetic"};  ///< "synthetic" or a dataset spec (suite/datasets.h)
+  std::vector<int> ranks;                      ///< ranks per case; empty: every rank of the job
   int warmup = 2;
   int iterations = 10;
   uint64_t seed = 42;
@@ -34,6 +35,7 @@ struct MatrixOverrides {
   std::optional<std::vector<int64_t>> batches;
   std::optional<std::vector<int>> threads;
   std::optional<std::vector<std::string>> data;
+  std::optional<std::vector<int>> ranks;
   std::optional<int> warmup, iterations;
   std::optional<uint64_t> seed;
   std::optional<bool> phases;
@@ -49,7 +51,7 @@ struct CaseSpec {
   int warmup = 0, iterations = 0;
   uint64_t seed = 0;
   bool phases = false;
-  int ranks = 1;
+  int ranks = 1;  ///< ranks this case runs on: world ranks 0..ranks-1
 
   int64_t batch_per_rank() const { return scaling == "strong" ? batch / ranks : batch; }
   int64_t global_batch() const { return scaling == "strong" ? batch : batch * ranks; }
@@ -66,11 +68,11 @@ std::vector<std::string> split_workload_list(const std::string& text);
 /// [[matrix]] table when there are some. Throws UsageError "SOURCE:LINE: problem".
 std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::string& source);
 
-/// Expands matrices into cases for `ranks` ranks, in matrix order, then field order.
-std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int ranks);
+/// Expands matrices into cases for a job of `world_size` ranks, in matrix order, then field order.
+std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size);
 
 /// Checks every case before any benchmark work; throws UsageError naming the first problem.
-void validate(const std::vector<CaseSpec>& cases, const Registry& drivers);
+void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size);
 
 /// The expanded cases as TOML (one [[case]] table each), stored in the results file.
 std::string cases_to_toml(const std::vector<CaseSpec>& cases);

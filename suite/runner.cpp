@@ -1,15 +1,19 @@
 #include "suite/runner.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
+
 #include <climits>
 #include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "suite/allreduce_bench.h"
 #include "suite/datasets.h"
 #include "suite/errors.h"
+#include "suite/gradient_allreduce.h"
 #include "suite/host_memory.h"
 #include "suite/provenance.h"
 #include "suite/statistics.h"
@@ -60,6 +64,20 @@ std::pair<Status, std::string> agree(MPI_Comm comm, Status mine, const std::stri
 
 void add(Attrs& a, const char* name, AttrValue v) { a.emplace_back(name, std::move(v)); }
 
+/// Median over iterations of the slowest rank's time in phase `p` ([ranks][iterations][4] input).
+double phase_median(const std::vector<double>& phases, int ranks, int iterations, int p) {
+  std::vector<double> slowest(static_cast<size_t>(iterations), 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    for (int i = 0; i < iterations; ++i) {
+      const double v =
+          phases[(static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)) * kPhaseCount +
+                 static_cast<size_t>(p)];
+      slowest[static_cast<size_t>(i)] = std::max(slowest[static_cast<size_t>(i)], v);
+    }
+  }
+  return median(slowest);
+}
+
 /// This rank's GPU: device 0 when the launcher left it exactly one, else its node-local rank.
 int gpu_index_for(int local_rank) {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -68,26 +86,6 @@ int gpu_index_for(int local_rank) {
 }
 
 }  // namespace
-
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
-  int size = 1;
-  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
-  if (size == 1) return;
-  if (grads.on_device) {
-    throw std::runtime_error("gradients live on a GPU: the MPI all-reduce needs host memory (GPU drivers use NCCL)");
-  }
-  // MPI counts are ints: reduce buffers beyond 2^31-1 elements in chunks.
-  for (size_t done = 0; done < grads.count;) {
-    const size_t n = std::min<size_t>(grads.count - done, INT_MAX);
-    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, grads.data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
-    done += n;
-  }
-  const float scale = 1.0f / static_cast<float>(size);
-  float* g = grads.data;
-  const auto n = static_cast<int64_t>(grads.count);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
-}
 
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases) {
   StepTimes t;
@@ -120,10 +118,22 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   return t;
 }
 
-CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
+CaseOutcome Runner::run(const CaseSpec& spec, int index, int total) {
+  // A case of P ranks runs on world ranks 0..P-1 (so world rank 0 always takes part and writes
+  // the file); the others wait at the closing barrier. One job can so give a whole scaling curve.
+  const bool member = mpi_.rank() < spec.ranks;
+  MPI_Comm sub = MPI_COMM_NULL;
+  DLSCALE_CHECK_MPI(MPI_Comm_split(mpi_.world(), member ? 0 : MPI_UNDEFINED, mpi_.rank(), &sub));
+  const Communicator comm(sub);
+  CaseOutcome outcome;
+  if (member) outcome = run_on(spec, comm.get(), index, total);
+  DLSCALE_CHECK_MPI(MPI_Barrier(mpi_.world()));
+  return outcome;
+}
+
+CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int total) {
   const Clock::time_point wall_start = Clock::now();
-  const MPI_Comm comm = mpi_.world();
-  const int ranks = mpi_.size();
+  const int ranks = spec.ranks;
   const Workload workload = make_workload(spec.workload);
   const Driver& driver = *drivers_.find(spec.driver);
   const int threads = spec.threads > 0 ? spec.threads : mpi_.default_threads();
@@ -136,7 +146,8 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
       fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, spec.device, spec.batch_per_rank(), threads),
       spec.command());
 
-  CaseRecord rec;
+  CaseOutcome outcome;
+  CaseRecord& rec = outcome.record;
   rec.ranks = ranks;
   Attrs& a = rec.attrs;
   add(a, "workload", spec.workload);
@@ -145,6 +156,7 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
   add(a, "precision", spec.precision);
   add(a, "scaling", spec.scaling);
   add(a, "ranks", int64_t{ranks});
+  add(a, "participants", ranks == 1 ? std::string("0") : fmt::format("0-{}", ranks - 1));
   add(a, "batch_per_rank", spec.batch_per_rank());
   add(a, "global_batch", spec.global_batch());
   add(a, "threads", int64_t{threads});
@@ -259,7 +271,17 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
   const int64_t mem_local[2] = {host_peak, device_peak};
   std::vector<int64_t> mem_all(root ? static_cast<size_t>(ranks) * 2 : 0);
   DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
-  if (!root) return rec;
+  // The all-reduce microbenchmark at this case's gradient size, for the phase breakdown and the
+  // projection; collective over the case's ranks, so it runs before rank 0 goes its own way.
+  std::optional<AllreduceResult> microbenchmark;
+  if (status == Status::kOk && spec.phases && ranks > 1) {
+    AllreduceOptions options;
+    options.sizes_bytes = allreduce_sizes(1024, params * 4, {params * 4});
+    options.warmup = 2;
+    options.iterations = 5;
+    microbenchmark = run_allreduce_benchmark(comm, options);
+  }
+  if (!root) return outcome;
 
   Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
   for (int r = 0; r < ranks; ++r) {
@@ -284,9 +306,37 @@ CaseRecord Runner::run(const CaseSpec& spec, int index, int total) {
     add(m, "samples_per_s", static_cast<double>(spec.global_batch()) / s.median);
     add(m, "achieved_flops", train_flops / s.median);
     add(m, "straggler_ratio", s.straggler_ratio);
+    if (spec.phases) {
+      static const char* const kNames[kPhaseCount] = {"forward_median_s", "backward_median_s", "allreduce_median_s",
+                                                      "update_median_s"};
+      for (int p = 0; p < kPhaseCount; ++p) add(m, kNames[p], phase_median(rec.phase_time_s, ranks, iters, p));
+    }
+  }
+  if (microbenchmark) {
+    outcome.allreduce = allreduce_group(*microbenchmark, "mpi", "");
+    std::vector<double> compute(static_cast<size_t>(iters), 0.0);
+    for (int r = 0; r < ranks; ++r) {
+      for (int i = 0; i < iters; ++i) {
+        const double* p =
+            &rec.phase_time_s[(static_cast<size_t>(r) * static_cast<size_t>(iters) + static_cast<size_t>(i)) *
+                              kPhaseCount];
+        compute[static_cast<size_t>(i)] =
+            std::max(compute[static_cast<size_t>(i)], p[kForward] + p[kBackward] + p[kUpdate]);
+      }
+    }
+    const double compute_s = median(compute);
+    std::vector<int64_t> targets{1, 2, 3, 4, 5, 6, 7, 8};
+    for (int64_t p = 16; p <= 1024; p *= 2) targets.push_back(p);
+    const double grad_bytes = static_cast<double>(params) * 4;
+    const Projection projection =
+        project_steps(compute_s, ranks, spec.scaling == "strong", grad_bytes, microbenchmark->alpha_s,
+                      microbenchmark->beta_s_per_byte, threads, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
+                      mpi_.local_size(), targets);
+    outcome.projection = projection_group(projection, microbenchmark->alpha_s, microbenchmark->beta_s_per_byte, ranks,
+                                          compute_s, grad_bytes, spec.scaling);
   }
   add(a, "wall_s", seconds_between(wall_start, Clock::now()));
-  return rec;
+  return outcome;
 }
 
 std::string summary_line(const CaseRecord& r) {

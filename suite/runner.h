@@ -7,10 +7,12 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "drivers/driver.h"
 #include "io/results_file.h"
+#include "suite/gradient_allreduce.h"
 #include "suite/mpi_context.h"
 #include "suite/progress.h"
 #include "suite/run_matrix.h"
@@ -26,12 +28,17 @@ struct StepTimes {
   double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
 };
 
-/// Sums the gradient buffer over `comm` in place, then scales it by 1/P.
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
-
 /// One timed training step. Without `time_phases` the step is timed as a whole with one
 /// synchronisation at its end; with it, the device is synchronised at every phase boundary.
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases);
+
+/// A finished case and what was measured alongside it.
+struct CaseOutcome {
+  CaseRecord record;
+  /// With --phases on more than one rank: the all-reduce microbenchmark at the case's gradient
+  /// size (and the powers of two below it, for the fit), and the projection built on it.
+  std::optional<GroupRecord> allreduce, projection;
+};
 
 class Runner {
  public:
@@ -42,9 +49,11 @@ class Runner {
   /// rank 0 only. A setup failure on any rank (unsupported, out of memory, error) is agreed
   /// on by all ranks and recorded; the sweep goes on.
 
-  CaseRecord run(const CaseSpec& spec, int index, int total);
+  CaseOutcome run(const CaseSpec& spec, int index, int total);
 
  private:
+  CaseOutcome run_on(const CaseSpec& spec, MPI_Comm comm, int index, int total);
+
   const MpiContext& mpi_;
   const Registry& drivers_;
   Progress& progress_;

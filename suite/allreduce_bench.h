@@ -1,0 +1,66 @@
+// The all-reduce microbenchmark (nccl-tests conventions: every size warmed up, time = the
+// slowest rank's, algbw = S/t, busbw = algbw * 2(P-1)/P, GB = 1e9 B, every result checked), the
+// alpha-beta fit of a ring all-reduce to its times, and the step-time projection built on it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/results_file.h"
+
+namespace dlscale {
+
+struct AllreduceOptions {
+  std::vector<int64_t> sizes_bytes;  ///< each a positive multiple of 4 (float32 elements)
+  int warmup = 5;
+  int iterations = 20;
+};
+
+/// Powers of two from min_bytes to max_bytes (both rounded to multiples of 4), plus `extra`.
+std::vector<int64_t> allreduce_sizes(int64_t min_bytes, int64_t max_bytes, const std::vector<int64_t>& extra = {});
+
+struct AllreduceResult {
+  int ranks = 1;
+  int warmup = 0, iterations = 0;
+  std::vector<int64_t> bytes;
+  std::vector<double> time_s;                            ///< [ranks][sizes][iterations] on rank 0, empty elsewhere
+  std::vector<double> median_s, algbw_gbps, busbw_gbps;  ///< per size, from the slowest rank's times
+  std::vector<int64_t> errors;                           ///< wrong elements per size, summed over ranks
+  double alpha_s = 0, beta_s_per_byte = 0;               ///< ring fit (0 when ranks == 1)
+};
+
+/// Runs the microbenchmark on `comm` with the same in-place reduction the training step uses.
+/// Inputs are small integers, so every sum is exact in float32 and checked element by element.
+AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options);
+
+/// The /allreduce/NNNN group of a result (rank 0 only); `for_case` names the case it belongs to.
+GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case);
+
+/// Time of a ring all-reduce of `bytes` on `ranks` ranks: 2(P-1) alpha + 2(P-1)/P bytes beta.
+double ring_allreduce_s(double alpha_s, double beta_s_per_byte, int ranks, double bytes);
+
+/// Least-squares fit of alpha and beta to median times measured on `ranks` ranks, weighting
+/// each size by 1/t^2 so that small (latency-bound) and large (bandwidth-bound) sizes count alike.
+void fit_ring(const std::vector<int64_t>& bytes, const std::vector<double>& median_s, int ranks, double* alpha_s,
+              double* beta_s_per_byte);
+
+/// Projected step times at other rank counts from one measured case: compute time (forward +
+/// backward + update) plus the fitted ring all-reduce of the gradients, with the compute divided
+/// among the ranks for strong scaling and stretched when ranks share cores (see docs/metrics.md).
+struct Projection {
+  std::vector<int64_t> ranks;
+  std::vector<double> step_s, efficiency;
+};
+/// `ranks_per_node` caps how many ranks share one node's `cpus_per_node` CPUs.
+/// The /cases/NNNN/projection group.
+GroupRecord projection_group(const Projection& p, double alpha_s, double beta_s_per_byte, int fit_ranks,
+                             double compute_s, double grad_bytes, const std::string& scaling);
+
+Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes, double alpha_s,
+                         double beta_s_per_byte, int threads_per_rank, int cpus_per_node, int ranks_per_node,
+                         const std::vector<int64_t>& targets);
+
+}  // namespace dlscale

@@ -1,0 +1,73 @@
+// `dlscale allreduce`: the all-reduce microbenchmark on its own, written to /allreduce/NNNN of a
+// results file with the same provenance as a training run.
+#include <fmt/format.h>
+
+#include "suite/allreduce_bench.h"
+#include "suite/commands.h"
+#include "suite/errors.h"
+#include "suite/provenance.h"
+#include "suite/results_output.h"
+
+namespace dlscale {
+
+int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
+  const bool root = mpi.rank() == 0;
+  std::string problem;
+  AllreduceOptions options;
+  std::string out_path = args.out.value_or("results/allreduce.h5");
+  try {
+    if (args.backend == "nccl") {
+      throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset on a GPU machine)");
+    }
+    if (args.backend != "mpi")
+      throw UsageError(fmt::format("unknown backend '{}' (expected mpi or nccl)", args.backend));
+    if (args.min_bytes < 4 || args.max_bytes < args.min_bytes) {
+      throw UsageError(
+          fmt::format("sizes: need 4 <= --min-bytes <= --max-bytes, got {} and {}", args.min_bytes, args.max_bytes));
+    }
+    for (int64_t s : args.sizes) {
+      if (s <= 0 || s % 4 != 0) throw UsageError(fmt::format("--sizes {}: sizes are positive multiples of 4 bytes", s));
+    }
+    if (args.iterations <= 0 || args.warmup < 0)
+      throw UsageError("--iterations must be positive, --warmup not negative");
+    options.sizes_bytes = args.sizes.empty() || args.min_max_given
+                              ? allreduce_sizes(args.min_bytes, args.max_bytes, args.sizes)
+                              : allreduce_sizes(0, -1, args.sizes);
+    options.iterations = args.iterations;
+    options.warmup = args.warmup;
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  if (report_usage_error(mpi.world(), problem)) return 2;
+
+  std::optional<ResultsFile> file;
+  try {
+    if (root) file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  if (report_usage_error(mpi.world(), problem)) return 2;
+
+  Registry drivers;
+  register_drivers(drivers);
+  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mpi.info());
+  if (root) write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
+
+  const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options);
+  if (!root) return 0;
+  const std::string name = file->append_group("allreduce", allreduce_group(r, args.backend, ""));
+  fmt::print("dlscale allreduce: {} ranks, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
+             r.ranks, args.backend, r.warmup, r.iterations, out_path, name);
+  fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "errors");
+  int64_t wrong = 0;
+  for (size_t s = 0; s < r.bytes.size(); ++s) {
+    fmt::print("{:>14} {:>12.2f} {:>12.3f} {:>12.3f} {:>8}\n", r.bytes[s], r.median_s[s] * 1e6, r.algbw_gbps[s],
+               r.busbw_gbps[s], r.errors[s]);
+    wrong += r.errors[s];
+  }
+  if (r.ranks > 1)
+    fmt::print("ring fit: alpha {:.3f} us, beta {:.4f} ns/byte\n", r.alpha_s * 1e6, r.beta_s_per_byte * 1e9);
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace dlscale

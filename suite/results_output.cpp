@@ -1,0 +1,105 @@
+// Opening the results file (checked before any benchmark work) and writing its provenance;
+// shared by `dlscale run` and `dlscale allreduce`.
+#include "suite/results_output.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "suite/errors.h"
+#include "suite/provenance.h"
+
+namespace dlscale {
+
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+ResultsFile open_results(const std::string& path, bool overwrite, bool resume, bool default_path, int world_size) {
+  if (overwrite && resume) throw UsageError("--overwrite and --resume exclude each other");
+  const std::string dir = parent_dir(path);
+  if (default_path && !is_dir(dir) && ::mkdir(dir.c_str(), 0777) != 0) {
+    throw UsageError(fmt::format("cannot create directory {} for the results: {}", dir, std::strerror(errno)));
+  }
+  if (!is_dir(dir)) throw UsageError(fmt::format("--out {}: directory {} does not exist", path, dir));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("--out {}: directory {} is not writable", path, dir));
+  const bool exists = ::access(path.c_str(), F_OK) == 0;
+  if (exists && is_dir(path)) throw UsageError(fmt::format("--out {}: is a directory", path));
+  if (exists && ::access(path.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("--out {}: file is not writable", path));
+  if (resume) {
+    if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
+    try {
+      ResultsFile f = ResultsFile::open(path, true);
+      const int64_t old_size = std::get<int64_t>(attr(f.read_root(), "world_size"));
+      if (old_size != world_size) {
+        throw UsageError(
+            fmt::format("--resume: {} was written by {} ranks, this job has {}", path, old_size, world_size));
+      }
+      return f;
+    } catch (const h5::H5Error& e) {
+      throw UsageError(fmt::format("--resume: {}", e.what()));
+    }
+  }
+  if (exists && !overwrite) {
+    throw UsageError(
+        fmt::format("{} already exists: pass --overwrite to replace it or --resume to add missing cases", path));
+  }
+  try {
+    return ResultsFile::create(path, overwrite);
+  } catch (const h5::H5Error& e) {
+    throw UsageError(fmt::format("--out {}: {}", path, e.what()));
+  }
+}
+
+Table rank_table(const std::vector<RankInfo>& rows) {
+  Column rank = Column::of_ints("rank", {}), host = Column::of_strings("host", {}),
+         local = Column::of_ints("local_rank", {}), cpus = Column::of_strings("cpu_affinity", {}),
+         numa = Column::of_ints("numa_node", {}), device = Column::of_strings("device", {}),
+         threads = Column::of_ints("threads", {});
+  for (const RankInfo& r : rows) {
+    rank.ints.push_back(r.rank);
+    host.strings.push_back(r.host);
+    local.ints.push_back(r.local_rank);
+    cpus.strings.push_back(r.cpu_affinity);
+    numa.ints.push_back(r.numa_node);
+    device.strings.push_back(r.device);
+    threads.ints.push_back(r.threads);
+  }
+  return {{rank, host, local, cpus, numa, device, threads}};
+}
+
+void write_provenance(ResultsFile& file, const std::vector<RankInfo>& table, const Registry& drivers, int world_size,
+                      const std::string& command_line, const std::string& config, bool resume) {
+  if (resume) {
+    file.write_root({{"resumed_utc", utc_now()}, {"resume_command_line", command_line}});
+  } else {
+    file.write_root({{"schema", std::string(kSchemaVersion)},
+                     {"dlscale_version", dlscale_version()},
+                     {"git_commit", git_commit()},
+                     {"created_utc", utc_now()},
+                     {"command_line", command_line},
+                     {"world_size", int64_t{world_size}},
+                     {"config", config}});
+    file.write_system(rank_table(table), software_attributes(drivers), environment_attributes());
+  }
+  file.flush();
+}
+
+}  // namespace dlscale

@@ -1,0 +1,27 @@
+// The results file as the commands see it: opened on rank 0 only after the path has been
+// checked (bad paths and existing files are usage errors, never a truncated file), with the
+// provenance every file starts with.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "drivers/driver.h"
+#include "io/results_file.h"
+#include "suite/mpi_context.h"
+
+namespace dlscale {
+
+/// Opens `path` for writing: creates it (or replaces it with `overwrite`), or reopens a dlscale
+/// file of the same world size with `resume`. A `default_path` may create its directory. Throws
+/// UsageError naming the problem.
+ResultsFile open_results(const std::string& path, bool overwrite, bool resume, bool default_path, int world_size);
+
+/// /system/ranks from the gathered rank table.
+Table rank_table(const std::vector<RankInfo>& rows);
+
+/// The root attributes and /system of a new file, or the resume stamp of a resumed one.
+void write_provenance(ResultsFile& file, const std::vector<RankInfo>& table, const Registry& drivers, int world_size,
+                      const std::string& command_line, const std::string& config, bool resume);
+
+}  // namespace dlscale
