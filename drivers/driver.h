@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -82,6 +83,14 @@ class Model {
   /// The gradients in the canonical layout (cross-checks only; may be slow).
   virtual std::vector<float> export_gradients() = 0;
   virtual MemoryStats memory() const = 0;
+  /// Asks the driver to call `ready(first, count)` during backward() whenever elements
+  /// [first, first + count) of grad_buffer() hold their final values, so that the harness can
+  /// reduce them while the rest of the backward pass runs. Returns false when the driver cannot
+  /// tell; its gradients are then complete only when backward() returns.
+  virtual bool set_gradient_ready_callback(std::function<void(size_t first, size_t count)> ready) {
+    (void)ready;
+    return false;
+  }
 };
 
 /// A backend.

@@ -31,4 +31,65 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
   for (int64_t i = 0; i < n; ++i) g[i] *= scale;
 }
 
+BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb)
+    : data_(grads.data), comm_(comm) {
+  if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
+  const auto elems = static_cast<size_t>(bucket_mb * 1e6 / sizeof(float));
+  bucket_elems_ = std::clamp<size_t>(elems, 1, INT_MAX);
+  for (size_t first = 0; first < grads.count; first += bucket_elems_) {
+    Bucket b;
+    b.first = first;
+    b.count = std::min(bucket_elems_, grads.count - first);
+    buckets_.push_back(b);
+  }
+  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+}
+
+BucketedAllreduce::~BucketedAllreduce() {
+  // Never leave a collective in flight (only possible when a step failed halfway).
+  for (MPI_Request& r : requests_) {
+    if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
+  }
+}
+
+void BucketedAllreduce::start_step() {
+  for (Bucket& b : buckets_) {
+    b.pending = b.count;
+    b.started = false;
+  }
+}
+
+void BucketedAllreduce::start(size_t index) {
+  Bucket& b = buckets_[index];
+  b.started = true;
+  DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM, comm_,
+                                   &requests_[index]));
+}
+
+void BucketedAllreduce::ready(size_t first, size_t count) {
+  const size_t end = first + count;
+  for (size_t i = first / bucket_elems_; i < buckets_.size() && buckets_[i].first < end; ++i) {
+    Bucket& b = buckets_[i];
+    const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
+    b.pending -= std::min(b.pending, overlap);
+    if (b.pending == 0 && !b.started) start(i);
+  }
+  // Open MPI progresses non-blocking collectives only inside MPI calls: give it one here.
+  int done = 0;
+  DLSCALE_CHECK_MPI(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
+}
+
+void BucketedAllreduce::finish() {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (!buckets_[i].started) start(i);
+  }
+  DLSCALE_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  const float scale = 1.0f / static_cast<float>(size_);
+  const auto n = static_cast<int64_t>(buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count);
+  float* g = data_;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+}
+
 }  // namespace dlscale

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "drivers/driver.h"
 
@@ -16,5 +17,40 @@ void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm);
 
 /// Sums the gradient buffer over `comm` in place, then scales it by 1/P. No-op on one rank.
 void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
+
+/// The gradient buffer cut into buckets of about `bucket_mb` MB, each reduced with its own
+/// MPI_Iallreduce as soon as all of it is final. A driver that reports finished gradient ranges
+/// during backward (Model::set_gradient_ready_callback) so overlaps the reduction with the rest
+/// of the backward pass; otherwise every bucket starts when backward returns. Buckets start in the
+/// same order on every rank because every rank runs the same graph.
+class BucketedAllreduce {
+ public:
+  BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb);
+  BucketedAllreduce(const BucketedAllreduce&) = delete;
+  BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
+  ~BucketedAllreduce();
+
+  /// Before each backward pass: every bucket waits for its gradients again.
+  void start_step();
+  /// Elements [first, first + count) of the buffer hold their final values for this step.
+  void ready(size_t first, size_t count);
+  /// After backward: starts the buckets still waiting, completes all, scales by 1/P.
+  void finish();
+  size_t bucket_count() const { return buckets_.size(); }
+
+ private:
+  struct Bucket {
+    size_t first = 0, count = 0, pending = 0;
+    bool started = false;
+  };
+  void start(size_t index);
+
+  float* data_;
+  MPI_Comm comm_;
+  int size_ = 1;
+  std::vector<Bucket> buckets_;
+  std::vector<MPI_Request> requests_;  // one per bucket; MPI_REQUEST_NULL when idle or complete
+  size_t bucket_elems_ = 1;
+};
 
 }  // namespace dlscale

@@ -50,6 +50,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   std::vector<std::string> workloads, drivers, devices, scalings, threads, data;
   std::vector<int64_t> batches;
   std::vector<int> rank_counts;
+  std::vector<double> bucket_mb;
   int warmup = 0, iterations = 0;
   uint64_t seed = 0;
   std::string config, suite, out;
@@ -67,6 +68,10 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_ranks = run->add_option("--ranks", rank_counts,
                                   "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1")
                       ->delimiter(',');
+  auto* o_bucket = run->add_option("--bucket-mb", bucket_mb,
+                                   "gradient buckets of this many MB, reduced during backward where the driver "
+                                   "allows (0: one all-reduce after backward)")
+                       ->delimiter(',');
   auto* o_data = run->add_option("--data", data,
                                  std::string("training data: synthetic (default) or ") + dlscale::kDatasetSpecHelp);
   auto* o_wu = run->add_option("--warmup", warmup, "untimed iterations before timing");
@@ -131,6 +136,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     if (o_s->count()) ov.scalings = scalings;
     if (o_data->count()) ov.data = data;
     if (o_ranks->count()) ov.ranks = rank_counts;
+    if (o_bucket->count()) ov.bucket_mb = bucket_mb;
     if (o_wu->count()) ov.warmup = warmup;
     if (o_it->count()) ov.iterations = iterations;
     if (o_seed->count()) ov.seed = seed;

@@ -24,6 +24,7 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
   if (threads) m.threads = *threads;
   if (data) m.data = *data;
   if (ranks) m.ranks = *ranks;
+  if (bucket_mb) m.bucket_mb = *bucket_mb;
   if (warmup) m.warmup = *warmup;
   if (iterations) m.iterations = *iterations;
   if (seed) m.seed = *seed;
@@ -35,6 +36,7 @@ std::string CaseSpec::command() const {
                                 batch, scaling);
   cmd += threads > 0 ? fmt::format(" --threads {}", threads) : std::string(" --threads auto");
   if (data != "synthetic") cmd += fmt::format(" --data {}", data);
+  if (bucket_mb > 0) cmd += fmt::format(" --bucket-mb {}", bucket_mb);
   cmd += fmt::format(" --ranks {} --warmup {} --iterations {} --seed {}", ranks, warmup, iterations, seed);
   if (phases) cmd += " --phases";
   return cmd;
@@ -131,6 +133,18 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
       m.batches = list_of<int64_t>(node, key, source);
     } else if (key == "threads") {
       m.threads = threads_of(node, source);
+    } else if (key == "bucket_mb") {
+      m.bucket_mb.clear();
+      const auto take = [&](const toml::node& item) {
+        if (!item.is_number() || *item.value<double>() < 0)
+          toml_fail(source, item, "'bucket_mb' must be a number >= 0");
+        m.bucket_mb.push_back(*item.value<double>());
+      };
+      if (const toml::array* arr = node.as_array()) {
+        for (const toml::node& item : *arr) take(item);
+      } else {
+        take(node);
+      }
     } else if (key == "ranks") {
       for (int64_t r : list_of<int64_t>(node, key, source)) m.ranks.push_back(static_cast<int>(r));
     } else if (key == "data") {
@@ -148,10 +162,12 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
     } else if (key == "matrix" && allow_matrix_key) {
       continue;  // handled by the caller
     } else {
-      toml_fail(source, node,
-                fmt::format("unknown key '{}' (known: workload, driver, device, scaling, batch, threads, data, ranks, "
-                            "warmup, iterations, seed, phases{})",
-                            key, allow_matrix_key ? ", [[matrix]]" : ""));
+      toml_fail(
+          source, node,
+          fmt::format(
+              "unknown key '{}' (known: workload, driver, device, scaling, batch, threads, data, ranks, bucket_mb, "
+              "warmup, iterations, seed, phases{})",
+              key, allow_matrix_key ? ", [[matrix]]" : ""));
     }
   }
 }
@@ -194,22 +210,24 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
             for (int64_t batch : m.batches)
               for (int threads : m.threads)
                 for (const std::string& data : m.data)
-                  for (int ranks : rank_counts) {
-                    CaseSpec c;
-                    c.data = data;
-                    c.workload = workload;
-                    c.driver = driver;
-                    c.device = device;
-                    c.scaling = scaling;
-                    c.batch = batch;
-                    c.threads = threads;
-                    c.warmup = m.warmup;
-                    c.iterations = m.iterations;
-                    c.seed = m.seed;
-                    c.phases = m.phases;
-                    c.ranks = ranks;
-                    cases.push_back(c);
-                  }
+                  for (int ranks : rank_counts)
+                    for (double bucket_mb : m.bucket_mb) {
+                      CaseSpec c;
+                      c.data = data;
+                      c.workload = workload;
+                      c.driver = driver;
+                      c.device = device;
+                      c.scaling = scaling;
+                      c.batch = batch;
+                      c.threads = threads;
+                      c.warmup = m.warmup;
+                      c.iterations = m.iterations;
+                      c.seed = m.seed;
+                      c.phases = m.phases;
+                      c.ranks = ranks;
+                      c.bucket_mb = bucket_mb;
+                      cases.push_back(c);
+                    }
   }
   return cases;
 }
@@ -239,6 +257,7 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
       throw UsageError(
           fmt::format("--ranks {}: this job has {} ranks (a case runs on 1 to {})", c.ranks, world_size, world_size));
     }
+    if (c.bucket_mb < 0) throw UsageError(fmt::format("--bucket-mb must be 0 or more, got {}", c.bucket_mb));
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));
     if (c.scaling == "strong" && c.batch % c.ranks != 0) {
       throw UsageError(fmt::format("strong scaling: global batch {} does not divide by {} ranks", c.batch, c.ranks));
@@ -269,7 +288,8 @@ std::string cases_to_toml(const std::vector<CaseSpec>& cases) {
                   {"scaling", c.scaling},       {"batch", c.batch},
                   {"ranks", c.ranks},           {"warmup", c.warmup},
                   {"iterations", c.iterations}, {"seed", static_cast<int64_t>(c.seed)},
-                  {"phases", c.phases},         {"data", c.data}};
+                  {"phases", c.phases},         {"data", c.data},
+                  {"bucket_mb", c.bucket_mb}};
     if (c.threads > 0) {
       t.insert("threads", c.threads);
     } else {

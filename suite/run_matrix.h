@@ -22,6 +22,7 @@ struct MatrixSpec {
   std::vector<int> threads{0};
   std::vector<std::string> data{"synthetic"};  ///< "synthetic" or a dataset spec (suite/datasets.h)
   std::vector<int> ranks;                      ///< ranks per case; empty: every rank of the job
+  std::vector<double> bucket_mb{0};            ///< gradient bucket size; 0: one all-reduce after backward
   int warmup = 2;
   int iterations = 10;
   uint64_t seed = 42;
@@ -36,6 +37,7 @@ struct MatrixOverrides {
   std::optional<std::vector<int>> threads;
   std::optional<std::vector<std::string>> data;
   std::optional<std::vector<int>> ranks;
+  std::optional<std::vector<double>> bucket_mb;
   std::optional<int> warmup, iterations;
   std::optional<uint64_t> seed;
   std::optional<bool> phases;
@@ -51,7 +53,8 @@ struct CaseSpec {
   int warmup = 0, iterations = 0;
   uint64_t seed = 0;
   bool phases = false;
-  int ranks = 1;  ///< ranks this case runs on: world ranks 0..ranks-1
+  int ranks = 1;         ///< ranks this case runs on: world ranks 0..ranks-1
+  double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
 
   int64_t batch_per_rank() const { return scaling == "strong" ? batch / ranks : batch; }
   int64_t global_batch() const { return scaling == "strong" ? batch : batch * ranks; }

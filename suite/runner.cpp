@@ -87,13 +87,24 @@ int gpu_index_for(int local_rank) {
 
 }  // namespace
 
-StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases) {
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
+                        BucketedAllreduce* buckets) {
   StepTimes t;
+  // The all-reduce: one blocking call after backward, or buckets (started during backward when
+  // the driver reports finished gradients) completed after it.
+  const auto reduce = [&] {
+    if (buckets != nullptr) {
+      buckets->finish();
+    } else {
+      allreduce_gradients(model.grad_buffer(), comm);
+    }
+  };
   const Clock::time_point start = Clock::now();
+  if (buckets != nullptr) buckets->start_step();
   if (!time_phases) {
     model.forward();
     model.backward();
-    allreduce_gradients(model.grad_buffer(), comm);
+    reduce();
     model.update(opt);
     model.synchronize();
     t.total = seconds_between(start, Clock::now());
@@ -110,7 +121,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   lap(kForward);
   model.backward();
   lap(kBackward);
-  allreduce_gradients(model.grad_buffer(), comm);
+  reduce();
   lap(kAllreduce);
   model.update(opt);
   lap(kUpdate);
@@ -169,6 +180,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "grad_bytes", params * int64_t{4});
   add(a, "phases", int64_t{spec.phases ? 1 : 0});
   add(a, "data", spec.data);
+  add(a, "bucket_mb", spec.bucket_mb);
   add(a, "case_key", spec.command());
   add(a, "started_utc", utc_now());
 
@@ -221,6 +233,13 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     model->set_batch(dataset->batch(next_sample, spec.batch_per_rank()));
     next_sample += spec.global_batch();
   };
+  std::optional<BucketedAllreduce> buckets;
+  bool overlap = false;
+  if (status == Status::kOk && spec.bucket_mb > 0 && ranks > 1) {
+    buckets.emplace(model->grad_buffer(), comm, spec.bucket_mb);
+    overlap =
+        model->set_gradient_ready_callback([&buckets](size_t first, size_t count) { buckets->ready(first, count); });
+  }
   if (status == Status::kOk) {
     if (!reset_peak_rss()) {
       progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
@@ -232,14 +251,14 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
       for (int i = 0; i < spec.warmup; ++i) {
         next_batch();
         DLSCALE_CHECK_MPI(MPI_Barrier(comm));
-        last = training_step(*model, comm, opt, spec.phases).total;
+        last = training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr).total;
         progress_.iteration("warm-up", i + 1, spec.warmup, last);
       }
       times.reserve(static_cast<size_t>(spec.iterations));
       for (int i = 0; i < spec.iterations; ++i) {
         next_batch();
         DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
-        const StepTimes t = training_step(*model, comm, opt, spec.phases);
+        const StepTimes t = training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr);
         times.push_back(t.total);
         if (spec.phases) phase_times.insert(phase_times.end(), t.phase, t.phase + kPhaseCount);
         double loss = model->loss() / ranks, mean_loss = 0;
@@ -289,6 +308,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     dev.ints.push_back(mem_all[static_cast<size_t>(r) * 2 + 1]);
   }
   rec.memory.columns = {host, dev};
+  add(a, "overlap", int64_t{overlap ? 1 : 0});
   add(a, "status", std::string(status_name(status)));
   add(a, "message", message);
   if (status == Status::kOk) {

@@ -30,7 +30,8 @@ struct StepTimes {
 
 /// One timed training step. Without `time_phases` the step is timed as a whole with one
 /// synchronisation at its end; with it, the device is synchronised at every phase boundary.
-StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases);
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
+                        BucketedAllreduce* buckets = nullptr);
 
 /// A finished case and what was measured alongside it.
 struct CaseOutcome {

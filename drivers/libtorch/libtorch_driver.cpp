@@ -56,6 +56,23 @@ struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
   }
 };
 
+/// Runs after autograd has finished a parameter's gradient (its AccumulateGrad node, also for
+/// Linear weights, whose backward wrote the gradient itself) and reports the parameter's range of
+/// the flat gradient buffer as final.
+class GradientReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradientReadyHook(const std::function<void(size_t, size_t)>* ready, size_t first, size_t count)
+      : ready_(ready), first_(first), count_(count) {}
+  variable_list operator()(const variable_list& outputs, const variable_list&) override {
+    if (*ready_) (*ready_)(first_, count_);
+    return outputs;
+  }
+
+ private:
+  const std::function<void(size_t, size_t)>* ready_;
+  size_t first_, count_;
+};
+
 /// One parameter tensor: a leaf viewing the flat parameters and its slice of the flat gradients.
 struct Param {
   at::Tensor value, grad;
@@ -81,6 +98,10 @@ class LibTorchModel final : public Model {
         param.value.mutable_grad() = param.grad;  // autograd accumulates into the flat buffer
         accumulated_.push_back(param.grad);
       }
+      // Keep the accumulator alive: the leaf holds it only weakly.
+      accumulators_.push_back(torch::autograd::impl::grad_accumulator(param.value));
+      accumulators_.back()->add_post_hook(
+          std::make_unique<GradientReadyHook>(&ready_, static_cast<size_t>(p.offset), static_cast<size_t>(p.count)));
       layer_params_[static_cast<size_t>(p.layer)].push_back(param);
     }
     lstm_zero_bias_.resize(w.layers.size());
@@ -202,6 +223,11 @@ class LibTorchModel final : public Model {
     if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
   }
 
+  bool set_gradient_ready_callback(std::function<void(size_t, size_t)> ready) override {
+    ready_ = std::move(ready);
+    return true;
+  }
+
   MemoryStats memory() const override {
     // The CPU-only LibTorch this builds against has no CUDA allocator API: -1 = not measured.
     return {device_.is_cuda() ? -1 : 0};
@@ -268,6 +294,8 @@ class LibTorchModel final : public Model {
   std::vector<std::vector<Param>> layer_params_;  // per layer, in canonical order
   std::vector<at::Tensor> accumulated_;           // gradient views autograd accumulates into
   std::vector<at::Tensor> running_mean_, running_var_;
+  std::function<void(size_t, size_t)> ready_;  // set by the harness to overlap the all-reduce
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 };
 
 class LibTorchDriver final : public Driver {
