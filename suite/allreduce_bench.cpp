@@ -158,10 +158,12 @@ void fit_ring(const std::vector<int64_t>& bytes, const std::vector<double>& medi
 Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes, double alpha_s,
                          double beta_s_per_byte, int threads_per_rank, int cpus_per_node, int ranks_per_node,
                          const std::vector<int64_t>& targets) {
-  // Ranks beyond the cores of a node time-share them: their compute stretches by the oversubscription.
+  // Ranks beyond the cores of a node time-share them. The step waits for the slowest rank, which
+  // shares its core with the most others: ceil(threads on the node / cores) of them.
   const auto crowding = [&](int64_t p) {
-    const double busy = static_cast<double>(std::min<int64_t>(p, ranks_per_node)) * threads_per_rank;
-    return std::max(1.0, busy / std::max(1, cpus_per_node));
+    const int64_t busy = std::min<int64_t>(p, ranks_per_node) * threads_per_rank;
+    const int64_t cpus = std::max(1, cpus_per_node);
+    return static_cast<double>(std::max<int64_t>(1, (busy + cpus - 1) / cpus));
   };
   const auto compute_at = [&](int64_t p) {
     const double work = strong ? static_cast<double>(measured_ranks) / static_cast<double>(p) : 1.0;
