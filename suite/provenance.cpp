@@ -16,9 +16,6 @@
 #include "dlscale_git_commit.h"
 #include "io/h5.h"
 
-#ifdef DLSCALE_WITH_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
-#endif
 #ifdef DLSCALE_WITH_CUDA
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -127,10 +124,6 @@ Attrs software_attributes(const Registry& drivers) {
   for (const auto& driver : drivers.all()) {
     for (const auto& [lib, version] : driver->versions()) a.emplace_back(lib, version);
   }
-#ifdef DLSCALE_WITH_ONEDNN
-  const dnnl_version_t* v = dnnl_version();
-  a.emplace_back("onednn", fmt::format("{}.{}.{} ({})", v->major, v->minor, v->patch, v->hash));
-#endif
 #ifdef DLSCALE_WITH_CUDA
   int cuda_runtime = 0;
   if (cudaRuntimeGetVersion(&cuda_runtime) == cudaSuccess) {
@@ -168,6 +161,10 @@ Attrs environment_attributes() {
                                           "SLURM_STEP_",
                                           "SLURM_LOCALID",
                                           "SLURM_PROCID",
+                                          "SLURM_MPI_TYPE",
+                                          "SLURM_DISTRIBUTION",
+                                          "SLURM_CLUSTER_NAME",
+                                          "SLURM_GPU_BIND",
                                           "OMPI_COMM_WORLD_"};
   Attrs a;
   for (char** e = environ; *e != nullptr; ++e) {
