@@ -81,6 +81,14 @@ TEST(RunMatrix, OverridesReplaceFieldsOfEveryMatrix) {
   }
 }
 
+TEST(RunMatrix, RanksAxisGivesOneCasePerRankCount) {
+  const auto cases = expand(parse_matrix_toml("workload = \"fcn5\"\nranks = [1, 2, 4]\n", "r.toml"), 4);
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].ranks, 1);
+  EXPECT_EQ(cases[2].ranks, 4);
+  EXPECT_EQ(expand(parse_matrix_toml("workload = \"fcn5\"\n", "r.toml"), 3).front().ranks, 3);  // default: all
+}
+
 TEST(RunMatrix, WeakAndStrongBatchArithmetic) {
   CaseSpec c;
   c.batch = 64;
@@ -120,11 +128,11 @@ CaseSpec good_case() {
 
 TEST(RunMatrix, ValidateRejectsEachBadInput) {
   const Registry drivers = compiled_drivers();
-  EXPECT_EQ(usage_error_of([&] { validate({good_case()}, drivers); }), "");
+  EXPECT_EQ(usage_error_of([&] { validate({good_case()}, drivers, 4); }), "");
   auto bad = [&](auto mutate) {
     CaseSpec c = good_case();
     mutate(c);
-    return usage_error_of([&] { validate({c}, drivers); });
+    return usage_error_of([&] { validate({c}, drivers, 4); });
   };
   EXPECT_NE(bad([](CaseSpec& c) { c.workload = "resnet9000"; }).find("unknown workload 'resnet9000'"),
             std::string::npos);
@@ -140,7 +148,9 @@ TEST(RunMatrix, ValidateRejectsEachBadInput) {
             std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.device = "tpu"; }).find("unknown device 'tpu'"), std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.iterations = 0; }).find("iterations must be positive"), std::string::npos);
-  EXPECT_NE(usage_error_of([&] { validate({}, drivers); }).find("nothing to run"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { validate({}, drivers, 4); }).find("nothing to run"), std::string::npos);
+  EXPECT_NE(bad([](CaseSpec& c) { c.ranks = 5; }).find("this job has 4 ranks"), std::string::npos);
+  EXPECT_NE(bad([](CaseSpec& c) { c.ranks = 0; }).find("--ranks 0"), std::string::npos);
 }
 
 TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
@@ -149,7 +159,7 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
   for (const BuiltinSuite& s : builtin_suites()) {
     const auto cases = expand(parse_matrix_toml(s.toml, s.name), 1);
     EXPECT_FALSE(cases.empty()) << s.name;
-    EXPECT_EQ(usage_error_of([&] { validate(cases, drivers); }), "") << s.name;
+    EXPECT_EQ(usage_error_of([&] { validate(cases, drivers, 1); }), "") << s.name;
   }
   // The seeds' batch sizes: Shi et al. use 64 (FCN), 16 (CNN), 128 (RNN) on CPU.
   for (const CaseSpec& c : expand(parse_matrix_toml(find_suite("shi2016-cpu").toml, "shi"), 1)) {
@@ -177,8 +187,8 @@ TEST(RunMatrix, CommandLineRerunsTheCase) {
   c.threads = 2;
   c.phases = true;
   EXPECT_EQ(c.command(),
-            "dlscale run -w mnist_fnn -d reference --device cpu --batch 8 --scaling weak --threads 2 --warmup 0 "
-            "--iterations 2 --seed 0 --phases");
+            "dlscale run -w mnist_fnn -d reference --device cpu --batch 8 --scaling weak --threads 2 --ranks 1 "
+            "--warmup 0 --iterations 2 --seed 0 --phases");
 }
 
 }  // namespace
