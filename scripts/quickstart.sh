@@ -12,3 +12,7 @@ cmake --build --preset cpu -j "$(nproc)"
 mpirun -np 2 build/cpu/dlscale run --suite quick --out results/quick.h5 --overwrite
 echo
 /usr/bin/python3 results/dlscale-report summary results/quick.h5
+echo
+# The whole analysis as one HTML page (tables, plots, method notes); open it in a browser.
+report=$(/usr/bin/python3 results/dlscale-report report results/quick.h5 -o results/quick-report)
+echo "report: $report"

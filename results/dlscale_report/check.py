@@ -8,7 +8,7 @@ attributes. Used by `dlscale-report check` and by end-to-end tests.
 import math
 
 from .schema import load_results
-from .stats import SUMMARY_KEYS, case_stats
+from .stats import PHASE_SUMMARY_KEYS, SUMMARY_KEYS, case_phase_medians, case_stats
 
 # Summation order differs between implementations (fsum here, a loop in C++),
 # so equality is only expected to a few ulps times n; 1e-9 is far above that
@@ -27,6 +27,22 @@ def compare_summary(recorded, recomputed, rel_tol=REL_TOL, abs_tol=ABS_TOL):
         a, b = float(recorded[key]), float(recomputed[key])
         same = (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
         if not same:
+            problems.append(f"{key} = {a!r}, recomputed {b!r}")
+    return problems
+
+
+def _compare_phase_medians(case, rel_tol, abs_tol):
+    """<phase>_median_s are optional (newer writers, --phases only); check those present."""
+    recorded = {k: case.summary[k] for k in PHASE_SUMMARY_KEYS if k in case.summary}
+    if not recorded:
+        return []
+    recomputed = case_phase_medians(case)
+    if recomputed is None:
+        return [f"summary has {', '.join(recorded)} but the case has no phase_time_s"]
+    problems = []
+    for key, a in recorded.items():
+        a, b = float(a), float(recomputed[key])
+        if not math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol):
             problems.append(f"{key} = {a!r}, recomputed {b!r}")
     return problems
 
@@ -52,6 +68,7 @@ def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             problems.append("summary group missing")
         elif not problems:
             problems += compare_summary(case.summary, case_stats(case), rel_tol, abs_tol)
+            problems += _compare_phase_medians(case, rel_tol, abs_tol)
     elif case.summary is not None:
         problems.append(f"summary group present although status is {case.status}")
     return [f"{where}: {p}" for p in problems]

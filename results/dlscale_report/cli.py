@@ -1,13 +1,26 @@
 """Command line of dlscale-report.
 
-  dlscale-report summary FILE... [--format text|csv]   one row per case
-  dlscale-report check FILE...                          recorded vs recomputed stats
+  dlscale-report summary FILE... [--format text|csv]         one row per case
+  dlscale-report check FILE...                               recorded vs recomputed stats
+  dlscale-report scaling FILE... [--mode weak|strong] [--format text|csv] [-o DIR]
+  dlscale-report threads FILE... [--format text|csv] [-o DIR]    thread sweep
+  dlscale-report batch FILE... [--format text|csv] [-o DIR]      batch sweep
+  dlscale-report phases FILE... [--format text|csv] [-o DIR]     forward/backward/...
+  dlscale-report ranks FILE... [--format text|csv] [-o DIR]      per-rank times, stragglers
+  dlscale-report allreduce FILE... [--format text|csv] [-o DIR]  all-reduce bandwidth
+  dlscale-report compare A B [--format text|csv]             B/A per matched case, U test
+  dlscale-report report FILE... -o DIR [--compare-to A]      everything as DIR/index.html
+
+FILE... may come from several jobs: their cases form one study. -o DIR writes
+the command's figures (PNG) and table (CSV) into DIR and names them on stderr,
+so stdout stays the table alone. `report` prints the path of index.html.
 
 Exit codes: 0 success, 1 `check` found inconsistencies, 2 unusable input
-(missing/foreign file, wrong schema, bad usage).
+(missing/foreign/malformed file, wrong schema, bad usage).
 """
 
 import argparse
+import os
 import sys
 
 from .check import check_file
@@ -21,13 +34,53 @@ def _parser():
     p = argparse.ArgumentParser(prog=PROG, description="Report on dlscale benchmark results files.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def files(s):
+        s.add_argument("files", nargs="+", metavar="FILE",
+                       help="dlscale results file (.h5); several files form one study")
+
+    def fmt(s):
+        s.add_argument("--format", choices=("text", "csv"), default="text",
+                       help="aligned text table (default) or CSV at full precision")
+
+    def out(s):
+        s.add_argument("-o", "--out", metavar="DIR",
+                       help="also write the figures (PNG) and the table (CSV) into DIR")
+
     s = sub.add_parser("summary", help="print a table of every case")
-    s.add_argument("files", nargs="+", metavar="FILE", help="dlscale results file (.h5)")
-    s.add_argument("--format", choices=("text", "csv"), default="text",
-                   help="aligned text table (default) or CSV")
+    files(s)
+    fmt(s)
 
     c = sub.add_parser("check", help="compare recorded summary statistics with a recomputation")
-    c.add_argument("files", nargs="+", metavar="FILE", help="dlscale results file (.h5)")
+    files(c)
+
+    s = sub.add_parser("scaling", help="speedup and efficiency against the smallest rank count")
+    files(s)
+    s.add_argument("--mode", choices=("weak", "strong"),
+                   help="scaling mode (default: every mode present)")
+    fmt(s)
+    out(s)
+
+    for name, text in (("threads", "thread sweep: time per mini-batch against threads"),
+                       ("batch", "batch sweep: time per mini-batch against batch size"),
+                       ("phases", "forward/backward/all-reduce/update time per case"),
+                       ("ranks", "per-rank times, straggler, heat maps"),
+                       ("allreduce", "all-reduce microbenchmark bandwidth")):
+        s = sub.add_parser(name, help=text)
+        files(s)
+        fmt(s)
+        out(s)
+
+    s = sub.add_parser("compare", help="ratio B/A of two runs per matched case, Mann-Whitney U")
+    s.add_argument("a", metavar="A", help="baseline results file")
+    s.add_argument("b", metavar="B", help="results file compared with A")
+    fmt(s)
+
+    s = sub.add_parser("report", help="everything as one HTML page DIR/index.html")
+    files(s)
+    s.add_argument("-o", "--out", metavar="DIR", required=True, help="output directory")
+    s.add_argument("--compare-to", metavar="A", nargs="+",
+                   help="baseline file(s): add a comparison of FILE... (B) with them (A)")
+    s.add_argument("--title", help="page title (default: dlscale report)")
     return p
 
 
@@ -37,14 +90,51 @@ def _error(message):
     return 2
 
 
-def main(argv=None):
-    args = _parser().parse_args(argv)   # usage errors exit 2 via argparse
+def _plots():
     try:
-        if args.command == "summary":
-            rows = summary_rows(args.files)
-            text = format_csv(rows) if args.format == "csv" else format_table(rows, len(args.files) > 1)
-            sys.stdout.write(text)
-            return 0
+        from . import plots
+    except ImportError as e:
+        raise ReportError(f"plots need matplotlib ({e}); install python3-matplotlib "
+                          "(scripts/setup-deps.sh) or leave out -o") from e
+    return plots
+
+
+def _emit(args, tables, figures=()):
+    """Print the table(s); with -o also write CSV and figures there."""
+    if args.format == "csv":
+        text = tables[0].csv()
+        for t in tables[1:]:                   # same columns: one CSV, header once
+            text += t.csv().split("\n", 1)[1]
+    else:
+        text = "\n".join(t.text() for t in tables)
+    sys.stdout.write(text)
+    if getattr(args, "out", None):
+        name = os.path.join(args.out, f"{args.command}.csv")
+        with open(name, "w") as f:
+            f.write(tables[0].csv() + "".join(t.csv().split("\n", 1)[1] for t in tables[1:]))
+        for path in [name] + [p for p, _ in figures]:
+            print(f"{PROG}: wrote {path}", file=sys.stderr)
+
+
+def _outdir(args):
+    if getattr(args, "out", None):
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as e:
+            raise ReportError(f"{args.out}: cannot create output directory ({e.strerror})") from e
+        return args.out
+    return None
+
+
+def _run(args):
+    from .study import load_study
+
+    if args.command == "summary":
+        rows = summary_rows(args.files)
+        text = format_csv(rows) if args.format == "csv" else format_table(rows, len(args.files) > 1)
+        sys.stdout.write(text)
+        return 0
+    if args.command == "check":
         problems = []
         for path in args.files:
             problems += check_file(path)
@@ -53,8 +143,78 @@ def main(argv=None):
         if not problems:
             print(f"{len(args.files)} file(s) consistent")
         return 1 if problems else 0
+    if args.command == "compare":
+        from .compare import compare_rows, compare_table
+        a, b = load_study([args.a]), load_study([args.b])
+        rows, notes = compare_rows(a.cases, b.cases)
+        _emit(args, [compare_table(rows, notes)])
+        return 0
+    if args.command == "report":
+        from .report import write_report
+        _plots()
+        study = load_study(args.files)
+        baseline = load_study(args.compare_to) if args.compare_to else None
+        print(write_report(study, _outdir(args), baseline=baseline, title=args.title))
+        return 0
+
+    study = load_study(args.files)
+    outdir = _outdir(args)
+    plots = _plots() if outdir else None
+    several = len(study.files) > 1
+    figures = []
+    if args.command == "scaling":
+        from .scaling import build_series, scaling_modes, scaling_table
+        modes = [args.mode] if args.mode else (scaling_modes(study.cases) or ["weak"])
+        tables = []
+        for mode in modes:
+            series, notes = build_series(study.cases, mode)
+            tables.append(scaling_table(series, mode, notes))
+            if plots:
+                figures += plots.scaling_plots(series, mode, outdir)
+    elif args.command in ("threads", "batch"):
+        from .sweeps import build_panels, sweep_table
+        panels, notes = build_panels(study.cases, args.command)
+        tables = [sweep_table(panels, args.command, notes)]
+        if plots:
+            figures = plots.sweep_plot(panels, args.command, outdir)
+    elif args.command == "phases":
+        from .phases import phase_rows, phase_table
+        rows = phase_rows(study.cases)
+        tables = [phase_table(rows, several)]
+        if plots:
+            figures = plots.phase_plot(rows, outdir)
+    elif args.command == "ranks":
+        from .ranks import hosts_of, rank_rows, rank_table
+        hosts = {f.path: hosts_of(f.ranks) for f in study.files}
+        tables = [rank_table(rank_rows(study.cases, hosts), several)]
+        if plots:
+            figures = plots.rank_heatmaps(study.cases, outdir)
+    elif args.command == "allreduce":
+        from .allreduce import allreduce_rows, allreduce_table
+        benchmarks = [b for f in study.files for b in f.allreduce]
+        tables = [allreduce_table(allreduce_rows(benchmarks))]
+        if plots:
+            figures = plots.allreduce_plot(benchmarks, outdir)
+    else:                                       # pragma: no cover - argparse restricts it
+        raise ReportError(f"unknown command {args.command}")
+    _emit(args, tables, figures)
+    return 0
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)   # usage errors exit 2 via argparse
+    try:
+        return _run(args)
     except ReportError as e:
         return _error(e)
+    except BrokenPipeError:
+        # `dlscale-report ... | head`: the reader left; not an error of ours. Point stdout
+        # at /dev/null so that the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:
+        # Reading errors became ReportError in schema.py; this is writing -o DIR.
+        return _error(f"cannot write output: {e}")
 
 
 if __name__ == "__main__":

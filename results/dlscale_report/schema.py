@@ -4,10 +4,14 @@ This is the only module that touches HDF5. It checks that a file really is a
 dlscale results file and turns it into plain Python objects (dicts of str/int/
 float, numpy arrays), so the rest of the package never sees h5py types.
 Files are read with plain serial h5py and closed before returning.
+
+Optional parts that newer writers add are read when present and are None or
+empty otherwise: /cases/NNNN/projection (Projection), /allreduce/NNNN
+(AllReduce), and extra case attributes (participants, bucket_mb, overlap).
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
@@ -53,6 +57,8 @@ class Case:
     loss: object               # float64 [iterations] or None
     memory: object             # structured array [ranks] or None
     summary: object            # dict of the summary group's attrs, or None
+    projection: object = None  # Projection, when the case holds /projection
+    index: int = 0             # position in a Study (all files together); 0 when loaded alone
 
     def get(self, key):
         """A required case attribute; a missing one is a malformed file."""
@@ -70,6 +76,30 @@ class Case:
 
 
 @dataclass
+class Projection:
+    """/cases/NNNN/projection: a model's predicted step time at other rank counts."""
+
+    attrs: dict                # model, alpha_s, beta_s_per_byte, fit_ranks, compute_s, ...
+    ranks: object              # int64 [k]
+    step_s: object             # float64 [k]
+    efficiency: object         # float64 [k]
+
+
+@dataclass
+class AllReduce:
+    """/allreduce/NNNN: one all-reduce microbenchmark (a sweep over message sizes)."""
+
+    file: str
+    name: str
+    attrs: dict                # backend, ranks, dtype, iterations, warmup, case, alpha_s, ...
+    bytes: object              # int64 [n]
+    time_s: object             # float64 [ranks, n, iterations]
+    algbw_gbps: object         # float64 [n]
+    busbw_gbps: object         # float64 [n]
+    errors: object             # int64 [n]
+
+
+@dataclass
 class ResultsFile:
     """A whole results file: root attributes, per-rank system info, cases."""
 
@@ -77,6 +107,8 @@ class ResultsFile:
     attrs: dict
     ranks: object              # structured array of /system/ranks, or None
     cases: list
+    software: dict = field(default_factory=dict)     # /system/software attributes
+    allreduce: list = field(default_factory=list)    # AllReduce, in group order
 
 
 def _dataset(group, name, dtype=None):
@@ -88,8 +120,30 @@ def _dataset(group, name, dtype=None):
     return np.asarray(data, dtype=dtype) if dtype is not None else data
 
 
+# Case attributes every analysis relies on, with their types; a case without
+# them is a malformed file, reported when it is read rather than as a
+# confusing failure deep in some table.
+REQUIRED_CASE_ATTRS = (("workload", str), ("driver", str), ("device_type", str),
+                       ("precision", str), ("scaling", str), ("ranks", int),
+                       ("batch_per_rank", int), ("global_batch", int), ("threads", int),
+                       ("status", str))
+REQUIRED_OK_ATTRS = (("iterations", int), ("train_flops_per_step", (int, float)))
+
+
+def _check_attrs(path, name, attrs):
+    required = REQUIRED_CASE_ATTRS + (REQUIRED_OK_ATTRS if attrs.get("status") == "ok" else ())
+    for key, kind in required:
+        if key not in attrs:
+            raise ReportError(f"{path}: case {name} lacks attribute '{key}'")
+        value = attrs[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ReportError(f"{path}: case {name}: attribute '{key}' is "
+                              f"{type(value).__name__} {value!r}, not {getattr(kind, '__name__', 'a number')}")
+
+
 def _read_case(path, name, group):
     attrs = attrs_dict(group)
+    _check_attrs(path, name, attrs)
     iter_time = _dataset(group, "iter_time_s", np.float64)
     phase_time = _dataset(group, "phase_time_s", np.float64)
     # Shape checks here so that stats code can rely on the layout.
@@ -100,6 +154,7 @@ def _read_case(path, name, group):
         raise ReportError(f"{path}: case {name}: phase_time_s has shape {phase_time.shape}, "
                           "expected [ranks, iterations, 4]")
     summary = group.get("summary")
+    projection = group.get("projection")
     return Case(
         file=path,
         name=name,
@@ -109,7 +164,44 @@ def _read_case(path, name, group):
         loss=_dataset(group, "loss", np.float64),
         memory=_dataset(group, "memory"),
         summary=attrs_dict(summary) if isinstance(summary, h5py.Group) else None,
+        projection=_read_projection(f"{path}: case {name}", projection)
+        if isinstance(projection, h5py.Group) else None,
     )
+
+
+def _read_projection(where, group):
+    ranks = _dataset(group, "ranks", np.int64)
+    step = _dataset(group, "step_s", np.float64)
+    eff = _dataset(group, "efficiency", np.float64)
+    if ranks is None or step is None or eff is None:
+        raise ReportError(f"{where}: projection lacks one of the datasets ranks, step_s, efficiency")
+    if not (ranks.ndim == step.ndim == eff.ndim == 1 and len(ranks) == len(step) == len(eff)):
+        raise ReportError(f"{where}: projection datasets have shapes {ranks.shape}, {step.shape}, "
+                          f"{eff.shape}; expected three of the same length")
+    return Projection(attrs=attrs_dict(group), ranks=ranks, step_s=step, efficiency=eff)
+
+
+def _read_allreduce(path, name, group):
+    where = f"{path}: allreduce {name}"
+    data = {key: _dataset(group, key, dtype) for key, dtype in (
+        ("bytes", np.int64), ("time_s", np.float64), ("algbw_gbps", np.float64),
+        ("busbw_gbps", np.float64), ("errors", np.int64))}
+    missing = [key for key, value in data.items() if value is None]
+    if missing:
+        raise ReportError(f"{where}: lacks dataset(s) {', '.join(missing)}")
+    n = data["bytes"].shape
+    if len(n) != 1 or data["time_s"].ndim != 3 or data["time_s"].shape[1] != n[0] or any(
+            data[key].shape != n for key in ("algbw_gbps", "busbw_gbps", "errors")):
+        raise ReportError(f"{where}: dataset shapes do not match bytes[{n[0] if n else '?'}] "
+                          "(time_s must be [ranks, sizes, iterations])")
+    return AllReduce(file=path, name=name, attrs=attrs_dict(group), **data)
+
+
+def _groups(parent):
+    """(name, group) of the child groups of an optional group, sorted by name."""
+    if not isinstance(parent, h5py.Group):
+        return []
+    return [(n, parent[n]) for n in sorted(parent.keys()) if isinstance(parent[n], h5py.Group)]
 
 
 def _open(path):
@@ -124,7 +216,12 @@ def _open(path):
         f = h5py.File(path, "r")
     except OSError as e:
         raise ReportError(f"{path}: cannot be opened as HDF5 ({e})") from e
-    schema = f.attrs.get("schema")
+    try:
+        schema = f.attrs.get("schema")
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        # A damaged attribute heap: HDF5 opens the superblock but cannot read the root.
+        f.close()
+        raise ReportError(f"{path}: malformed results file ({e})") from e
     if schema is None:
         f.close()
         raise ReportError(f"{path}: not a dlscale results file (schema attribute missing)")
@@ -156,7 +253,13 @@ def load_results(path, only=None):
                 names = [wanted]
             cases = [_read_case(path, n, cases_group[n]) for n in names
                      if isinstance(cases_group[n], h5py.Group)]
-            return ResultsFile(path=path, attrs=attrs_dict(f), ranks=ranks, cases=cases)
+            software = f.get("system/software")
+            # /allreduce is newer than some files; absent means no microbenchmark ran.
+            allreduce = [] if only is not None else [
+                _read_allreduce(path, n, g) for n, g in _groups(f.get("allreduce"))]
+            return ResultsFile(path=path, attrs=attrs_dict(f), ranks=ranks, cases=cases,
+                               software=attrs_dict(software) if isinstance(software, h5py.Group) else {},
+                               allreduce=allreduce)
     except (OSError, KeyError, ValueError, TypeError) as e:
         # h5py raises these for truncated or oddly typed content; one line for the user.
         raise ReportError(f"{path}: malformed results file ({e})") from e

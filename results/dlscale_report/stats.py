@@ -82,8 +82,37 @@ def median_ci_order(n, level=0.95):
 
 def straggler_ratio(iter_time_s):
     """Slowest rank's median iteration time over the median of per-rank medians."""
-    per_rank = [median(row) for row in np.asarray(iter_time_s, dtype=np.float64).tolist()]
+    per_rank = rank_medians(iter_time_s)
     return _div(max(per_rank), median(per_rank))
+
+
+def step_times(iter_time_s):
+    """T_i = max over ranks of iter_time_s[r, i]: the step time of each iteration."""
+    return np.asarray(iter_time_s, dtype=np.float64).max(axis=0).tolist()
+
+
+def rank_medians(iter_time_s):
+    """Each rank's median over its own iterations (the straggler's is the largest)."""
+    return [median(row) for row in np.asarray(iter_time_s, dtype=np.float64).tolist()]
+
+
+# Last axis of phase_time_s, and the summary attributes that hold their medians.
+PHASES = ("forward", "backward", "allreduce", "update")
+PHASE_SUMMARY_KEYS = tuple(f"{p}_median_s" for p in PHASES)
+
+
+def phase_medians(phase_time_s):
+    """Per phase: median over iterations of the slowest rank's time in that phase.
+
+    The same definition as step_median_s, applied to one phase; the C++ side
+    records it as <phase>_median_s. The four need not add up to the step
+    median: a different rank or iteration can be the slowest in each phase.
+    """
+    p = np.asarray(phase_time_s, dtype=np.float64)
+    if p.ndim != 3 or p.shape[2] != len(PHASES) or p.shape[0] == 0 or p.shape[1] == 0:
+        raise ValueError(f"need phase_time_s of shape [ranks>0, iterations>0, 4], got {p.shape}")
+    return {f"{name}_median_s": median(p[:, :, j].max(axis=0).tolist())
+            for j, name in enumerate(PHASES)}
 
 
 def compute_stats(iter_time_s, global_batch, train_flops_per_step):
@@ -98,7 +127,7 @@ def compute_stats(iter_time_s, global_batch, train_flops_per_step):
         raise ValueError("iter_time_s contains non-finite samples")
 
     # A synchronous step is as slow as its slowest rank.
-    steps = t.max(axis=0).tolist()
+    steps = step_times(t)
     x = sorted(steps)
     n = len(x)
     step_median = median(x)
@@ -133,6 +162,14 @@ def case_stats(case):
         return compute_stats(t, case.get("global_batch"), case.get("train_flops_per_step"))
     except ValueError as e:
         raise ReportError(f"{case.file}: case {case.name}: {e}") from e
+
+
+def case_phase_medians(case):
+    """phase_medians() of a loaded Case, or None when it has no phase samples."""
+    p = case.phase_time_s
+    if not case.ok or p is None or p.size == 0:
+        return None
+    return phase_medians(p)
 
 
 def recompute_case(path, case):

@@ -128,3 +128,16 @@ def format_csv(rows):
         writer.writerow(["" if r.get(k) is None else (repr(r[k]) if isinstance(r[k], float) else r[k])
                          for k in CSV_COLUMNS])
     return out.getvalue()
+
+
+def summary_table(rows, show_file=None):
+    """The same rows as a tables.Table (for the HTML report)."""
+    from .tables import Column, Table
+    if show_file is None:
+        show_file = len({r["file"] for r in rows}) > 1
+    cols = [Column(h, (lambda key: lambda r: _cell(r, key))(key), right)
+            for key, h, right in COLUMNS if show_file or key != "file"]
+    notes = ["as recorded in each file's summary group; step = max over ranks per iteration, "
+             "median over iterations, with its order-statistic 95% CI; samples/s = global batch "
+             "/ median; GFLOP/s = analytic training FLOP per step / median (1 GFLOP = 1e9 FLOP)"]
+    return Table(title="cases", columns=cols, rows=rows, csv_columns=CSV_COLUMNS, notes=notes)

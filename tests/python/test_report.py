@@ -72,18 +72,35 @@ def reference_stats(iter_time_s, global_batch, flops):
 # ---------------------------------------------------------------- file writer
 
 def make_case(iter_time_s=None, status="ok", message="", phases=False, ranks=None,
-              iterations=None, workload="mlp", batch_per_rank=32, flops=1.2e9):
-    """Description of one case for write_results(); iter_time_s is [ranks, iterations]."""
+              iterations=None, workload="mlp", batch_per_rank=32, flops=1.2e9,
+              driver="native", threads=4, scaling="weak", global_batch=None,
+              case_key=None, phase_time_s=None, projection=None, extra_attrs=None,
+              summary_extra=None):
+    """Description of one case for write_results(); iter_time_s is [ranks, iterations].
+
+    global_batch defaults to ranks × batch_per_rank; case_key to a command line
+    with --threads (so requested_threads() sees the number); phase_time_s to a
+    40/40/10/10 split of iter_time_s when phases is set; projection is a dict
+    with attrs, ranks, step_s, efficiency; extra_attrs are more case attributes
+    (participants, bucket_mb, overlap); summary_extra more summary attributes.
+    """
     if iter_time_s is not None:
         iter_time_s = np.asarray(iter_time_s, dtype=np.float64)
         ranks, iterations = iter_time_s.shape
     return dict(iter_time_s=iter_time_s, status=status, message=message, phases=phases,
                 ranks=ranks, iterations=iterations, workload=workload,
-                batch_per_rank=batch_per_rank, flops=flops)
+                batch_per_rank=batch_per_rank, flops=flops, driver=driver, threads=threads,
+                scaling=scaling, global_batch=global_batch, case_key=case_key,
+                phase_time_s=phase_time_s, projection=projection,
+                extra_attrs=extra_attrs or {}, summary_extra=summary_extra or {})
 
 
-def write_results(path, cases, schema="dlscale/1", bytes_strings=False):
-    """Write a small file following the dlscale/1 schema."""
+def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduce=()):
+    """Write a small file following the dlscale/1 schema.
+
+    allreduce: dicts with attrs, bytes, time_s[ranks, n, iters], algbw_gbps,
+    busbw_gbps, errors, written as /allreduce/NNNN.
+    """
     # Fixed-length byte strings exercise the reader's bytes tolerance.
     s = (lambda v: np.bytes_(v.encode())) if bytes_strings else (lambda v: v)
     world = max(c["ranks"] for c in cases)
@@ -108,21 +125,26 @@ def write_results(path, cases, schema="dlscale/1", bytes_strings=False):
         for i, c in enumerate(cases):
             g = f.create_group(f"cases/{i:04d}")
             ranks, its = c["ranks"], c["iterations"]
+            global_batch = c.get("global_batch") or ranks * c["batch_per_rank"]
+            key = c.get("case_key") or (f"dlscale run -w {c['workload']} -d {c.get('driver', 'native')}"
+                                        f" --threads {c.get('threads', 4)} --ranks {ranks}")
             a = g.attrs
-            for key, value in (("workload", c["workload"]), ("driver", "native"),
-                               ("device_type", "cpu"), ("precision", "fp32"),
-                               ("scaling", "weak"), ("status", c["status"]),
-                               ("message", c["message"]), ("started_utc", "2024-01-01T00:00:01Z"),
-                               ("case_key", f"dlscale run --workload {c['workload']} --ranks {ranks}")):
-                a[key] = s(value)
-            for key, value in (("ranks", ranks), ("batch_per_rank", c["batch_per_rank"]),
-                               ("global_batch", ranks * c["batch_per_rank"]), ("threads", 4),
-                               ("warmup", 2), ("iterations", its), ("seed", 42),
-                               ("params", 1000), ("grad_bytes", 4000),
-                               ("phases", 1 if c["phases"] else 0)):
-                a[key] = np.int64(value)
+            for name, value in (("workload", c["workload"]), ("driver", c.get("driver", "native")),
+                                ("device_type", "cpu"), ("precision", "fp32"),
+                                ("scaling", c.get("scaling", "weak")), ("status", c["status"]),
+                                ("message", c["message"]), ("started_utc", "2024-01-01T00:00:01Z"),
+                                ("case_key", key)):
+                a[name] = s(value)
+            for name, value in (("ranks", ranks), ("batch_per_rank", c["batch_per_rank"]),
+                                ("global_batch", global_batch), ("threads", c.get("threads", 4)),
+                                ("warmup", 2), ("iterations", its), ("seed", 42),
+                                ("params", 1000), ("grad_bytes", 4000),
+                                ("phases", 1 if c["phases"] else 0)):
+                a[name] = np.int64(value)
             a["train_flops_per_step"] = np.float64(c["flops"])
             a["wall_s"] = np.float64(1.5)
+            for name, value in c.get("extra_attrs", {}).items():
+                a[name] = s(value) if isinstance(value, str) else value
             t = c["iter_time_s"]
             g.create_dataset("iter_time_s", data=t if t is not None else np.zeros((ranks, 0)))
             g.create_dataset("memory", data=np.array(
@@ -131,14 +153,28 @@ def write_results(path, cases, schema="dlscale/1", bytes_strings=False):
             if t is not None:
                 g.create_dataset("loss", data=np.linspace(2.0, 1.0, its))
                 if c["phases"]:
-                    # Phases split each iteration 40/40/10/10.
-                    g.create_dataset("phase_time_s",
-                                     data=t[:, :, None] * np.array([0.4, 0.4, 0.1, 0.1]))
+                    # Phases split each iteration 40/40/10/10 unless given.
+                    p = c.get("phase_time_s")
+                    g.create_dataset("phase_time_s", data=p if p is not None else
+                                     t[:, :, None] * np.array([0.4, 0.4, 0.1, 0.1]))
+            if c.get("projection") is not None:
+                pg = g.create_group("projection")
+                for name, value in c["projection"]["attrs"].items():
+                    pg.attrs[name] = s(value) if isinstance(value, str) else value
+                for name, dtype in (("ranks", np.int64), ("step_s", np.float64),
+                                    ("efficiency", np.float64)):
+                    pg.create_dataset(name, data=np.asarray(c["projection"][name], dtype=dtype))
             if c["status"] == "ok":
-                ref = reference_stats(t, ranks * c["batch_per_rank"], c["flops"])
+                ref = reference_stats(t, global_batch, c["flops"])
                 sg = g.create_group("summary")
-                for key, value in ref.items():
-                    sg.attrs[key] = np.float64(value)
+                for name, value in list(ref.items()) + list(c.get("summary_extra", {}).items()):
+                    sg.attrs[name] = np.float64(value)
+        for i, ar in enumerate(allreduce):
+            g = f.create_group(f"allreduce/{i:04d}")
+            for name, value in ar["attrs"].items():
+                g.attrs[name] = s(value) if isinstance(value, str) else value
+            for name in ("bytes", "time_s", "algbw_gbps", "busbw_gbps", "errors"):
+                g.create_dataset(name, data=ar[name])
 
 
 def sample_cases():

@@ -1,0 +1,338 @@
+"""Figures of the report, as PNG files (matplotlib, Agg backend, no display).
+
+Each function takes the rows or series the table modules built, so a figure
+always shows exactly the numbers of its table, writes its PNGs into a
+directory and returns [(path, caption)]. matplotlib is imported here only, so
+`summary` and `check` keep working on machines without it.
+"""
+
+import os
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")                     # files only; never look for a display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
+
+from .stats import PHASES, rank_medians  # noqa: E402
+
+DPI = 110
+PHASE_COLORS = ("#4C72B0", "#DD8452", "#C44E52", "#55A868")
+plt.rcParams.update({"font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
+                     "legend.fontsize": 7.5, "axes.titlesize": 9.5})
+
+
+def _save(fig, outdir, name):
+    path = os.path.join(outdir, name)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _colors(n):
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return [cycle[i % len(cycle)] for i in range(n)]
+
+
+def _log2_ranks(ax, ranks):
+    """log2 x axis with the rank counts themselves as tick labels."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(set(ranks)))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _wrap(text, width=60):
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def _legend(ax, n_entries):
+    # Long series labels: under the axes once there are several of them.
+    if n_entries > 3:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    else:
+        ax.legend(loc="best")
+
+
+def _yerr(rows, key, low, high):
+    return [[r[key] - r[low] for r in rows], [r[high] - r[key] for r in rows]]
+
+
+# ---------------------------------------------------------------- scaling
+
+def scaling_plots(series, mode, outdir):
+    """Speedup, efficiency (linear and log2 ranks) and step time against ranks."""
+    plotted = [s for s in series if s.ok_rows]
+    if not plotted:
+        return []
+    colors = _colors(len(plotted))
+    all_ranks = [r["ranks"] for s in plotted for r in s.ok_rows]
+    out = []
+    speedup_name = "scaled speedup" if mode == "weak" else "speedup"
+
+    # Speedup against ranks, with the ideal P/P0 of each baseline.
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s, color in zip(plotted, colors):
+        rows = s.ok_rows
+        ax.errorbar([r["ranks"] for r in rows], [r["speedup"] for r in rows],
+                    yerr=_yerr(rows, "speedup", "speedup_low", "speedup_high"),
+                    marker="o", capsize=3, color=color, label=s.label)
+    for p0 in sorted({s.baseline_ranks for s in plotted}):
+        xs = sorted({p for p in all_ranks if p >= p0})
+        ax.plot(xs, [p / p0 for p in xs], "k--", lw=1, label=f"ideal (P0={p0})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("ranks P")
+    ax.set_ylabel(f"{speedup_name} vs P0")
+    ax.set_title(f"{mode} scaling: {speedup_name} (95% CI)")
+    _legend(ax, len(plotted) + 1)
+    out.append((_save(fig, outdir, f"scaling_{mode}_speedup.png"),
+                f"{mode} scaling: {speedup_name} against ranks; dashed: ideal P/P0"))
+
+    # Efficiency, on a linear and on a log2 rank axis.
+    for log2 in (False, True):
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        for s, color in zip(plotted, colors):
+            rows = s.ok_rows
+            ax.errorbar([r["ranks"] for r in rows], [r["efficiency"] for r in rows],
+                        yerr=_yerr(rows, "efficiency", "efficiency_low", "efficiency_high"),
+                        marker="o", capsize=3, color=color, label=s.label)
+        _projection_lines(ax, plotted, colors, "efficiency", max(all_ranks))
+        ax.axhline(1.0, color="k", ls="--", lw=1, label="ideal")
+        ax.set_ylim(bottom=0)
+        if log2:
+            _log2_ranks(ax, all_ranks)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("ranks P" + (" (log2)" if log2 else ""))
+        ax.set_ylabel("efficiency E(P)")
+        ax.set_title(f"{mode} scaling: efficiency (95% CI)")
+        _legend(ax, len(plotted) + 1)
+        name = f"scaling_{mode}_efficiency{'_log2' if log2 else ''}.png"
+        out.append((_save(fig, outdir, name),
+                    f"{mode} scaling: efficiency against ranks"
+                    + (" on a log2 axis" if log2 else "") + "; dashed: ideal 1"))
+
+    # Step time, measured and projected.
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s, color in zip(plotted, colors):
+        rows = s.ok_rows
+        ax.errorbar([r["ranks"] for r in rows], [r["step_median_ms"] / 1e3 for r in rows],
+                    yerr=[[(r["step_median_ms"] - r["ci95_low_ms"]) / 1e3 for r in rows],
+                          [(r["ci95_high_ms"] - r["step_median_ms"]) / 1e3 for r in rows]],
+                    marker="o", capsize=3, color=color, label=s.label)
+        base = rows[0]
+        xs = sorted({r["ranks"] for r in rows})
+        ideal = [base["step_median_ms"] / 1e3 * (1 if mode == "weak" else base["ranks"] / p)
+                 for p in xs]
+        ax.plot(xs, ideal, "--", color=color, lw=0.8, alpha=0.7)
+    _projection_lines(ax, plotted, colors, "step_s", max(all_ranks))
+    _log2_ranks(ax, all_ranks)
+    ax.set_yscale("log")
+    ax.set_xlabel("ranks P (log2)")
+    ax.set_ylabel("median step time (s)")
+    ax.set_title(f"{mode} scaling: step time (95% CI); dashed: ideal")
+    _legend(ax, len(plotted))
+    out.append((_save(fig, outdir, f"scaling_{mode}_step_time.png"),
+                f"{mode} scaling: median step time against ranks; dashed: ideal "
+                + ("(constant)" if mode == "weak" else "(T(P0)·P0/P)")
+                + "; dotted: projection"))
+
+    if any(s.projection is not None for s in plotted):
+        out.append(_projection_plot(plotted, colors, mode, outdir))
+    return out
+
+
+def _projection_lines(ax, series, colors, what, max_ranks):
+    """Projected curves (dotted, in the series' colour) over the measured rank range.
+
+    Projections often reach P = 1024; drawn in full they would squeeze the
+    measured points into one corner, so here they stop at the largest measured
+    P and the projection figure shows them whole.
+    """
+    labelled = False
+    for s, color in zip(series, colors):
+        if s.projection is None:
+            continue
+        pts = [(p, v) for p, v in zip(s.projection.ranks.tolist(),
+                                      getattr(s.projection, what).tolist()) if p <= max_ranks]
+        if pts:
+            ax.plot([p for p, _ in pts], [v for _, v in pts], ":", color=color, lw=1.5,
+                    label="_nolegend_" if labelled else "projected (dotted, series colour)")
+            labelled = True
+
+
+def _projection_plot(series, colors, mode, outdir):
+    """Measured points and the whole projected curves: step time and efficiency."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.4))
+    ranks = []
+    for s, color in zip(series, colors):
+        rows = s.ok_rows
+        ranks += [r["ranks"] for r in rows]
+        ax1.plot([r["ranks"] for r in rows], [r["step_median_ms"] / 1e3 for r in rows], "o",
+                 color=color, label=s.label)
+        ax2.plot([r["ranks"] for r in rows], [r["efficiency"] for r in rows], "o", color=color,
+                 label=s.label)
+        if s.projection is not None:
+            pr = s.projection.ranks.tolist()
+            ranks += pr
+            fit = s.projection.attrs.get("fit_ranks")
+            ax1.plot(pr, s.projection.step_s.tolist(), ":", color=color, label=f"projected, fit P={fit}")
+            ax2.plot(pr, s.projection.efficiency.tolist(), ":", color=color,
+                     label=f"projected, fit P={fit}")
+    top = max(ranks)
+    ticks = [1 << k for k in range(0, top.bit_length()) if 1 << k <= top]
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("ranks P (log2)")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("step time (s)")
+    ax1.set_title(f"{mode} scaling: measured (dots) and projected step time")
+    ax2.axhline(1.0, color="k", ls="--", lw=1)
+    ax2.set_ylim(bottom=0)
+    ax2.set_ylabel("efficiency")
+    ax2.set_title("efficiency; measured vs P0 of the series, projected as recorded")
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=2, frameon=False)
+    fig.tight_layout()
+    return (_save(fig, outdir, f"scaling_{mode}_projection.png"),
+            f"{mode} scaling: measured points and the projections over their whole range "
+            "(ring all-reduce α–β model)")
+
+
+# ---------------------------------------------------------------- sweeps
+
+def sweep_plot(panels, knob, outdir):
+    """One panel per configuration, seconds per mini-batch vs the knob, one line per driver."""
+    if not panels:
+        return []
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 3.4 * nrows), squeeze=False)
+    drivers = list(dict.fromkeys(d for p in panels for d in p.drivers))
+    color_of = dict(zip(drivers, _colors(len(drivers))))
+    for ax, p in zip(axes.flat, panels):
+        for d in p.drivers:
+            rows = [r for r in p.rows if r["driver"] == d and r["step_median_ms"] is not None]
+            if not rows:
+                continue
+            ax.errorbar([r["x"] for r in rows], [r["step_median_ms"] / 1e3 for r in rows],
+                        yerr=[[(r["step_median_ms"] - r["ci95_low_ms"]) / 1e3 for r in rows],
+                              [(r["ci95_high_ms"] - r["step_median_ms"]) / 1e3 for r in rows]],
+                        marker="o", capsize=3, color=color_of[d], label=d)
+        _log2_ranks(ax, p.xs)
+        ax.set_yscale("log")
+        ax.set_xlabel(("threads per rank" if knob == "threads" else "mini-batch size") + " (log2)")
+        ax.set_ylabel("seconds per mini-batch")
+        ax.set_title(_wrap(p.label, 48))
+        ax.legend(loc="best")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    what = "CPU threads" if knob == "threads" else "mini-batch size"
+    return [(_save(fig, outdir, f"{knob}_sweep.png"),
+             f"seconds per mini-batch against {what} (median, 95% CI), one line per driver")]
+
+
+# ---------------------------------------------------------------- phases
+
+def phase_plot(rows, outdir):
+    """Stacked bars per case: absolute ms, and the share of each phase."""
+    if not rows:
+        return []
+    labels = [f"{r['case']} {r['label']}" if len({x["file"] for x in rows}) == 1
+              else f"{os.path.basename(r['file'])}:{r['case']} {r['label']}" for r in rows]
+    height = 1.6 + 0.32 * len(rows)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, height), sharey=True,
+                                   gridspec_kw={"width_ratios": [3, 2]})
+    y = list(range(len(rows)))
+    left_abs = [0.0] * len(rows)
+    left_rel = [0.0] * len(rows)
+    for p, color in zip(PHASES, PHASE_COLORS):
+        v = [r[f"{p}_ms"] for r in rows]
+        share = [100 * x / r["sum_ms"] if r["sum_ms"] > 0 else 0 for x, r in zip(v, rows)]
+        ax1.barh(y, v, left=left_abs, color=color, label=p)
+        ax2.barh(y, share, left=left_rel, color=color, label=p)
+        left_abs = [a + b for a, b in zip(left_abs, v)]
+        left_rel = [a + b for a, b in zip(left_rel, share)]
+    ax1.plot([r["step_median_ms"] for r in rows], y, "k|", ms=12, mew=2, label="step median")
+    ax1.set_yticks(y)
+    ax1.set_yticklabels(labels)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("ms (per phase: median over iterations of the max over ranks)")
+    ax2.set_xlabel("share of the sum of phases (%)")
+    ax2.set_xlim(0, 100)
+    ax1.legend(loc="lower right")
+    fig.suptitle("time per phase")
+    fig.tight_layout()
+    return [(_save(fig, outdir, "phases.png"),
+             "forward / backward / all-reduce / update per case; bar: per-phase medians of "
+             "the slowest rank; tick: step median")]
+
+
+# ---------------------------------------------------------------- ranks
+
+def rank_heatmaps(cases, outdir, limit=None):
+    """One heat map (rank × iteration, ms) per ok case; the straggler row outlined."""
+    out = []
+    for case in cases:
+        t = case.iter_time_s
+        if not case.ok or t is None or t.size == 0:
+            continue
+        if limit is not None and len(out) >= limit:
+            break
+        medians = rank_medians(t)
+        slow = medians.index(max(medians))
+        ranks, iters = t.shape
+        fig, ax = plt.subplots(figsize=(min(12, 3 + 0.18 * iters), 1.4 + 0.3 * ranks))
+        im = ax.imshow(t * 1e3, aspect="auto", interpolation="nearest", cmap="viridis",
+                       extent=(0.5, iters + 0.5, ranks - 0.5, -0.5))
+        ax.add_patch(Rectangle((0.5, slow - 0.5), iters, 1, fill=False, ec="red", lw=2))
+        ax.set_yticks(range(ranks))
+        ax.set_yticklabels([f"{r}{' straggler' if r == slow else ''}" for r in range(ranks)])
+        ax.set_xlabel("timed iteration")
+        ax.set_ylabel("rank")
+        ax.grid(False)
+        ax.set_title(_wrap(f"{os.path.basename(case.file)}:{case.name} {case.attrs.get('workload')}"
+                           f" {case.attrs.get('driver')} P={ranks} — straggler: rank {slow}", 80))
+        fig.colorbar(im, ax=ax, label="iteration time (ms)", pad=0.01)
+        name = f"ranks_{case.index:04d}.png"
+        out.append((_save(fig, outdir, name),
+                    f"{case.file}:{case.name}: per-rank iteration times; red: the straggler "
+                    f"(rank {slow}, largest median)"))
+    return out
+
+
+# ---------------------------------------------------------------- all-reduce
+
+def allreduce_plot(benchmarks, outdir):
+    """algbw and busbw against message size, log-log, one line per benchmark."""
+    if not benchmarks:
+        return []
+    from .allreduce import label
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    several = len({ar.file for ar in benchmarks}) > 1
+    for ar, color in zip(benchmarks, _colors(len(benchmarks))):
+        for ax, bw in ((ax1, ar.algbw_gbps), (ax2, ar.busbw_gbps)):
+            # A log axis cannot show 0 (busbw is 0 on one rank); leave such points out.
+            pts = [(n, b) for n, b in zip(ar.bytes.tolist(), bw.tolist()) if n > 0 and b > 0]
+            ax.plot([n for n, _ in pts], [b for _, b in pts], "o-", color=color, ms=3,
+                    label=label(ar, several))
+    for ax, what in ((ax1, "algbw"), (ax2, "busbw")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes, log2)")
+        ax.set_ylabel(f"{what} (GB/s, 1 GB = 1e9 B)")
+        ax.set_title(f"all-reduce {what}")
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=min(3, len(labels)), frameon=False)
+    fig.tight_layout()
+    return [(_save(fig, outdir, "allreduce_bandwidth.png"),
+             "all-reduce bandwidth against message size (algbw = bytes/time, busbw = "
+             "algbw·2(P-1)/P)")]

@@ -1,0 +1,189 @@
+"""The whole analysis of a study as one self-contained HTML page.
+
+DIR/index.html plus its PNG figures and one CSV per table, all in DIR and
+referenced by relative file names, so the directory can be copied or
+attached as it is. Plain HTML and CSS: no JavaScript, no fonts, styles or
+images from the network.
+"""
+
+import datetime
+import html
+import os
+
+from . import plots
+from .allreduce import allreduce_rows, allreduce_table
+from .check import check_case
+from .compare import compare_rows, compare_table
+from .phases import phase_rows, phase_table
+from .ranks import hosts_of, rank_rows, rank_table
+from .scaling import build_series, scaling_modes, scaling_table
+from .summary import case_row, summary_table
+from .sweeps import build_panels, sweep_table
+
+# Heat maps are one figure per case; a large study would make the page huge.
+MAX_HEATMAPS = 24
+
+CSS = """
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; color: #222;
+       padding: 0 1em; line-height: 1.4; }
+h1 { font-size: 1.6em; border-bottom: 2px solid #456; padding-bottom: .2em; }
+h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #aab; }
+h3 { font-size: 1.05em; }
+.wide { overflow-x: auto; }
+table { border-collapse: collapse; margin: .6em 0; font-size: .82em; }
+caption { text-align: left; font-weight: bold; padding: .2em 0; }
+th, td { border: 1px solid #ccd; padding: .2em .5em; }
+th { background: #eef1f6; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.txt { text-align: left; }
+td.cmd { font-family: monospace; font-size: .9em; word-break: break-all; min-width: 18em; }
+tbody tr:nth-child(even) { background: #f8f9fb; }
+ul.notes { font-size: .8em; color: #555; margin-top: .2em; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #dde; }
+figcaption { font-size: .82em; color: #444; }
+.grid figure { display: inline-block; vertical-align: top; margin: .5em 1em .5em 0;
+               max-width: 48%; }
+nav ul { columns: 3; font-size: .9em; }
+.ok { color: #176317; } .bad { color: #a01010; font-weight: bold; }
+.csv { font-size: .8em; }
+code, pre { background: #f3f3f6; padding: 0 .2em; }
+pre { padding: .5em; overflow-x: auto; font-size: .8em; }
+"""
+
+
+class Page:
+    """Accumulates sections; knows the output directory for figures and CSVs."""
+
+    def __init__(self, outdir):
+        self.outdir = outdir
+        self.parts = []
+        self.toc = []
+
+    def section(self, anchor, title, intro=None):
+        self.toc.append((anchor, title))
+        self.parts.append(f'<h2 id="{anchor}">{html.escape(title)}</h2>\n')
+        if intro:
+            self.parts.append(f"<p>{html.escape(intro)}</p>\n")
+
+    def text(self, text, cls=None):
+        c = f' class="{cls}"' if cls else ""
+        self.parts.append(f"<p{c}>{html.escape(text)}</p>\n")
+
+    def table(self, table, csv_name):
+        with open(os.path.join(self.outdir, csv_name), "w") as f:
+            f.write(table.csv())
+        self.parts.append(f'<div class="wide">{table.html()}</div>\n')
+        self.parts.append(f'<p class="csv">data: <a href="{html.escape(csv_name)}">'
+                          f'{html.escape(csv_name)}</a></p>\n')
+
+    def figures(self, figures, grid=False):
+        """<figure>s of the PNGs (in outdir); grid: small ones side by side."""
+        if grid:
+            self.parts.append('<div class="grid">\n')
+        for path, caption in figures:
+            name = os.path.basename(path)
+            self.parts.append(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
+                              f"<figcaption>{html.escape(caption)}</figcaption></figure>\n")
+        if grid:
+            self.parts.append("</div>\n")
+
+    def render(self, title, header):
+        toc = "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in self.toc)
+        return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+                f"<h1>{html.escape(title)}</h1>\n{header}<nav><ul>{toc}</ul></nav>\n"
+                + "".join(self.parts) + "</body>\n</html>\n")
+
+
+def _files_html(study):
+    rows = []
+    for f in study.files:
+        a = f.attrs
+        hosts = sorted(set(hosts_of(f.ranks).values()))
+        cells = [f"<td class=\"txt\">{html.escape(str(v))}</td>" for v in (
+            f.path, a.get("created_utc", ""), a.get("world_size", ""), ", ".join(hosts),
+            a.get("dlscale_version", ""), a.get("git_commit", ""),
+            f.software.get("blas", ""), len(f.cases), len(f.allreduce))]
+        cells.append(f"<td class=\"cmd\">{html.escape(str(a.get('command_line', '')))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>\n")
+    head = "".join(f"<th>{h}</th>" for h in ("file", "created (UTC)", "ranks", "hosts",
+                                             "dlscale", "commit", "BLAS", "cases",
+                                             "all-reduce", "command line"))
+    return (f'<div class="wide"><table><caption>input files</caption><thead><tr>{head}</tr>'
+            f"</thead><tbody>{''.join(rows)}</tbody></table></div>\n")
+
+
+def write_report(study, outdir, baseline=None, title=None):
+    """Write outdir/index.html (and figures, CSVs); returns its path.
+
+    baseline: an optional second Study; its cases are compared with `study`'s
+    (A = baseline, B = study).
+    """
+    os.makedirs(outdir, exist_ok=True)
+    page = Page(outdir)
+    cases = study.cases
+
+    page.section("consistency", "consistency check",
+                 "Every ok case's recorded summary recomputed from its raw samples "
+                 "(dlscale-report check).")
+    problems = [p for c in cases for p in check_case(c)]
+    if problems:
+        page.text(f"{len(problems)} problem(s):", cls="bad")
+        page.parts.append("<pre>" + html.escape("\n".join(problems)) + "</pre>\n")
+    else:
+        page.text(f"all {len(cases)} case(s) consistent", cls="ok")
+
+    page.section("summary", "cases")
+    page.table(summary_table([case_row(c) for c in cases]), "summary.csv")
+
+    for mode in scaling_modes(cases):
+        series, notes = build_series(cases, mode)
+        page.section(f"scaling-{mode}", f"{mode} scaling")
+        page.table(scaling_table(series, mode, notes), f"scaling_{mode}.csv")
+        if any(len(s.ok_rows) > 1 for s in series):
+            page.figures(plots.scaling_plots(series, mode, outdir))
+        else:
+            page.text("No series has ok cases at two or more rank counts, so there is no "
+                      "curve to plot; give the files of jobs with other rank counts too.")
+
+    for knob, title_ in (("threads", "thread sweep"), ("batch", "batch sweep")):
+        panels, notes = build_panels(cases, knob)
+        page.section(f"{knob}-sweep", title_)
+        page.table(sweep_table(panels, knob, notes), f"{knob}_sweep.csv")
+        page.figures(plots.sweep_plot(panels, knob, outdir))
+
+    rows = phase_rows(cases)
+    page.section("phases", "phases")
+    page.table(phase_table(rows, len(study.files) > 1), "phases.csv")
+    page.figures(plots.phase_plot(rows, outdir))
+
+    hosts = {f.path: hosts_of(f.ranks) for f in study.files}
+    page.section("ranks", "ranks and stragglers")
+    page.table(rank_table(rank_rows(cases, hosts), len(study.files) > 1), "ranks.csv")
+    multi = [c for c in cases if c.ok and c.iter_time_s is not None and c.iter_time_s.shape[0] > 1]
+    shown = multi or [c for c in cases if c.ok]
+    page.figures(plots.rank_heatmaps(shown, outdir, limit=MAX_HEATMAPS), grid=True)
+    if len(shown) > MAX_HEATMAPS:
+        page.text(f"heat maps of the first {MAX_HEATMAPS} of {len(shown)} cases; "
+                  "`dlscale-report ranks FILES -o DIR` draws them all")
+
+    benchmarks = [b for f in study.files for b in f.allreduce]
+    page.section("allreduce", "all-reduce microbenchmark")
+    page.table(allreduce_table(allreduce_rows(benchmarks)), "allreduce.csv")
+    page.figures(plots.allreduce_plot(benchmarks, outdir))
+
+    if baseline is not None:
+        rows, notes = compare_rows(baseline.cases, cases)
+        page.section("compare", "comparison with a baseline run",
+                     f"A = {', '.join(baseline.paths)}; B = the files of this report.")
+        page.table(compare_table(rows, notes), "compare.csv")
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    header = (f"<p>Generated {now} by dlscale-report from {len(study.files)} file(s), "
+              f"{len(cases)} case(s). Times in ms unless stated (1 ms = 1e-3 s); SI prefixes. "
+              "Definitions: docs/metrics.md.</p>\n" + _files_html(study))
+    path = os.path.join(outdir, "index.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page.render(title or "dlscale report", header))
+    return path

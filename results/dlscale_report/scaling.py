@@ -1,0 +1,198 @@
+"""Speedup and efficiency of scaling series, with confidence intervals.
+
+A series is the cases of one experiment_key (workload, driver, device,
+precision, scaling mode, batch as given, requested threads) at different
+rank counts, possibly from several files. Its baseline P0 is the smallest
+rank count with an ok case; T(P) is the median step time recomputed from the
+raw samples (stats.compute_stats), as in DESIGN.md:
+
+  speedup     S(P) = X(P)/X(P0), X = samples/s = global batch / T
+                strong: S = T(P0)/T(P)     weak: S = (P/P0)·T(P0)/T(P) (scaled speedup)
+  efficiency  E(P) = S(P)·P0/P
+                strong: E = T(P0)·P0/(P·T(P))     weak: E = T(P0)/T(P)
+
+Ideal: S = P/P0, E = 1.
+"""
+
+from dataclasses import dataclass, field
+
+from .stats import _div, case_stats
+from .study import case_ref, dedupe, describe, experiment_key, group_by, requested_threads
+from .tables import Column, Table, key_cell, ms, ms_ci, number, ratio, ratio_ci
+
+MODES = ("weak", "strong")
+
+CI_NOTE = ("95% CI of a median: the order-statistic interval [x_(k), x_(n-k+1)] of the case's "
+           "step times (docs/metrics.md; for n <= 5 it is [min, max] with coverage < 0.95). "
+           "CI of a ratio: from the ends of the two medians' intervals, e.g. speedup "
+           "[c·T_low(P0)/T_high(P), c·T_high(P0)/T_low(P)] with c = P/P0 (weak) or 1 (strong); "
+           "efficiency likewise times P0/P. Whenever both medians lie in their intervals the "
+           "ratio lies in this one, so for independent runs its coverage is at least "
+           "coverage(P0)·coverage(P) (column coverage_min). The baseline row is 1 by definition.")
+
+DEFINITIONS = {
+    "strong": "strong scaling (global batch fixed): speedup S(P) = T(P0)/T(P), efficiency "
+              "E(P) = T(P0)·P0/(P·T(P)); T = median step time (max over ranks per iteration), "
+              "P0 = the series' smallest rank count with an ok case; ideal S = P/P0, E = 1",
+    "weak": "weak scaling (batch per rank fixed): efficiency E(P) = T(P0)/T(P); scaled speedup "
+            "S(P) = samples/s(P) / samples/s(P0) = (P/P0)·E(P); T = median step time (max over "
+            "ranks per iteration), P0 = the series' smallest rank count with an ok case; ideal "
+            "S = P/P0, E = 1",
+}
+
+PROJECTION_NOTE = ("projected: the /projection of the series' smallest rank count that holds "
+                   "one (compute time plus a ring all-reduce t = 2(P-1)α + 2(P-1)/P·n·β fitted "
+                   "at fit_ranks; docs/metrics.md), listed where it predicts a measured rank "
+                   "count; projected E is as the file records it, against the projected "
+                   "one-rank step, while measured E is against P0")
+
+CSV_COLUMNS = (
+    "series", "workload", "driver", "device", "precision", "scaling", "batch", "threads",
+    "ranks", "batch_per_rank", "global_batch", "baseline_ranks", "file", "case", "status",
+    "iterations", "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage",
+    "samples_per_s", "speedup", "speedup_low", "speedup_high", "ideal_speedup",
+    "efficiency", "efficiency_low", "efficiency_high", "coverage_min",
+    "projected_step_ms", "projected_efficiency", "projection_fit_ranks",
+)
+
+
+@dataclass
+class Series:
+    label: str
+    mode: str
+    rows: list                         # one dict per case, sorted by ranks
+    baseline_ranks: object = None      # P0, None when no case is ok
+    projection: object = None          # Projection used for the projected columns
+    projection_case: object = None     # the Case it comes from
+    notes: list = field(default_factory=list)
+
+    @property
+    def ok_rows(self):
+        return [r for r in self.rows if r["speedup"] is not None]
+
+
+def _row(case, label):
+    a = case.attrs
+    return {
+        "series": label, "workload": a.get("workload"), "driver": a.get("driver"),
+        "device": a.get("device_type"), "precision": a.get("precision"),
+        "scaling": a.get("scaling"),
+        "batch": a.get("global_batch") if a.get("scaling") == "strong" else a.get("batch_per_rank"),
+        "threads": requested_threads(case), "ranks": a.get("ranks"),
+        "batch_per_rank": a.get("batch_per_rank"), "global_batch": a.get("global_batch"),
+        "baseline_ranks": None, "file": case.file, "case": case.name, "status": case.status,
+        "iterations": None, "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None,
+        "ci_coverage": None, "samples_per_s": None, "speedup": None, "speedup_low": None,
+        "speedup_high": None, "ideal_speedup": None, "efficiency": None, "efficiency_low": None,
+        "efficiency_high": None, "coverage_min": None, "projected_step_ms": None,
+        "projected_efficiency": None, "projection_fit_ranks": None,
+    }
+
+
+def build_series(cases, mode):
+    """Series of the given mode, each with its rows computed; plus notes on dropped cases."""
+    if mode not in MODES:
+        raise ValueError(f"scaling mode must be one of {MODES}, not {mode!r}")
+    chosen = [c for c in cases if c.attrs.get("scaling") == mode]
+    chosen, notes = dedupe(chosen, lambda c: experiment_key(c) + (c.get("ranks"),))
+    series = []
+    for group in group_by(chosen, experiment_key).values():
+        group = sorted(group, key=lambda c: c.get("ranks"))
+        series.append(_series(group, mode))
+    return series, notes
+
+
+def _series(group, mode):
+    label = describe(group[0], without=("ranks", "scaling"))
+    # Recomputed from the raw samples (not the recorded summary): every number
+    # here then follows from iter_time_s alone.
+    stats = {c.index: case_stats(c) for c in group}
+    ok = [c for c in group if stats[c.index] is not None]
+    s = Series(label=label, mode=mode, rows=[_row(c, label) for c in group])
+    if not ok:
+        return s
+    base = ok[0]
+    p0, b = base.get("ranks"), stats[base.index]
+    s.baseline_ranks = p0
+    for row, case in zip(s.rows, group):
+        st = stats[case.index]
+        row["baseline_ranks"] = p0
+        if st is None:
+            continue
+        p = case.get("ranks")
+        t, lo, hi, cov = (st["step_median_s"], st["ci95_low_s"], st["ci95_high_s"],
+                          st["ci_coverage"])
+        row.update(iterations=case.iter_time_s.shape[1], step_median_ms=t * 1e3,
+                   ci95_low_ms=lo * 1e3, ci95_high_ms=hi * 1e3, ci_coverage=cov,
+                   samples_per_s=st["samples_per_s"], ideal_speedup=p / p0)
+        if case is base:
+            # The same samples on both sides: exactly 1, no interval to propagate.
+            row.update(speedup=1.0, speedup_low=1.0, speedup_high=1.0, efficiency=1.0,
+                       efficiency_low=1.0, efficiency_high=1.0, coverage_min=1.0)
+            continue
+        # Speedup is the throughput ratio; for weak scaling the global batch grows with P.
+        c = p / p0 if mode == "weak" else 1.0
+        t0, lo0, hi0, cov0 = (b["step_median_s"], b["ci95_low_s"], b["ci95_high_s"],
+                              b["ci_coverage"])
+        speedup, s_lo, s_hi = c * _div(t0, t), c * _div(lo0, hi), c * _div(hi0, lo)
+        e = p0 / p
+        row.update(speedup=speedup, speedup_low=s_lo, speedup_high=s_hi,
+                   efficiency=speedup * e, efficiency_low=s_lo * e, efficiency_high=s_hi * e,
+                   coverage_min=cov0 * cov)
+    _attach_projection(s, [c for c in ok if c.projection is not None])
+    return s
+
+
+def _attach_projection(series, with_projection):
+    """Projected columns from the smallest-P case that has a projection.
+
+    A projection fitted on a small run predicts the larger ones, which is the
+    question a scaling study asks; the measured rows then test it.
+    """
+    if not with_projection:
+        return
+    case = with_projection[0]
+    proj = case.projection
+    series.projection, series.projection_case = proj, case
+    fit = proj.attrs.get("fit_ranks")
+    predicted = {int(p): (float(t), float(e))
+                 for p, t, e in zip(proj.ranks, proj.step_s, proj.efficiency)}
+    for row in series.rows:
+        if row["ranks"] in predicted:
+            t, e = predicted[row["ranks"]]
+            row.update(projected_step_ms=t * 1e3, projected_efficiency=e,
+                       projection_fit_ranks=fit)
+    series.notes.append(f"{series.label}: projection from {case_ref(case)} "
+                        f"(model {proj.attrs.get('model', '?')}, fit at P={fit})")
+
+
+def scaling_table(series, mode, notes=()):
+    rows = [r for s in series for r in s.rows]
+    speedup = "scaled speedup" if mode == "weak" else "speedup"
+    columns = [
+        Column("series", key_cell("series"), right=False),
+        Column("P", key_cell("ranks")),
+        Column("global batch", key_cell("global_batch")),
+        Column("step ms [95% CI]", lambda r: ms_ci(r, "step_median_ms", "ci95_low_ms", "ci95_high_ms")),
+        Column("samples/s", lambda r: number(r["samples_per_s"])),
+        Column(f"{speedup} [CI]", lambda r: ratio_ci(r, "speedup", "speedup_low", "speedup_high", 2)),
+        Column("ideal", lambda r: ratio(r["ideal_speedup"], 2)),
+        Column("efficiency [CI]", lambda r: ratio_ci(r, "efficiency", "efficiency_low",
+                                                     "efficiency_high")),
+    ]
+    if any(r["projected_step_ms"] is not None for r in rows):
+        columns += [Column("projected ms", lambda r: ms(r["projected_step_ms"])),
+                    Column("projected E", lambda r: ratio(r["projected_efficiency"]))]
+    columns.append(Column("status", key_cell("status"), right=False))
+    all_notes = [DEFINITIONS[mode], CI_NOTE]
+    if any(s.projection is not None for s in series):
+        all_notes.append(PROJECTION_NOTE)
+    all_notes += [n for s in series for n in s.notes] + list(notes)
+    return Table(title=f"{mode} scaling", columns=columns, rows=rows,
+                 csv_columns=CSV_COLUMNS, notes=all_notes)
+
+
+def scaling_modes(cases):
+    """The scaling modes that occur, in MODES order."""
+    present = {c.attrs.get("scaling") for c in cases}
+    return [m for m in MODES if m in present]

@@ -1,0 +1,138 @@
+"""Several results files as one study, and the keys that group its cases.
+
+A scaling study is usually a series of jobs (sbatch or mpirun -n 1, 2, 4, ...),
+each writing its own file. Every file is loaded and validated on its own (a
+foreign or wrong-schema file is an error for the whole study); their cases are
+then pooled, and grouped by the attributes that define "the same experiment".
+"""
+
+import shlex
+from dataclasses import dataclass
+
+from .schema import load_results
+
+
+@dataclass
+class Study:
+    files: list                # ResultsFile, in command-line order
+    cases: list                # every Case of every file; case.index = position here
+
+    @property
+    def paths(self):
+        return [f.path for f in self.files]
+
+
+def load_study(paths):
+    """Load every file; cases keep file order then case order."""
+    files = [load_results(p) for p in paths]
+    cases = [c for f in files for c in f.cases]
+    for i, case in enumerate(cases):
+        case.index = i
+    return Study(files=files, cases=cases)
+
+
+def requested_threads(case):
+    """The --threads the case was asked for: an integer, or "auto".
+
+    The `threads` attribute holds the resolved count, which under `auto`
+    follows each job's CPU binding and so differs between an `mpirun -n 1`
+    and an `-n 4` job; grouping on it would split one scaling series. The
+    case_key (the command that reruns the case) says what was asked; it has
+    no --threads for auto. Files without case_key fall back to the count.
+    """
+    key = case.attrs.get("case_key")
+    if not key:
+        return case.attrs.get("threads")
+    try:
+        words = shlex.split(str(key))
+    except ValueError:
+        return case.attrs.get("threads")
+    for i, word in enumerate(words):
+        if word == "--threads" and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--threads="):
+            value = word.split("=", 1)[1]
+        else:
+            continue
+        return int(value) if value.isdigit() else value
+    return "auto"
+
+
+def batch_as_given(case):
+    """The batch a user typed: per rank for weak scaling, global for strong."""
+    if case.get("scaling") == "strong":
+        return case.get("global_batch")
+    return case.get("batch_per_rank")
+
+
+def comm_key(case):
+    """Gradient-communication settings (newer files); None when not recorded."""
+    return (case.attrs.get("bucket_mb"), case.attrs.get("overlap"))
+
+
+def experiment_key(case):
+    """Everything but the rank count: the cases of one scaling series share it."""
+    return (case.get("workload"), case.get("driver"), case.get("device_type"),
+            case.get("precision"), case.get("scaling"), batch_as_given(case),
+            requested_threads(case)) + comm_key(case)
+
+
+def match_key(case):
+    """Cases of two runs that are the same measurement (used by `compare`)."""
+    return (case.get("workload"), case.get("driver"), case.get("device_type"),
+            case.get("precision"), case.get("scaling"), case.get("ranks"),
+            case.get("batch_per_rank"), case.get("threads")) + comm_key(case)
+
+
+def describe(case, without=()):
+    """Short human label of a case's configuration, e.g. "fcn5 libtorch cpu fp32 weak b=8 t=1".
+
+    `without` drops parts that a table shows in their own column (e.g. "ranks").
+    """
+    parts = [("workload", case.get("workload")), ("driver", case.get("driver")),
+             ("device", case.get("device_type")), ("precision", case.get("precision")),
+             ("scaling", case.get("scaling")), ("ranks", f"P={case.get('ranks')}"),
+             ("batch", f"b={batch_as_given(case)}"), ("threads", f"t={requested_threads(case)}")]
+    # Shown only when set (0 = the default: one all-reduce after backward), to keep
+    # labels short; the grouping keys above always include them.
+    bucket, overlap = comm_key(case)
+    if bucket:
+        parts.append(("bucket", f"bucket={bucket:g}MB"))
+    if overlap:
+        parts.append(("overlap", f"overlap={overlap}"))
+    return " ".join(str(v) for k, v in parts if k not in without)
+
+
+def case_ref(case):
+    """Where a case comes from, for notes: "file.h5:0003"."""
+    return f"{case.file}:{case.name}"
+
+
+def dedupe(cases, key):
+    """Keep the first case per key (an ok one over a failed one); notes name the rest.
+
+    Two files holding the same configuration (a rerun, or a file given twice)
+    would otherwise give two points at one x value of a curve.
+    """
+    first, notes = {}, []
+    for case in cases:
+        k = key(case)
+        if k not in first:
+            first[k] = case
+        elif case.ok and not first[k].ok:
+            # A rerun that succeeded replaces a failed attempt.
+            notes.append(f"{case_ref(case)} replaces {case_ref(first[k])} ({first[k].status}) "
+                         f"for {describe(case)}")
+            first[k] = case
+        else:
+            notes.append(f"{case_ref(case)} repeats {case_ref(first[k])} ({describe(case)}); "
+                         "the first is used")
+    return list(first.values()), notes
+
+
+def group_by(cases, key):
+    """Ordered dict key -> cases, in first-appearance order."""
+    groups = {}
+    for case in cases:
+        groups.setdefault(key(case), []).append(case)
+    return groups

@@ -1,0 +1,484 @@
+"""End-to-end test of results/dlscale-report on files the real dlscale binary writes.
+
+A small scaling study is run under a real mpiexec (three weak-scaling jobs on 1, 2 and 3
+ranks with a thread sweep and --phases, a batch sweep with two drivers, a strong-scaling
+pair, a rerun to compare with); every table command is then run with --format csv and
+each number is recomputed here from the raw samples with h5py and numpy, independently
+of the dlscale_report package. Plots must be PNG files, the HTML page must reference only
+files that exist, and unusable inputs must exit 2 with one clear line.
+
+CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
+"""
+
+import csv
+import io
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from html.parser import HTMLParser
+
+import h5py
+import numpy as np
+
+SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
+DLSCALE = os.environ["DLSCALE_BIN"]
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+REPORT = os.path.join(SOURCE, "results", "dlscale-report")
+
+SMALL = "mnist_fnn:width=16"
+SMALL_FCN = "fcn5:features=64,width=32"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PHASES = ("forward", "backward", "allreduce", "update")
+
+try:
+    import scipy.stats
+    HAVE_SCIPY = True
+except ImportError:
+    HAVE_SCIPY = False
+
+
+# ---------------------------------------------------------------- reference computations
+
+def ci_order(n, level=0.95):
+    """k of the order-statistic CI of the median, straight from docs/metrics.md."""
+    def coverage(k):
+        return 1 - 2 * sum(math.comb(n, j) for j in range(k)) / 2 ** n
+    ks = [k for k in range(1, (n + 1) // 2 + 1) if coverage(k) >= level]
+    return (max(ks) if ks else 1), coverage(max(ks) if ks else 1)
+
+
+def step_stats(t):
+    """(median, ci low, ci high, coverage) of the step times of iter_time_s [ranks, iters]."""
+    s = np.sort(np.asarray(t).max(axis=0))
+    k, cov = ci_order(len(s))
+    return float(np.median(s)), float(s[k - 1]), float(s[len(s) - k]), cov
+
+
+class Raw:
+    """Raw samples and attributes of every case of the files, read with plain h5py."""
+
+    def __init__(self, paths):
+        self.cases = {}
+        self.projection = {}
+        self.allreduce = {}
+        for path in paths:
+            with h5py.File(path, "r") as f:
+                for name, g in f["cases"].items():
+                    attrs = {k: (v.decode() if isinstance(v, bytes) else v)
+                             for k, v in g.attrs.items()}
+                    data = {"attrs": attrs, "iter": g["iter_time_s"][()],
+                            "summary": dict(g["summary"].attrs) if "summary" in g else {}}
+                    if "phase_time_s" in g:
+                        data["phase"] = g["phase_time_s"][()]
+                    if "projection" in g:
+                        p = g["projection"]
+                        self.projection[(path, name)] = dict(
+                            ranks=p["ranks"][()].tolist(), step_s=p["step_s"][()].tolist())
+                    self.cases[(path, name)] = data
+                for name, g in f.get("allreduce", {}).items():
+                    self.allreduce[(path, name)] = {k: g[k][()] for k in (
+                        "bytes", "time_s", "algbw_gbps", "busbw_gbps")}
+
+    def __getitem__(self, key):
+        return self.cases[key]
+
+
+def read_csv(text):
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def num(text):
+    return None if text == "" else float(text)
+
+
+def report(*args, timeout=300):
+    return subprocess.run([REPORT] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def dlscale(args, ranks, timeout=600):
+    cmd = [MPIEXEC, "-n", str(ranks), DLSCALE] + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs, self.tags = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.refs += [v for k, v in attrs if k in ("src", "href")]
+
+
+# ---------------------------------------------------------------- the study
+
+class Jobs:
+    """The files of the study; setUpModule runs dlscale once for every test class."""
+
+    dir = None
+
+
+def setUpModule():
+    Jobs.dir = tempfile.mkdtemp(prefix="dlscale_report_e2e_")
+
+    def path(name):
+        return os.path.join(Jobs.dir, name)
+
+    common = ["--warmup", "1", "--iterations", "6"]
+    jobs = []
+    Jobs.weak = []
+    for p in (1, 2, 3):
+        Jobs.weak.append(path(f"weak{p}.h5"))
+        jobs.append((p, ["run", "-w", SMALL, "-w", SMALL_FCN, "--batch", "8", "--phases",
+                         "--threads", "1,2", "--out", Jobs.weak[-1]] + common))
+    Jobs.rerun = path("weak2_rerun.h5")
+    jobs.append((2, ["run", "-w", SMALL, "-w", SMALL_FCN, "--batch", "8", "--phases",
+                     "--threads", "1,2", "--out", Jobs.rerun] + common))
+    Jobs.batch = path("batch.h5")
+    jobs.append((2, ["run", "-w", SMALL, "-d", "libtorch,reference", "--batch", "4,8,16",
+                     "--threads", "1", "--out", Jobs.batch] + common))
+    Jobs.strong = []
+    for p in (1, 2):
+        Jobs.strong.append(path(f"strong{p}.h5"))
+        jobs.append((p, ["run", "-w", SMALL_FCN, "--scaling", "strong", "--batch", "16",
+                         "--threads", "1", "--out", Jobs.strong[-1]] + common))
+    for ranks, args in jobs:
+        proc = dlscale(args, ranks)
+        if proc.returncode != 0:
+            raise RuntimeError(f"dlscale {' '.join(args)} on {ranks} rank(s) failed:\n"
+                               f"{proc.stderr}")
+    Jobs.all = Jobs.weak + [Jobs.rerun, Jobs.batch] + Jobs.strong
+    Jobs.raw = Raw(Jobs.all)
+
+
+def tearDownModule():
+    if Jobs.dir:
+        shutil.rmtree(Jobs.dir, ignore_errors=True)
+
+
+class Study(unittest.TestCase):
+    """Base of the test classes: the study's files and helpers."""
+
+    @classmethod
+    def setUpClass(cls):
+        for name in ("weak", "rerun", "batch", "strong", "all", "raw"):
+            setattr(cls, name, getattr(Jobs, name))
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(Jobs.dir, name)
+
+    def csv_of(self, *args):
+        proc = report(*args, "--format", "csv")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return read_csv(proc.stdout)
+
+    def assertClose(self, got, want, rel=1e-12, msg=None):
+        self.assertIsNotNone(got, msg)
+        self.assertTrue(math.isclose(got, want, rel_tol=rel, abs_tol=1e-15),
+                        f"{got!r} != {want!r} {msg or ''}")
+
+    def assertPngs(self, paths):
+        self.assertTrue(paths)
+        for p in paths:
+            self.assertTrue(os.path.getsize(p) > 100, p)
+            with open(p, "rb") as f:
+                self.assertEqual(f.read(8), PNG_SIGNATURE, p)
+
+    def written(self, proc):
+        """Files that a command with -o names on stderr."""
+        prefix = "dlscale-report: wrote "
+        return [line[len(prefix):] for line in proc.stderr.splitlines() if line.startswith(prefix)]
+
+
+class Tables(Study):
+    def test_summary_matches_raw_samples(self):
+        rows = self.csv_of("summary", *self.all)
+        self.assertEqual(len(rows), len(self.raw.cases))
+        for r in rows:
+            c = self.raw[(r["file"], r["case"])]
+            med, lo, hi, _ = step_stats(c["iter"])
+            self.assertEqual(r["status"], "ok")
+            self.assertClose(num(r["step_median_ms"]), med * 1e3)
+            self.assertClose(num(r["ci95_low_ms"]), lo * 1e3)
+            self.assertClose(num(r["ci95_high_ms"]), hi * 1e3)
+            self.assertClose(num(r["samples_per_s"]), c["attrs"]["global_batch"] / med)
+            self.assertClose(num(r["achieved_gflops"]),
+                             c["attrs"]["train_flops_per_step"] / med * 1e-9)
+        proc = report("check", *self.all)
+        self.assertEqual(proc.returncode, 0, proc.stdout)
+
+    def test_weak_scaling_merges_three_jobs(self):
+        rows = self.csv_of("scaling", "--mode", "weak", *self.weak)
+        series = {}
+        for r in rows:
+            series.setdefault(r["series"], []).append(r)
+        # 2 workloads × 2 thread counts, each at P = 1, 2, 3 from three files.
+        self.assertEqual(len(series), 4)
+        for name, rs in series.items():
+            self.assertEqual([int(r["ranks"]) for r in rs], [1, 2, 3], name)
+            self.assertEqual(sorted(r["file"] for r in rs), sorted(self.weak))
+            base = self.raw[(rs[0]["file"], rs[0]["case"])]
+            t0, lo0, hi0, cov0 = step_stats(base["iter"])
+            for r in rs:
+                c = self.raw[(r["file"], r["case"])]
+                a = c["attrs"]
+                self.assertEqual((a["workload"], a["threads"], a["scaling"]),
+                                 (base["attrs"]["workload"], base["attrs"]["threads"], "weak"))
+                p = int(r["ranks"])
+                t, lo, hi, cov = step_stats(c["iter"])
+                self.assertClose(num(r["step_median_ms"]), t * 1e3)
+                self.assertClose(num(r["ci95_low_ms"]), lo * 1e3)
+                self.assertClose(num(r["ci95_high_ms"]), hi * 1e3)
+                self.assertClose(num(r["samples_per_s"]), a["global_batch"] / t)
+                self.assertEqual(num(r["ideal_speedup"]), p / 1)
+                if p == 1:
+                    self.assertEqual((num(r["speedup"]), num(r["efficiency"])), (1.0, 1.0))
+                    continue
+                # DESIGN.md: weak E(P) = T(P0)/T(P); scaled speedup (P/P0)·E(P).
+                self.assertClose(num(r["efficiency"]), t0 / t)
+                self.assertClose(num(r["efficiency_low"]), lo0 / hi)
+                self.assertClose(num(r["efficiency_high"]), hi0 / lo)
+                self.assertClose(num(r["speedup"]), p * t0 / t)
+                self.assertClose(num(r["speedup_low"]), p * lo0 / hi)
+                self.assertClose(num(r["speedup_high"]), p * hi0 / lo)
+                self.assertClose(num(r["coverage_min"]), cov0 * cov)
+            # Projected values: the projection of the smallest P that has one.
+            owners = [(int(r["ranks"]), (r["file"], r["case"])) for r in rs
+                      if (r["file"], r["case"]) in self.raw.projection]
+            for r in rs:
+                if not owners:
+                    self.assertEqual(r["projected_step_ms"], "")
+                    continue
+                proj = self.raw.projection[min(owners)[1]]
+                p = int(r["ranks"])
+                if p in proj["ranks"]:
+                    self.assertClose(num(r["projected_step_ms"]),
+                                     proj["step_s"][proj["ranks"].index(p)] * 1e3)
+
+    def test_strong_scaling(self):
+        rows = self.csv_of("scaling", "--mode", "strong", *self.strong)
+        self.assertEqual([int(r["ranks"]) for r in rows], [1, 2])
+        t0 = step_stats(self.raw[(rows[0]["file"], rows[0]["case"])]["iter"])
+        t2 = step_stats(self.raw[(rows[1]["file"], rows[1]["case"])]["iter"])
+        self.assertEqual([int(r["global_batch"]) for r in rows], [16, 16])
+        self.assertEqual([int(r["batch_per_rank"]) for r in rows], [16, 8])
+        # DESIGN.md: S = T(P0)/T(P), E = T(P0)·P0/(P·T(P)).
+        self.assertClose(num(rows[1]["speedup"]), t0[0] / t2[0])
+        self.assertClose(num(rows[1]["efficiency"]), t0[0] * 1 / (2 * t2[0]))
+        self.assertClose(num(rows[1]["speedup_low"]), t0[1] / t2[2])
+        self.assertClose(num(rows[1]["efficiency_high"]), t0[2] / (2 * t2[1]))
+
+    def test_thread_and_batch_sweeps(self):
+        rows = self.csv_of("threads", *self.weak)
+        self.assertEqual(len(rows), 2 * 3 * 2)        # 2 workloads × 3 rank counts × 2 threads
+        self.assertEqual({r["threads"] for r in rows}, {"1", "2"})
+        for r in rows:
+            c = self.raw[(r["file"], r["case"])]
+            self.assertEqual(int(r["threads"]), c["attrs"]["threads"])
+            self.assertClose(num(r["step_median_ms"]), step_stats(c["iter"])[0] * 1e3)
+        rows = self.csv_of("batch", self.batch)
+        self.assertEqual(len(rows), 2 * 3)            # 2 drivers × 3 batches
+        self.assertEqual({(r["driver"], r["batch_per_rank"]) for r in rows},
+                         {(d, b) for d in ("libtorch", "reference") for b in ("4", "8", "16")})
+        for r in rows:
+            c = self.raw[(r["file"], r["case"])]
+            self.assertClose(num(r["step_median_ms"]), step_stats(c["iter"])[0] * 1e3)
+            self.assertClose(num(r["ci95_high_ms"]), step_stats(c["iter"])[2] * 1e3)
+        text = report("batch", self.batch).stdout
+        self.assertIn("libtorch ms", text)
+        self.assertIn("reference ms", text)
+
+    def test_phases(self):
+        rows = self.csv_of("phases", *self.weak)
+        self.assertEqual(len(rows), 12)
+        for r in rows:
+            c = self.raw[(r["file"], r["case"])]
+            values = []
+            for j, name in enumerate(PHASES):
+                v = float(np.median(c["phase"][:, :, j].max(axis=0)))
+                values.append(v * 1e3)
+                self.assertClose(num(r[f"{name}_ms"]), v * 1e3)
+                # The C++ side records the same statistic when it is new enough.
+                if f"{name}_median_s" in c["summary"]:
+                    self.assertClose(c["summary"][f"{name}_median_s"], v, rel=1e-9)
+            self.assertClose(num(r["sum_ms"]), sum(values))
+            self.assertClose(num(r["step_median_ms"]), step_stats(c["iter"])[0] * 1e3)
+
+    def test_ranks(self):
+        rows = self.csv_of("ranks", self.weak[2])
+        self.assertEqual(len(rows), 4 * 3)
+        for r in rows:
+            t = self.raw[(r["file"], r["case"])]["iter"]
+            samples = t[int(r["rank"])]
+            self.assertClose(num(r["median_ms"]), float(np.median(samples)) * 1e3)
+            self.assertClose(num(r["mean_ms"]), float(np.mean(samples)) * 1e3)
+            self.assertClose(num(r["max_ms"]), float(samples.max()) * 1e3)
+            medians = np.median(t, axis=1)
+            self.assertEqual(r["straggler"], "1" if int(r["rank"]) == int(np.argmax(medians)) else "0")
+            self.assertClose(num(r["straggler_ratio"]), medians.max() / np.median(medians))
+
+    def test_compare(self):
+        rows = self.csv_of("compare", self.weak[1], self.rerun)
+        self.assertEqual(len(rows), 4)
+        for r in rows:
+            a = self.raw[(r["file_a"], r["case_a"])]
+            b = self.raw[(r["file_b"], r["case_b"])]
+            self.assertEqual(a["attrs"]["workload"], b["attrs"]["workload"])
+            self.assertEqual(a["attrs"]["threads"], b["attrs"]["threads"])
+            xa, xb = a["iter"].max(axis=0), b["iter"].max(axis=0)
+            self.assertClose(num(r["ratio_b_a"]), float(np.median(xb) / np.median(xa)))
+            self.assertEqual(num(r["u_b"]), sum((y > x) + 0.5 * (y == x) for y in xb for x in xa))
+            p = num(r["p_value"])
+            self.assertTrue(0 <= p <= 1)
+            if HAVE_SCIPY:
+                self.assertClose(p, float(scipy.stats.mannwhitneyu(xb, xa).pvalue))
+
+    def test_allreduce(self):
+        rows = self.csv_of("allreduce", *self.weak)
+        if not self.raw.allreduce:
+            self.assertEqual(rows, [])
+            self.skipTest("this dlscale writes no /allreduce groups")
+        self.assertTrue(rows)
+        for r in rows:
+            ar = self.raw.allreduce[(r["file"], r["group"])]
+            j = ar["bytes"].tolist().index(int(r["bytes"]))
+            self.assertClose(num(r["time_median_us"]),
+                             float(np.median(ar["time_s"][:, j, :].max(axis=0))) * 1e6)
+            self.assertEqual(num(r["algbw_gbps"]), float(ar["algbw_gbps"][j]))
+            # docs/metrics.md: algbw = bytes / (median of the slowest rank's time), GB = 1e9 B.
+            self.assertClose(num(r["algbw_gbps"]), int(r["bytes"]) / num(r["time_median_us"]) * 1e-3,
+                             rel=1e-9)
+
+
+class Figures(Study):
+    def test_each_command_writes_pngs(self):
+        for args, expected in (
+                (["scaling", "--mode", "weak"] + self.weak,
+                 ["scaling_weak_speedup.png", "scaling_weak_efficiency.png",
+                  "scaling_weak_efficiency_log2.png", "scaling_weak_step_time.png"]),
+                (["scaling", "--mode", "strong"] + self.strong, ["scaling_strong_speedup.png"]),
+                (["threads"] + self.weak, ["threads_sweep.png"]),
+                (["batch", self.batch], ["batch_sweep.png"]),
+                (["phases"] + self.weak, ["phases.png"]),
+                (["ranks", self.weak[1]], ["ranks_0000.png"])):
+            out = self.path(f"fig_{args[0]}_{len(args)}")
+            proc = report(*args, "-o", out)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            written = self.written(proc)
+            names = [os.path.basename(p) for p in written]
+            for name in expected:
+                self.assertIn(name, names, args[0])
+            self.assertPngs([p for p in written if p.endswith(".png")])
+            self.assertTrue(any(p.endswith(".csv") for p in written))
+
+    def test_html_report(self):
+        out = self.path("report")
+        proc = report("report", *self.all, "-o", out, "--compare-to", self.weak[1])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        index = os.path.join(out, "index.html")
+        self.assertEqual(proc.stdout.strip(), index)
+        with open(index, encoding="utf-8") as f:
+            page = f.read()
+        parser = _Refs()
+        parser.feed(page)
+        self.assertNotIn("script", parser.tags)
+        self.assertNotIn("http://", page)
+        self.assertNotIn("https://", page)
+        files = [r for r in parser.refs if not r.startswith("#")]
+        for ref in files:
+            self.assertFalse(os.path.isabs(ref) or ":" in ref or ".." in ref, ref)
+            self.assertTrue(os.path.isfile(os.path.join(out, ref)), ref)
+        pngs = [os.path.join(out, r) for r in files if r.endswith(".png")]
+        self.assertPngs(pngs)
+        names = {os.path.basename(p) for p in pngs}
+        for name in ("scaling_weak_speedup.png", "scaling_weak_efficiency_log2.png",
+                     "scaling_strong_efficiency.png", "threads_sweep.png", "batch_sweep.png",
+                     "phases.png"):
+            self.assertIn(name, names)
+        self.assertTrue(any(n.startswith("ranks_") for n in names))
+        for anchor in ("summary", "scaling-weak", "scaling-strong", "threads-sweep",
+                       "batch-sweep", "phases", "ranks", "compare"):
+            self.assertIn(f'id="{anchor}"', page)
+        self.assertIn(f"all {len(self.raw.cases)} case(s) consistent", page)
+        # The CSV next to the page holds the same numbers as the command's CSV.
+        with open(os.path.join(out, "scaling_weak.csv")) as f:
+            page_rows = read_csv(f.read())
+        self.assertEqual(len(page_rows), len(self.csv_of("scaling", "--mode", "weak", *self.all)))
+
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium is None:
+            self.skipTest("chromium not installed: no rendering check")
+        shot = self.path("report.png")
+        profile = tempfile.mkdtemp(prefix="chromium_", dir=Jobs.dir)
+        proc = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
+             "--window-size=1280,2000", f"file://{index}"],
+            capture_output=True, text=True, timeout=180)
+        self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
+        self.assertPngs([shot])
+
+
+class BadInput(Study):
+    def assertOneLineError(self, proc, fragment):
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        lines = proc.stderr.splitlines()
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertTrue(lines[0].startswith("dlscale-report: error: "), lines[0])
+        self.assertIn(fragment, lines[0])
+
+    def commands(self, path):
+        return (["summary", path], ["scaling", self.weak[0], path], ["phases", path],
+                ["report", path, "-o", self.path("bad_report")])
+
+    def test_other_schema_version(self):
+        v2 = self.path("schema2.h5")
+        shutil.copy(self.weak[1], v2)
+        with h5py.File(v2, "r+") as f:
+            f.attrs["schema"] = "dlscale/2"
+        for args in self.commands(v2):
+            self.assertOneLineError(report(*args),
+                                    f"{v2}: schema 'dlscale/2' is not supported (expected dlscale/1)")
+
+    def test_foreign_hdf5(self):
+        foreign = self.path("foreign.h5")
+        with h5py.File(foreign, "w") as f:
+            f["data"] = np.arange(10)
+            f.attrs["title"] = "not ours"
+        for args in self.commands(foreign):
+            self.assertOneLineError(report(*args), "not a dlscale results file")
+
+    def test_truncated_hdf5(self):
+        truncated = self.path("truncated.h5")
+        with open(self.weak[1], "rb") as f:
+            data = f.read()
+        with open(truncated, "wb") as f:
+            f.write(data[:len(data) // 2])
+        for args in self.commands(truncated):
+            self.assertOneLineError(report(*args), truncated)
+
+    def test_malformed_case(self):
+        broken = self.path("broken.h5")
+        shutil.copy(self.weak[1], broken)
+        with h5py.File(broken, "r+") as f:
+            del f["cases/0001/iter_time_s"]
+            f["cases/0001/iter_time_s"] = np.zeros(6)
+        for args in self.commands(broken):
+            self.assertOneLineError(report(*args), f"{broken}: case 0001: iter_time_s has shape")
+
+    def test_not_hdf5(self):
+        text = self.path("notes.txt")
+        with open(text, "w") as f:
+            f.write("step times\n")
+        for args in self.commands(text):
+            self.assertOneLineError(report(*args), f"{text}: not an HDF5 file")
+
+
+if __name__ == "__main__":
+    unittest.main()
