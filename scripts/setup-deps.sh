@@ -15,9 +15,9 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev libgtest-dev libbenchmark-dev
   # results/ (use /usr/bin/python3, which sees these)
   python3 python3-h5py python3-numpy
-  # results/dlscale-report: plots, tables, the Mann-Whitney test; chromium renders the HTML
+  # results/dlscale-report: plots and the Mann-Whitney test; chromium renders the HTML
   # report headless in its end-to-end test (skipped without it)
-  python3-matplotlib python3-pandas python3-scipy chromium
+  python3-matplotlib python3-scipy chromium
   # slurm/ templates and study, and their test (tests/slurm: a single-node Slurm)
   slurm-wlm munge
 )
