@@ -86,7 +86,7 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
     r.algbw_gbps.push_back(algbw);
     r.busbw_gbps.push_back(algbw * 2.0 * (ranks - 1) / ranks);
   }
-  if (ranks > 1) fit_ring(r.bytes, r.median_s, ranks, &r.alpha_s, &r.beta_s_per_byte);
+  if (ranks > 1 && r.bytes.size() >= 2) fit_ring(r.bytes, r.median_s, ranks, &r.alpha_s, &r.beta_s_per_byte);
   return r;
 }
 

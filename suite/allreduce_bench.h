@@ -29,7 +29,7 @@ struct AllreduceResult {
   std::vector<double> time_s;                            ///< [ranks][sizes][iterations] on rank 0, empty elsewhere
   std::vector<double> median_s, algbw_gbps, busbw_gbps;  ///< per size, from the slowest rank's times
   std::vector<int64_t> errors;                           ///< wrong elements per size, summed over ranks
-  double alpha_s = 0, beta_s_per_byte = 0;               ///< ring fit (0 when ranks == 1)
+  double alpha_s = 0, beta_s_per_byte = 0;               ///< ring fit (0 on one rank or one size)
 };
 
 /// Runs the microbenchmark on `comm` with the same in-place reduction the training step uses.

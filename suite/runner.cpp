@@ -295,7 +295,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   std::optional<AllreduceResult> microbenchmark;
   if (status == Status::kOk && spec.phases && ranks > 1) {
     AllreduceOptions options;
-    options.sizes_bytes = allreduce_sizes(1024, params * 4, {params * 4});
+    // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it
+    // so that even a tiny model gets at least two sizes.
+    options.sizes_bytes = allreduce_sizes(std::min<int64_t>(1024, params), params * 4, {params * 4});
     options.warmup = 2;
     options.iterations = 5;
     microbenchmark = run_allreduce_benchmark(comm, options);
