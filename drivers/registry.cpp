@@ -5,6 +5,9 @@
 #ifdef DLSCALE_WITH_TORCH
 #include "drivers/libtorch/libtorch_driver.h"
 #endif
+#ifdef DLSCALE_WITH_ONEDNN
+#include "drivers/onednn/onednn_driver.h"
+#endif
 
 namespace dlscale {
 
@@ -27,6 +30,9 @@ void register_drivers(Registry& registry) {
   register_reference(registry);  // no dependencies: always compiled in
 #ifdef DLSCALE_WITH_TORCH
   register_libtorch(registry);
+#endif
+#ifdef DLSCALE_WITH_ONEDNN
+  register_onednn(registry);
 #endif
 }
 

@@ -1,0 +1,455 @@
+// The oneDNN driver's Model and Driver. Parameters and gradients each live in one flat, aligned
+// float buffer in the canonical layout: oneDNN reads Linear, batch-norm, bias and LSTM-bias
+// parameters in place and writes their gradients straight into their slices; convolution and
+// LSTM weights are reordered into the primitives' preferred layouts once per parameter change,
+// and their gradients back into the slices once per step. So the all-reduce and the SGD update
+// each touch one buffer, and grad_buffer() is already in the canonical order.
+//
+// The batch size is known only at set_batch(): that is where every primitive is created (again
+// only if the size changes). Threads: Debian's oneDNN runs on OpenMP, whose thread count is a
+// per-calling-thread setting; it is applied before primitives are created (oneDNN sizes some
+// kernels' work split then) and again at every entry point, because another driver in the same
+// process (LibTorch shares libgomp) may have changed it in between.
+//
+// Denormals: on x86 every entry point runs with flush-to-zero and denormals-are-zero on all
+// threads of its OpenMP team, and restores the previous mode on the way out. FCN-5's saturated
+// sigmoids (pre-activations of |x| > 87 with its uniform(-0.5, 0.5) weights) make part of its
+// activations and gradients denormal, and every GEMM touching them slows down on microcode
+// assists: the backward pass at batch 64 on one avx512_core thread takes 423 ms with IEEE
+// denormals and 278 ms flushed, its GEMMs alone 265 ms (bench/onednn_fcn5.cpp). Values below
+// 1.2e-38 become zero, far below anything training or the conformance tolerances can see;
+// TensorFlow flushes too. DLSCALE_ONEDNN_DENORMALS=ieee keeps IEEE denormals; versions()
+// records the mode in force.
+#include "drivers/onednn/onednn_driver.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#if defined(__x86_64__) || defined(__i386__)
+#include <pmmintrin.h>  // _MM_DENORMALS_ZERO_ON
+#include <xmmintrin.h>
+#define DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS 1
+#endif
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "drivers/onednn/onednn_bottleneck.h"
+#include "drivers/onednn/onednn_common.h"
+#include "drivers/onednn/onednn_layers.h"
+#include "drivers/onednn/onednn_loss.h"
+#include "drivers/onednn/onednn_lstm.h"
+
+namespace dlscale {
+
+namespace {
+
+using onednn::NetLayer;
+using onednn::ParamSlot;
+
+/// A float buffer aligned to 64 bytes (a cache line and an AVX-512 vector), zero-initialised.
+class AlignedFloats {
+ public:
+  explicit AlignedFloats(size_t count) : count_(count) {
+    const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
+    if (!data_) throw std::bad_alloc();
+    std::memset(data_.get(), 0, bytes);
+  }
+  float* data() const { return data_.get(); }
+  size_t size() const { return count_; }
+  std::vector<float> to_vector() const { return {data_.get(), data_.get() + count_}; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  size_t count_;
+  std::unique_ptr<float, Free> data_;
+};
+
+/// Whether denormals are flushed: DLSCALE_ONEDNN_DENORMALS=flush (the default) or ieee.
+bool flush_denormals() {
+  const char* mode = std::getenv("DLSCALE_ONEDNN_DENORMALS");
+  if (mode == nullptr || std::string(mode).empty() || std::string(mode) == "flush") {
+#ifdef DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS
+    return true;
+#else
+    return false;  // no flush-to-zero control on this architecture
+#endif
+  }
+  if (std::string(mode) == "ieee") return false;
+  throw std::invalid_argument(fmt::format("DLSCALE_ONEDNN_DENORMALS={}: expected flush or ieee", mode));
+}
+
+/// For the length of one driver call: the case's OpenMP thread count and, when `flush`, FTZ+DAZ
+/// on every thread of the team (libgomp keeps the same pool threads from one parallel region to
+/// the next, and oneDNN's regions use at most this many), with each thread's previous MXCSR
+/// restored on the way out so that code outside the driver keeps its own floating-point mode.
+class ExecutionScope {
+ public:
+  ExecutionScope(int threads, bool flush) : threads_(threads), flush_(flush) {
+    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+#ifdef DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS
+    if (!flush_) return;
+    saved_.assign(static_cast<size_t>(threads), 0);
+#pragma omp parallel num_threads(threads_)
+    {
+      const auto t = static_cast<size_t>(omp_get_thread_num());
+      saved_[t] = _mm_getcsr();
+      _mm_setcsr(saved_[t] | _MM_FLUSH_ZERO_ON | _MM_DENORMALS_ZERO_ON);
+    }
+#endif
+  }
+  ~ExecutionScope() {
+#ifdef DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS
+    if (!flush_) return;
+#pragma omp parallel num_threads(threads_)
+    _mm_setcsr(saved_[static_cast<size_t>(omp_get_thread_num())]);
+#endif
+  }
+  ExecutionScope(const ExecutionScope&) = delete;
+  ExecutionScope& operator=(const ExecutionScope&) = delete;
+
+ private:
+  int threads_;
+  bool flush_;
+  std::vector<unsigned> saved_;
+};
+
+// p -= lr g over [begin, end). The update streams 12 bytes per parameter and nothing else, and
+// the baseline x86-64 code GCC emits (SSE2) keeps one core below its memory bandwidth: 93 ms
+// for FCN-5's 118 M parameters, against 72 ms with AVX-512. Function multiversioning picks the
+// widest clone the CPU has at load time, keeping the build portable.
+DLSCALE_ONEDNN_MULTIVERSION void sgd_range(float* p, const float* g, float lr, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) p[i] -= lr * g[i];
+}
+
+void sgd(float* p, const float* g, float lr, int64_t n) {
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    // Chunks of whole cache lines, so that no two threads write the same line.
+    const int64_t lines = (n + 15) / 16;
+    sgd_range(p, g, lr, std::min(n, lines * t / threads * 16), std::min(n, lines * (t + 1) / threads * 16));
+  }
+}
+
+std::string describe(const Layer& l, size_t index) {
+  const auto at = [&](const std::string& what) { return fmt::format("layer {} ({})", index, what); };
+  switch (l.kind) {
+    case LayerKind::kLinear:
+      return at(fmt::format("Linear {}->{}", l.in, l.out));
+    case LayerKind::kConv2d:
+      return at(fmt::format("Conv2d {}->{} k{} s{} p{}", l.in, l.out, l.kernel, l.stride, l.padding));
+    case LayerKind::kMaxPool2d:
+      return at(fmt::format("MaxPool2d k{} s{} p{}", l.kernel, l.stride, l.padding));
+    case LayerKind::kGlobalAvgPool:
+      return at("GlobalAvgPool");
+    case LayerKind::kReLU:
+      return at("ReLU");
+    case LayerKind::kSigmoid:
+      return at("Sigmoid");
+    case LayerKind::kTanh:
+      return at("Tanh");
+    case LayerKind::kDropout:
+      return at(fmt::format("Dropout {}", l.p));
+    case LayerKind::kBatchNorm2d:
+      return at(fmt::format("BatchNorm2d {}", l.in));
+    case LayerKind::kBottleneck:
+      return at(fmt::format("Bottleneck {}->{}->{} s{}", l.in, l.mid, l.out, l.stride));
+    case LayerKind::kFlatten:
+      return at("Flatten");
+    case LayerKind::kEmbedding:
+      return at(fmt::format("Embedding {}x{}", l.in, l.out));
+    case LayerKind::kLstm:
+      return at(fmt::format("LSTM {}->{} x{}", l.in, l.out, l.num_layers));
+  }
+  return at("unknown");
+}
+
+class OnednnModel final : public Model {
+ public:
+  OnednnModel(const Workload& w, const DriverContext& ctx)
+      : workload_(w),
+        threads_(ctx.threads),
+        flush_denormals_(flush_denormals()),
+        params_(static_cast<size_t>(parameter_count(w))),
+        grads_(params_.size()),
+        loss_(w.loss, w.num_classes) {
+    const ExecutionScope scope(threads_, flush_denormals_);
+    std::vector<std::vector<ParamSlot>> slots(w.layers.size());
+    for (const ParamSpec& p : parameter_layout(w)) {
+      slots[static_cast<size_t>(p.layer)].push_back({params_.data() + p.offset, grads_.data() + p.offset});
+    }
+    first_param_ = w.layers.size();
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+      if (!slots[i].empty() && first_param_ == w.layers.size()) first_param_ = i;
+      layers_.push_back(make_layer(w.layers[i], i, slots[i], ctx.seed));
+    }
+  }
+
+  void load_parameters(const std::vector<float>& canonical) override {
+    if (canonical.size() != params_.size()) {
+      throw std::invalid_argument(
+          fmt::format("onednn driver: load_parameters: expected {} values, got {}", params_.size(), canonical.size()));
+    }
+    std::memcpy(params_.data(), canonical.data(), canonical.size() * sizeof(float));
+    ++version_;
+  }
+
+  std::vector<float> export_parameters() override { return params_.to_vector(); }
+  std::vector<float> export_gradients() override { return grads_.to_vector(); }
+
+  void set_batch(const Batch& batch) override {
+    const ExecutionScope scope(threads_, flush_denormals_);
+    check_batch(batch);
+    labels_ = batch.labels;
+    tokens_ = batch.tokens;
+    if (batch.size != built_batch_) build(batch.size);
+    if (workload_.input_kind == InputKind::kDense) {
+      std::memcpy(input_.value.get_data_handle(), batch.features.data(), batch.features.size() * sizeof(float));
+    }
+  }
+
+  void forward() override {
+    if (built_batch_ == 0) throw std::logic_error("onednn driver: forward() before set_batch()");
+    const ExecutionScope scope(threads_, flush_denormals_);
+    for (auto& layer : layers_) onednn::with_context(layer->name(), [&] { layer->forward(env_); });
+    loss_value_ = onednn::with_context("loss", [&] { return loss_.forward(env_); });
+  }
+
+  void backward() override {
+    const ExecutionScope scope(threads_, flush_denormals_);
+    onednn::with_context("loss", [&] { loss_.backward(env_); });
+    // Layers below the first parameterised one have nothing to train and no gradient to pass.
+    for (size_t i = layers_.size(); i-- > first_param_;) {
+      onednn::with_context(layers_[i]->name(), [&] { layers_[i]->backward(env_); });
+    }
+  }
+
+  double loss() override { return loss_value_; }
+
+  GradBuffer grad_buffer() override { return {grads_.data(), grads_.size(), false}; }
+
+  void update(const Optimizer& opt) override {
+    const ExecutionScope scope(threads_, flush_denormals_);
+    sgd(params_.data(), grads_.data(), static_cast<float>(opt.learning_rate), static_cast<int64_t>(params_.size()));
+    ++version_;  // staged weight copies are stale now
+  }
+
+  void synchronize() override { env_.stream.wait(); }
+
+  MemoryStats memory() const override { return {0}; }
+
+ private:
+  std::unique_ptr<NetLayer> make_layer(const Layer& l, size_t index, const std::vector<ParamSlot>& slots,
+                                       uint64_t seed) {
+    using namespace onednn;
+    const std::string name = describe(l, index);
+    const ParamSlot none;
+    switch (l.kind) {
+      case LayerKind::kLinear:
+        return std::make_unique<LinearLayer>(name, l.in, l.out, slots[0], l.bias ? slots[1] : none);
+      case LayerKind::kConv2d:
+        return std::make_unique<ConvLayer>(name, ConvSpec{l.in, l.out, l.kernel, l.stride, l.padding, l.bias}, slots[0],
+                                           l.bias ? slots[1] : none, &version_);
+      case LayerKind::kMaxPool2d:
+        return std::make_unique<PoolLayer>(name, l.kernel, l.stride, l.padding, false);
+      case LayerKind::kGlobalAvgPool:
+        return std::make_unique<PoolLayer>(name, 0, 1, 0, true);
+      case LayerKind::kReLU:
+      case LayerKind::kSigmoid:
+      case LayerKind::kTanh:
+        return std::make_unique<ActivationLayer>(name, l.kind);
+      case LayerKind::kDropout:
+        return std::make_unique<DropoutLayer>(name, l.p, seed, index);
+      case LayerKind::kBatchNorm2d:
+        return std::make_unique<BatchNormLayer>(name, l.in, slots[0], slots[1], false);
+      case LayerKind::kBottleneck:
+        return std::make_unique<BottleneckLayer>(name, l, slots, &version_);
+      case LayerKind::kFlatten:
+        return std::make_unique<FlattenLayer>(name);
+      case LayerKind::kEmbedding:
+        return std::make_unique<EmbeddingLayer>(name, l.in, l.out, workload_.input_shape.front(), slots[0], &tokens_);
+      case LayerKind::kLstm:
+        return std::make_unique<LstmLayer>(name, l, slots, &version_);
+    }
+    throw std::invalid_argument("onednn driver: " + name + " has an unknown kind");
+  }
+
+  void check_batch(const Batch& batch) const {
+    const Workload& w = workload_;
+    auto fail = [&](const std::string& why) {
+      throw std::invalid_argument(fmt::format("onednn driver: workload {}: {}", w.name, why));
+    };
+    if (batch.size < 1) fail("empty batch");
+    const auto inputs = static_cast<size_t>(batch.size * w.input_size());
+    if (w.input_kind == InputKind::kTokens) {
+      if (batch.tokens.size() != inputs) fail(fmt::format("expected {} tokens, got {}", inputs, batch.tokens.size()));
+      for (int64_t t : batch.tokens) {
+        if (t < 0 || t >= w.vocab) fail(fmt::format("token {} outside [0, {})", t, w.vocab));
+      }
+    } else if (batch.features.size() != inputs) {
+      fail(fmt::format("expected {} features, got {}", inputs, batch.features.size()));
+    }
+    if (batch.labels.size() != static_cast<size_t>(batch.size * w.labels_per_sample())) {
+      fail(fmt::format("expected {} labels, got {}", batch.size * w.labels_per_sample(), batch.labels.size()));
+    }
+    const int64_t classes = w.loss == LossKind::kSigmoidBinaryCrossEntropy ? 2 : w.num_classes;
+    for (int64_t label : batch.labels) {
+      if (label < 0 || label >= classes) fail(fmt::format("label {} outside [0, {})", label, classes));
+    }
+  }
+
+  /// Creates every primitive and buffer for batches of `n` samples.
+  void build(int64_t n) {
+    built_batch_ = 0;  // stays 0 if building fails part-way
+    env_.batch = n;
+    onednn::Tensor cur;
+    try {
+      if (workload_.input_kind == InputKind::kDense) {
+        dnnl::memory::dims dims{n};
+        dims.insert(dims.end(), workload_.input_shape.begin(), workload_.input_shape.end());
+        input_ = {onednn::with_context("input", [&] { return onednn::allocate(env_, onednn::plain_md(dims)); }), {}};
+        cur = input_;
+      }
+      for (size_t i = 0; i < layers_.size(); ++i) {
+        onednn::with_context(layers_[i]->name(), [&] { layers_[i]->build(env_, cur, i >= first_param_); });
+        cur = layers_[i]->out();
+      }
+      onednn::with_context("loss", [&] { loss_.build(env_, cur, &labels_); });
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory(fmt::format("onednn driver: out of host memory building {} for batch {}", workload_.name, n));
+    }
+    built_batch_ = n;
+  }
+
+  Workload workload_;
+  int threads_;
+  bool flush_denormals_;
+  AlignedFloats params_, grads_;
+  uint64_t version_ = 0;  // bumped whenever params_ changes
+  onednn::Env env_;
+  std::vector<std::unique_ptr<NetLayer>> layers_;
+  size_t first_param_ = 0;  // layers below it run no backward pass
+  onednn::Loss loss_;
+  onednn::Tensor input_;
+  std::vector<int64_t> labels_, tokens_;
+  int64_t built_batch_ = 0;
+  double loss_value_ = 0;
+};
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::all:
+      return "all";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+  }
+  return fmt::format("isa#{}", static_cast<int>(isa));
+}
+
+std::string runtime_name(unsigned runtime) {
+  switch (runtime) {
+    case DNNL_RUNTIME_SEQ:
+      return "sequential";
+    case DNNL_RUNTIME_OMP:
+      return "OpenMP";
+    case DNNL_RUNTIME_TBB:
+      return "TBB";
+    case DNNL_RUNTIME_THREADPOOL:
+      return "threadpool";
+    default:
+      return fmt::format("runtime#{}", runtime);
+  }
+}
+
+class OnednnDriver final : public Driver {
+ public:
+  std::string_view name() const override { return "onednn"; }
+
+  Support supports(const Workload& w, DeviceType device) const override {
+    if (device != DeviceType::kCpu) return Support::no("onednn driver: CPU only");
+    const unsigned runtime = dnnl_version()->cpu_runtime;
+    if (runtime != DNNL_RUNTIME_OMP && runtime != DNNL_RUNTIME_SEQ) {
+      return Support::no(
+          fmt::format("onednn driver: this oneDNN threads with {}; the driver sets thread counts through OpenMP only",
+                      runtime_name(runtime)));
+    }
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+      const Layer& l = w.layers[i];
+      if (l.kind == LayerKind::kLstm && l.num_layers < 1) {
+        return Support::no(fmt::format("onednn driver: {} has no stacked layer", describe(l, i)));
+      }
+      if (l.kind == LayerKind::kEmbedding && (i != 0 || w.input_kind != InputKind::kTokens)) {
+        return Support::no(
+            fmt::format("onednn driver: {} must be the first layer of a token workload", describe(l, i)));
+      }
+    }
+    if (w.input_kind == InputKind::kTokens && (w.layers.empty() || w.layers.front().kind != LayerKind::kEmbedding)) {
+      return Support::no("onednn driver: token input needs an Embedding first layer");
+    }
+    if (w.loss == LossKind::kSigmoidBinaryCrossEntropy && w.num_classes != 1) {
+      return Support::no("onednn driver: binary cross-entropy needs one logit per sample");
+    }
+    try {
+      activation_shapes(w);
+    } catch (const std::invalid_argument& e) {
+      return Support::no(e.what());
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
+    if (ctx.device != DeviceType::kCpu) throw std::invalid_argument("onednn driver: CPU only");
+    if (ctx.threads < 1) throw std::invalid_argument("onednn driver: threads must be positive");
+    if (dnnl_version()->cpu_runtime == DNNL_RUNTIME_SEQ && ctx.threads != 1) {
+      throw std::invalid_argument(
+          fmt::format("onednn driver: this oneDNN is sequential and cannot use {} threads", ctx.threads));
+    }
+    try {
+      return std::make_unique<OnednnModel>(w, ctx);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory(
+          fmt::format("onednn driver: out of host memory for {} ({} parameters)", w.name, parameter_count(w)));
+    }
+  }
+
+  std::map<std::string, std::string> versions() const override {
+    const dnnl_version_t* v = dnnl_version();
+    return {{"onednn", fmt::format("{}.{}.{} ({})", v->major, v->minor, v->patch, v->hash ? v->hash : "no hash")},
+            {"onednn_isa", isa_name(dnnl::get_effective_cpu_isa())},
+            {"onednn_cpu_runtime", runtime_name(v->cpu_runtime)},
+            {"onednn_denormals", flush_denormals() ? "flush-to-zero (FTZ+DAZ)" : "ieee"}};
+  }
+};
+
+}  // namespace
+
+void register_onednn(Registry& registry) { registry.add(std::make_unique<OnednnDriver>()); }
+
+}  // namespace dlscale
