@@ -87,6 +87,9 @@ LoadedMath detect_loaded_math() {
   }
   using ConfigFn = char* (*)();
   if (auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) m.blas_config = fn();
+  // The kernels OpenBLAS actually chose for this CPU (a DYNAMIC_ARCH build's config names only
+  // its oldest target); under some hypervisors it fails to recognise the CPU and falls back.
+  if (auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) m.blas_core = fn();
   return m;
 }
 
@@ -120,6 +123,7 @@ Attrs software_attributes(const Registry& drivers) {
   a.emplace_back("blas", math.blas.empty() ? std::string("none loaded") : math.blas);
   a.emplace_back("blas_path", math.blas_path);
   a.emplace_back("blas_config", math.blas_config);
+  a.emplace_back("blas_core", math.blas_core);
   a.emplace_back("openmp_runtime", math.openmp_runtime);
   for (const auto& driver : drivers.all()) {
     for (const auto& [lib, version] : driver->versions()) a.emplace_back(lib, version);
@@ -189,6 +193,16 @@ std::vector<std::string> provenance_warnings(const LoadedMath& math) {
         fmt::format("the loaded BLAS is the reference implementation ({}), roughly 19x slower than "
                     "OpenBLAS on FCN-5: install libopenblas0-openmp (scripts/setup-deps.sh does)",
                     math.blas_path));
+  }
+  static const char* const kFallbackCores[] = {"Prescott", "Core2", "Katmai", "Northwood", "Banias"};
+  for (const char* core : kFallbackCores) {
+    if (math.blas_core == core) {
+      w.push_back(
+          fmt::format("OpenBLAS runs its generic '{}' kernels on this CPU (unrecognised, e.g. under a "
+                      "hypervisor): LibTorch's matrix products are slower than the CPU allows; "
+                      "OPENBLAS_CORETYPE=Haswell or SkylakeX selects better ones",
+                      math.blas_core));
+    }
   }
   return w;
 }

@@ -16,6 +16,7 @@ struct LoadedMath {
   std::string blas_path;       ///< resolved path of the loaded BLAS, "" when none is loaded
   std::string blas;            ///< "OpenBLAS (openblas-openmp)", "reference", "MKL", …
   std::string blas_config;     ///< openblas_get_config() when available
+  std::string blas_core;       ///< openblas_get_corename(): the kernels OpenBLAS chose
   std::string openmp_runtime;  ///< resolved file name of the loaded OpenMP runtime
   bool reference_blas() const { return blas == "reference"; }
 };
