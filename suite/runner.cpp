@@ -138,7 +138,14 @@ CaseOutcome Runner::run(const CaseSpec& spec, int index, int total) {
   const Communicator comm(sub);
   CaseOutcome outcome;
   if (member) outcome = run_on(spec, comm.get(), index, total);
-  DLSCALE_CHECK_MPI(MPI_Barrier(mpi_.world()));
+  // Idle ranks wait asleep: a blocking barrier busy-polls, and on a node with more ranks than
+  // cores the spinning ranks would steal the cores the case is being timed on.
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  DLSCALE_CHECK_MPI(MPI_Ibarrier(mpi_.world(), &barrier));
+  for (int done = 0; !done;) {
+    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
+    if (!done) usleep(member ? 100 : 2000);
+  }
   return outcome;
 }
 
