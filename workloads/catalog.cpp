@@ -75,14 +75,11 @@ Workload alexnet(Overrides& o) {
   s = out_size(s, 5, 1, 2);
   s = out_size(s, 3, 2, 0);
   s = out_size(s, 3, 2, 0);  // the three 3x3 convolutions keep the size
-  w.layers = {conv(3, c1, 11, 4, 2), act(LayerKind::kReLU), maxpool(3, 2),
-              conv(c1, c2, 5, 1, 2), act(LayerKind::kReLU), maxpool(3, 2),
-              conv(c2, c3, 3, 1, 1), act(LayerKind::kReLU),
-              conv(c3, c4, 3, 1, 1), act(LayerKind::kReLU),
-              conv(c4, c5, 3, 1, 1), act(LayerKind::kReLU), maxpool(3, 2),
-              {LayerKind::kFlatten},
-              dropout(0.5), linear(c5 * s * s, fc), act(LayerKind::kReLU),
-              dropout(0.5), linear(fc, fc), act(LayerKind::kReLU),
+  w.layers = {conv(3, c1, 11, 4, 2), act(LayerKind::kReLU), maxpool(3, 2),         conv(c1, c2, 5, 1, 2),
+              act(LayerKind::kReLU), maxpool(3, 2),         conv(c2, c3, 3, 1, 1), act(LayerKind::kReLU),
+              conv(c3, c4, 3, 1, 1), act(LayerKind::kReLU), conv(c4, c5, 3, 1, 1), act(LayerKind::kReLU),
+              maxpool(3, 2),         {LayerKind::kFlatten}, dropout(0.5),          linear(c5 * s * s, fc),
+              act(LayerKind::kReLU), dropout(0.5),          linear(fc, fc),        act(LayerKind::kReLU),
               linear(fc, classes)};
   return w;
 }
@@ -135,10 +132,19 @@ Workload shatnawi_cnn(Overrides& o, int64_t channels, int64_t image) {
   w.input_shape = {channels, image, image};
   w.num_classes = 10;
   const int64_t s = ((image - 2) / 2 - 2) / 2;
-  w.layers = {conv(channels, width, 3),      act(LayerKind::kReLU), maxpool(2, 2), dropout(0.25),
-              conv(width, 2 * width, 3),     act(LayerKind::kReLU), maxpool(2, 2), dropout(0.25),
-              {LayerKind::kFlatten},         linear(2 * width * s * s, fc),        act(LayerKind::kReLU),
-              dropout(0.5),                  linear(fc, 10)};
+  w.layers = {conv(channels, width, 3),
+              act(LayerKind::kReLU),
+              maxpool(2, 2),
+              dropout(0.25),
+              conv(width, 2 * width, 3),
+              act(LayerKind::kReLU),
+              maxpool(2, 2),
+              dropout(0.25),
+              {LayerKind::kFlatten},
+              linear(2 * width * s * s, fc),
+              act(LayerKind::kReLU),
+              dropout(0.5),
+              linear(fc, 10)};
   return w;
 }
 
@@ -186,10 +192,9 @@ Workload nayak_cnn(Overrides& o) {
   Workload w;
   w.input_shape = {1, 28, 28};
   w.num_classes = 10;
-  w.layers = {conv(1, width, 5),          act(LayerKind::kReLU), maxpool(2, 2),
-              conv(width, 2 * width, 3),  act(LayerKind::kReLU), maxpool(2, 2),
-              {LayerKind::kFlatten},      linear(2 * width * 25, fc), act(LayerKind::kReLU),
-              dropout(0.25),              linear(fc, 10)};
+  w.layers = {conv(1, width, 5),     act(LayerKind::kReLU), maxpool(2, 2),         conv(width, 2 * width, 3),
+              act(LayerKind::kReLU), maxpool(2, 2),         {LayerKind::kFlatten}, linear(2 * width * 25, fc),
+              act(LayerKind::kReLU), dropout(0.25),         linear(fc, 10)};
   return w;
 }
 
@@ -238,7 +243,8 @@ const std::vector<Builder>& builders() {
          return w;
        }},
       {{"vgg16_cifar", kKabakus, "VGG16 on 3x32x32, 10 classes", "width=64,fc=4096"}, vgg16_cifar},
-      {{"imdb_lstm", kKabakus, "embed 5000x32, LSTM 100 over 500 tokens, binary", "vocab=5000,embed=32,hidden=100,seq=500"},
+      {{"imdb_lstm", kKabakus, "embed 5000x32, LSTM 100 over 500 tokens, binary",
+        "vocab=5000,embed=32,hidden=100,seq=500"},
        imdb_lstm},
       {{"mnist_cnn_nayak", kNayak, "conv5-conv3 CNN on 1x28x28, FC 1024", "width=32,fc=1024"}, nayak_cnn},
   };
@@ -293,8 +299,8 @@ Workload make_workload(const std::string& spec) {
     Overrides o = colon == std::string::npos ? Overrides{} : parse_overrides(name, spec.substr(colon + 1));
     Workload w = b.build(o);
     if (!o.empty()) {
-      throw std::invalid_argument(fmt::format("workload '{}' has no override '{}' (accepted: {})", name,
-                                              o.begin()->first, b.entry.overrides));
+      throw std::invalid_argument(
+          fmt::format("workload '{}' has no override '{}' (accepted: {})", name, o.begin()->first, b.entry.overrides));
     }
     w.name = spec;
     w.source = b.entry.source;

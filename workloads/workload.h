@@ -67,8 +67,8 @@ enum class InitRule {
 
 /// A network, fully specified: what every driver must build and train.
 struct Workload {
-  std::string name;                  ///< catalog name including overrides, e.g. "fcn5:width=256"
-  std::string source;                ///< the seed paper it comes from
+  std::string name;    ///< catalog name including overrides, e.g. "fcn5:width=256"
+  std::string source;  ///< the seed paper it comes from
   InputKind input_kind = InputKind::kDense;
   std::vector<int64_t> input_shape;  ///< per sample, e.g. {26752}, {3, 224, 224} or {32} tokens
   int64_t vocab = 0;                 ///< token workloads: ids are in [0, vocab)
