@@ -1,4 +1,4 @@
-// Small helpers the oneDNN benchmarks share: a steady clock, order statistics, parsing of
+// Small helpers the oneDNN benchmarks share: a steady clock, parsing of
 // comma-separated lists, and one driver training step timed phase by phase (no MPI: one
 // process, so the all-reduce of a one-rank run, a no-op, is left out).
 #pragma once
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "drivers/driver.h"
+#include "suite/statistics.h"
 
 namespace dlscale::bench {
 
@@ -19,18 +20,6 @@ using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-/// The q-quantile (0..1) by linear interpolation between order statistics.
-inline double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
-inline double median(const std::vector<double>& v) { return quantile(v, 0.5); }
 
 inline std::vector<std::string> split(const std::string& text, char sep = ',') {
   std::vector<std::string> out;

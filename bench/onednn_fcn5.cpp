@@ -125,7 +125,7 @@ void run(const std::string& workload, int64_t batch, int threads, int warmup, in
   fmt::print("  {:<28} {:>6} {:>6} {:>6} {:>10} {:>9}\n", "oneDNN matmul", "M", "N", "K", "time ms", "GFLOP/s");
   double gemm_time = 0, gemm_flops = 0;
   for (const Gemm& g : gemms) {
-    const double t = dlscale::bench::median(g.times);
+    const double t = dlscale::median(g.times);
     gemm_time += t;
     gemm_flops += g.flops();
     fmt::print("  {:<28} {:>6} {:>6} {:>6} {:>10.2f} {:>9.1f}\n", g.name, g.m, g.n, g.k, 1e3 * t, g.flops() / t / 1e9);

@@ -60,7 +60,7 @@ void run(const dlscale::Registry& registry, const std::string& workload, int64_t
   }
   const bench::StepStats so = bench::step_stats(t_onednn), sl = bench::step_stats(t_libtorch);
   fmt::print("  {} batch {} threads {}: onednn/libtorch = {:.3f} (of medians), {:.3f} (median of paired ratios)\n",
-             workload, batch, threads, so.total / sl.total, bench::median(ratios));
+             workload, batch, threads, so.total / sl.total, dlscale::median(ratios));
   print_row("onednn", so);
   print_row("libtorch", sl);
   std::fflush(stdout);
