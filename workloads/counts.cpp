@@ -211,6 +211,8 @@ FlopCounts flops_per_sample(const Workload& w) {
   FlopCounts f;
   const std::vector<Shape> shapes = activation_shapes(w);
   bool input_needs_grad = false;  // true once any earlier layer has parameters
+  std::vector<bool> has_params(w.layers.size(), false);
+  for (const ParamSpec& p : parameter_layout(w)) has_params[static_cast<size_t>(p.layer)] = true;
   Shape in_shape = w.input_shape;
   // A matrix product of `macs` multiply-adds with `bias` additions, of a layer whose input
   // gradient is needed or not.
@@ -266,18 +268,7 @@ FlopCounts flops_per_sample(const Workload& w) {
       case LayerKind::kFlatten:
         break;
     }
-    switch (l.kind) {
-      case LayerKind::kLinear:
-      case LayerKind::kConv2d:
-      case LayerKind::kBottleneck:
-      case LayerKind::kLstm:
-      case LayerKind::kBatchNorm2d:
-      case LayerKind::kEmbedding:
-        input_needs_grad = true;
-        break;
-      default:
-        break;
-    }
+    if (has_params[i]) input_needs_grad = true;
     in_shape = out;
   }
   return f;
