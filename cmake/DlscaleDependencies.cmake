@@ -71,6 +71,18 @@ if(DLSCALE_WITH_CUDA)
   endif()
 endif()
 dlscale_resolve_backend(CUDA "${_cuda_found}")
+if(DLSCALE_WITH_CUDA)
+  # The driver's own kernels: nvcc from the toolkit found above. Default architectures: A100
+  # (sm_80) and H100/H200 (sm_90, with PTX so that newer GPUs JIT-compile it); override with
+  # -DCMAKE_CUDA_ARCHITECTURES=... (e.g. "native" on the GPU machine itself).
+  if(NOT CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+  endif()
+  enable_language(CUDA)
+endif()
 
 # Kokkos (OpenMP or CUDA on clusters; Debian's Trilinos build is Serial-only). Until the Kokkos
 # driver exists only its version is recorded, which needs no headers: Debian's Kokkos::kokkos

@@ -20,12 +20,24 @@ namespace dlscale {
 
 enum class DeviceType { kCpu, kCuda };
 
+/// The arithmetic of the matrix products and convolutions. fp32: IEEE single precision, no
+/// tensor-core shortcuts. tf32: fp32 data, products on tensor cores with 10-bit mantissas.
+/// bf16: mixed precision: bfloat16 operands with fp32 accumulation, fp32 master weights and
+/// gradients (so the all-reduce and the update stay fp32).
+enum class Precision { kFp32, kTf32, kBf16 };
+
+/// "fp32", "tf32", "bf16".
+const char* precision_name(Precision p);
+/// The precision named `name`; throws std::invalid_argument for anything else.
+Precision parse_precision(const std::string& name);
+
 /// Where a rank trains and how.
 struct DriverContext {
   DeviceType device = DeviceType::kCpu;
   int device_index = 0;  ///< GPU ordinal for kCuda
   int threads = 1;       ///< CPU threads for the backend's math library
   uint64_t seed = 0;     ///< for any randomness inside the backend (dropout)
+  Precision precision = Precision::kFp32;
 };
 
 /// A contiguous float buffer holding every gradient in the backend's own order.
@@ -83,6 +95,10 @@ class Model {
   /// The gradients in the canonical layout (cross-checks only; may be slow).
   virtual std::vector<float> export_gradients() = 0;
   virtual MemoryStats memory() const = 0;
+  /// The CUDA stream (a cudaStream_t) that all of a GPU model's work is queued on, for the
+  /// harness's timing events and NCCL all-reduce; nullptr is the legacy default stream, which
+  /// LibTorch uses. Meaningless for CPU models.
+  virtual void* cuda_stream() const { return nullptr; }
   /// Asks the driver to call `ready(first, count)` during backward() whenever elements
   /// [first, first + count) of grad_buffer() hold their final values, so that the harness can
   /// reduce them while the rest of the backward pass runs. Returns false when the driver cannot
@@ -99,6 +115,13 @@ class Driver {
   virtual ~Driver() = default;
   virtual std::string_view name() const = 0;
   virtual Support supports(const Workload& w, DeviceType device) const = 0;
+  /// Whether the driver computes `w` on `device` in `precision`; only fp32 unless overridden.
+  virtual Support supports_precision(const Workload& w, DeviceType device, Precision precision) const;
+  /// Whether `device` can be used at all on this machine (a GPU is visible, the library was built
+  /// with it). Asking for a device that is not there is bad input, refused before any case runs.
+  virtual Support device_available(DeviceType device) const;
+  /// The device a case runs on when the user names none.
+  virtual DeviceType default_device() const { return DeviceType::kCpu; }
   virtual std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const = 0;
   /// Library name -> version, recorded in /system/software.
   virtual std::map<std::string, std::string> versions() const = 0;

@@ -8,8 +8,42 @@
 #ifdef DLSCALE_WITH_ONEDNN
 #include "drivers/onednn/onednn_driver.h"
 #endif
+#ifdef DLSCALE_WITH_CUDA
+#include "drivers/cuda/cuda_driver.h"
+#endif
+
+#include <fmt/format.h>
 
 namespace dlscale {
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kBf16:
+      return "bf16";
+  }
+  return "fp32";
+}
+
+Precision parse_precision(const std::string& name) {
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
+    if (name == precision_name(p)) return p;
+  }
+  throw std::invalid_argument(fmt::format("unknown precision '{}' (expected fp32, tf32 or bf16)", name));
+}
+
+Support Driver::supports_precision(const Workload&, DeviceType, Precision precision) const {
+  if (precision == Precision::kFp32) return Support::yes();
+  return Support::no(fmt::format("{} driver: only fp32 is implemented, not {}", name(), precision_name(precision)));
+}
+
+Support Driver::device_available(DeviceType device) const {
+  if (device == DeviceType::kCpu) return Support::yes();
+  return Support::no(fmt::format("the {} driver runs on the CPU only", name()));
+}
 
 void Registry::add(std::unique_ptr<Driver> driver) { drivers_.push_back(std::move(driver)); }
 
@@ -33,6 +67,9 @@ void register_drivers(Registry& registry) {
 #endif
 #ifdef DLSCALE_WITH_ONEDNN
   register_onednn(registry);
+#endif
+#ifdef DLSCALE_WITH_CUDA
+  register_cuda(registry);
 #endif
 }
 

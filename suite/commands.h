@@ -32,7 +32,8 @@ struct AllreduceArgs {
 
 int run_command(const MpiContext& mpi, const RunArgs& args);
 int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args);
-int list_command(const MpiContext& mpi);
+/// The catalog, drivers and suites; with `json_workload`, that workload's full definition as JSON.
+int list_command(const MpiContext& mpi, const std::string& json_workload);
 int info_command(const MpiContext& mpi);
 
 /// Prints `message` as one "dlscale: error: …" line from the first rank that has one and returns

@@ -47,7 +47,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 
   RunArgs args;
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
-  std::vector<std::string> workloads, drivers, devices, scalings, threads, data;
+  std::vector<std::string> workloads, drivers, devices, precisions, scalings, threads, data;
   std::vector<int64_t> batches;
   std::vector<int> rank_counts;
   std::vector<double> bucket_mb;
@@ -59,7 +59,11 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   // Not split by CLI11: a workload's own overrides contain commas (fcn5:features=64,width=32).
   auto* o_w = run->add_option("-w,--workload", workloads, "workloads, comma-separated (see `dlscale list`)");
   auto* o_d = run->add_option("-d,--driver", drivers, "drivers, comma-separated")->delimiter(',');
-  auto* o_dev = run->add_option("--device", devices, "cpu or cuda")->delimiter(',');
+  auto* o_dev =
+      run->add_option("--device", devices, "cpu or cuda (default: the driver's own: cuda for -d cuda, else cpu)")
+          ->delimiter(',');
+  auto* o_prec =
+      run->add_option("--precision", precisions, "fp32 (default), tf32 or bf16, comma-separated")->delimiter(',');
   auto* o_b = run->add_option("--batch", batches, "batch per rank (weak) or global batch (strong), comma-separated")
                   ->delimiter(',');
   auto* o_t =
@@ -99,6 +103,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   allreduce->add_flag("--resume", ar.resume, "add to an existing results file");
 
   CLI::App* list = app.add_subcommand("list", "list workloads, drivers and suites");
+  std::string list_json;
+  list->add_option("--json", list_json, "print one workload's layers as JSON (e.g. --json resnet50:width=32)");
   CLI::App* info = app.add_subcommand("info", "print the provenance a results file would record");
 
   try {
@@ -111,7 +117,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     return 2;
   }
 
-  if (*list) return dlscale::list_command(mpi);
+  if (*list) return dlscale::list_command(mpi, list_json);
   if (*allreduce) {
     ar.command_line = args.command_line;
     ar.min_max_given = o_min->count() > 0 || o_max->count() > 0;
@@ -131,6 +137,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     }
     if (o_d->count()) ov.drivers = drivers;
     if (o_dev->count()) ov.devices = devices;
+    if (o_prec->count()) ov.precisions = precisions;
     if (o_b->count()) ov.batches = batches;
     if (o_t->count()) ov.threads = parse_threads(threads);
     if (o_s->count()) ov.scalings = scalings;

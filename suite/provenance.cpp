@@ -16,12 +16,6 @@
 #include "dlscale_git_commit.h"
 #include "io/h5.h"
 
-#ifdef DLSCALE_WITH_CUDA
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
-#include <nccl.h>
-#endif
-
 extern char** environ;
 
 namespace dlscale {
@@ -128,15 +122,6 @@ Attrs software_attributes(const Registry& drivers) {
   for (const auto& driver : drivers.all()) {
     for (const auto& [lib, version] : driver->versions()) a.emplace_back(lib, version);
   }
-#ifdef DLSCALE_WITH_CUDA
-  int cuda_runtime = 0;
-  if (cudaRuntimeGetVersion(&cuda_runtime) == cudaSuccess) {
-    a.emplace_back("cuda_runtime", fmt::format("{}.{}", cuda_runtime / 1000, (cuda_runtime % 1000) / 10));
-  }
-  a.emplace_back("cudnn", std::to_string(cudnnGetVersion()));
-  int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess) a.emplace_back("nccl", std::to_string(nccl));
-#endif
 #ifdef DLSCALE_KOKKOS_VERSION
   a.emplace_back("kokkos", std::string(DLSCALE_KOKKOS_VERSION));
 #endif

@@ -18,6 +18,7 @@
 #include "suite/builtin_suites.h"
 #include "suite/commands.h"
 #include "suite/errors.h"
+#include "suite/gpu_binding.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 #include "suite/runner.h"
@@ -90,6 +91,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     }
     for (MatrixSpec& m : matrices) args.overrides.apply(m);
     cases = expand(matrices, mpi.size());
+    assign_default_devices(cases, drivers);
     validate(cases, drivers, mpi.size());
     out_path = args.out.value_or(default_out(args, suite_name));
     skip.assign(cases.size(), 0);
@@ -119,10 +121,15 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   DLSCALE_CHECK_MPI(MPI_Bcast(skip.data(), static_cast<int>(skip.size()), MPI_CHAR, 0, mpi.world()));
 
   Progress progress(root);
-  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mpi.info());
+  RankInfo mine = mpi.info();
+  if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; })) {
+    mine.device = describe_gpu(gpu_index_for(mpi.local_rank()));
+  }
+  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
   if (root) {
     for (const std::string& w : provenance_warnings(detect_loaded_math())) progress.warn(w);
     for (const std::string& w : shared_core_warnings(table)) progress.warn(w);
+    for (const std::string& w : shared_gpu_warnings(table)) progress.warn(w);
     write_provenance(*file, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
     fmt::print("dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }

@@ -19,6 +19,7 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
   if (workloads) m.workloads = *workloads;
   if (drivers) m.drivers = *drivers;
   if (devices) m.devices = *devices;
+  if (precisions) m.precisions = *precisions;
   if (scalings) m.scalings = *scalings;
   if (batches) m.batches = *batches;
   if (threads) m.threads = *threads;
@@ -34,6 +35,7 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
 std::string CaseSpec::command() const {
   std::string cmd = fmt::format("dlscale run -w {} -d {} --device {} --batch {} --scaling {}", workload, driver, device,
                                 batch, scaling);
+  if (precision != "fp32") cmd += fmt::format(" --precision {}", precision);
   cmd += threads > 0 ? fmt::format(" --threads {}", threads) : std::string(" --threads auto");
   if (data != "synthetic") cmd += fmt::format(" --data {}", data);
   if (bucket_mb > 0) cmd += fmt::format(" --bucket-mb {}", bucket_mb);
@@ -127,6 +129,8 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
       m.drivers = list_of<std::string>(node, key, source);
     } else if (key == "device") {
       m.devices = list_of<std::string>(node, key, source);
+    } else if (key == "precision") {
+      m.precisions = list_of<std::string>(node, key, source);
     } else if (key == "scaling") {
       m.scalings = list_of<std::string>(node, key, source);
     } else if (key == "batch") {
@@ -162,12 +166,11 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
     } else if (key == "matrix" && allow_matrix_key) {
       continue;  // handled by the caller
     } else {
-      toml_fail(
-          source, node,
-          fmt::format(
-              "unknown key '{}' (known: workload, driver, device, scaling, batch, threads, data, ranks, bucket_mb, "
-              "warmup, iterations, seed, phases{})",
-              key, allow_matrix_key ? ", [[matrix]]" : ""));
+      toml_fail(source, node,
+                fmt::format("unknown key '{}' (known: workload, driver, device, precision, scaling, batch, threads, "
+                            "data, ranks, bucket_mb, "
+                            "warmup, iterations, seed, phases{})",
+                            key, allow_matrix_key ? ", [[matrix]]" : ""));
     }
   }
 }
@@ -203,38 +206,53 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
   std::vector<CaseSpec> cases;
   for (const MatrixSpec& m : matrices) {
     const std::vector<int> rank_counts = m.ranks.empty() ? std::vector<int>{world_size} : m.ranks;
+    // "" stands for the driver's own device until assign_default_devices() knows the drivers.
+    const std::vector<std::string> devices = m.devices.empty() ? std::vector<std::string>{""} : m.devices;
     for (const std::string& workload : m.workloads)
       for (const std::string& driver : m.drivers)
-        for (const std::string& device : m.devices)
-          for (const std::string& scaling : m.scalings)
-            for (int64_t batch : m.batches)
-              for (int threads : m.threads)
-                for (const std::string& data : m.data)
-                  for (int ranks : rank_counts)
-                    for (double bucket_mb : m.bucket_mb) {
-                      CaseSpec c;
-                      c.data = data;
-                      c.workload = workload;
-                      c.driver = driver;
-                      c.device = device;
-                      c.scaling = scaling;
-                      c.batch = batch;
-                      c.threads = threads;
-                      c.warmup = m.warmup;
-                      c.iterations = m.iterations;
-                      c.seed = m.seed;
-                      c.phases = m.phases;
-                      c.ranks = ranks;
-                      c.bucket_mb = bucket_mb;
-                      cases.push_back(c);
-                    }
+        for (const std::string& device : devices)
+          for (const std::string& precision : m.precisions)
+            for (const std::string& scaling : m.scalings)
+              for (int64_t batch : m.batches)
+                for (int threads : m.threads)
+                  for (const std::string& data : m.data)
+                    for (int ranks : rank_counts)
+                      for (double bucket_mb : m.bucket_mb) {
+                        CaseSpec c;
+                        c.data = data;
+                        c.workload = workload;
+                        c.driver = driver;
+                        c.device = device;
+                        c.precision = precision;
+                        c.scaling = scaling;
+                        c.batch = batch;
+                        c.threads = threads;
+                        c.warmup = m.warmup;
+                        c.iterations = m.iterations;
+                        c.seed = m.seed;
+                        c.phases = m.phases;
+                        c.ranks = ranks;
+                        c.bucket_mb = bucket_mb;
+                        cases.push_back(c);
+                      }
   }
   return cases;
+}
+
+void assign_default_devices(std::vector<CaseSpec>& cases, const Registry& drivers) {
+  for (CaseSpec& c : cases) {
+    const Driver* d = drivers.find(c.driver);
+    if (c.device.empty() && d != nullptr) c.device = d->default_device() == DeviceType::kCuda ? "cuda" : "cpu";
+  }
 }
 
 void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size) {
   if (cases.empty()) throw UsageError("nothing to run: no workload given (use -w NAME, --config FILE or --suite NAME)");
   std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
+  // Cases on a device this machine lacks: an error when no case is left (`-d cuda` without a
+  // GPU); otherwise a mixed suite runs what it can and records the rest as unsupported.
+  size_t runnable = 0;
+  std::string unavailable;
   for (const CaseSpec& c : cases) {
     try {
       make_workload(c.workload);
@@ -249,6 +267,18 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     }
     if (c.device != "cpu" && c.device != "cuda") {
       throw UsageError(fmt::format("unknown device '{}' (expected cpu or cuda)", c.device));
+    }
+    const Support available =
+        drivers.find(c.driver)->device_available(c.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu);
+    if (available.ok) {
+      ++runnable;
+    } else if (unavailable.empty()) {
+      unavailable = fmt::format("-d {} --device {}: {}", c.driver, c.device, available.reason);
+    }
+    try {
+      parse_precision(c.precision);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
     if (c.scaling != "weak" && c.scaling != "strong") {
       throw UsageError(fmt::format("unknown scaling mode '{}' (expected weak or strong)", c.scaling));
@@ -277,6 +307,7 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
       }
     }
   }
+  if (runnable == 0) throw UsageError(unavailable);
 }
 
 std::string cases_to_toml(const std::vector<CaseSpec>& cases) {

@@ -16,7 +16,8 @@ namespace dlscale {
 struct MatrixSpec {
   std::vector<std::string> workloads;
   std::vector<std::string> drivers{"libtorch"};
-  std::vector<std::string> devices{"cpu"};
+  std::vector<std::string> devices;  ///< empty: each driver's own device (cuda for cuda, else cpu)
+  std::vector<std::string> precisions{"fp32"};
   std::vector<std::string> scalings{"weak"};
   std::vector<int64_t> batches{64};
   std::vector<int> threads{0};
@@ -32,7 +33,7 @@ struct MatrixSpec {
 /// Fields given explicitly on the command line; they override every matrix of a config file or
 /// suite.
 struct MatrixOverrides {
-  std::optional<std::vector<std::string>> workloads, drivers, devices, scalings;
+  std::optional<std::vector<std::string>> workloads, drivers, devices, precisions, scalings;
   std::optional<std::vector<int64_t>> batches;
   std::optional<std::vector<int>> threads;
   std::optional<std::vector<std::string>> data;
@@ -74,7 +75,12 @@ std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::st
 /// Expands matrices into cases for a job of `world_size` ranks, in matrix order, then field order.
 std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size);
 
-/// Checks every case before any benchmark work; throws UsageError naming the first problem.
+/// Gives every case without a device its driver's default device (cases of unknown drivers are
+/// left for validate() to report).
+void assign_default_devices(std::vector<CaseSpec>& cases, const Registry& drivers);
+
+/// Checks every case before any benchmark work, including that its device exists on this
+/// machine; throws UsageError naming the first problem.
 void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size);
 
 /// The expanded cases as TOML (one [[case]] table each), stored in the results file.

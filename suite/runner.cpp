@@ -13,6 +13,7 @@
 #include "suite/allreduce_bench.h"
 #include "suite/datasets.h"
 #include "suite/errors.h"
+#include "suite/gpu_binding.h"
 #include "suite/gradient_allreduce.h"
 #include "suite/host_memory.h"
 #include "suite/provenance.h"
@@ -78,18 +79,29 @@ double phase_median(const std::vector<double>& phases, int ranks, int iterations
   return median(slowest);
 }
 
-/// This rank's GPU: device 0 when the launcher left it exactly one, else its node-local rank.
-int gpu_index_for(int local_rank) {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (visible != nullptr && *visible != '\0' && std::string(visible).find(',') == std::string::npos) return 0;
-  return local_rank;
-}
-
 }  // namespace
 
-StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
-                        BucketedAllreduce* buckets) {
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases, BucketedAllreduce* buckets,
+                        GpuStep* gpu) {
   StepTimes t;
+  if (gpu != nullptr) {
+    // Marks 0..4 bracket the phases; without phases only 0 and the last are read.
+    gpu->mark(0);
+    model.forward();
+    if (time_phases) gpu->mark(1);
+    model.backward();
+    if (time_phases) gpu->mark(2);
+    gpu->allreduce(model.grad_buffer());
+    if (time_phases) gpu->mark(3);
+    model.update(opt);
+    const int last = time_phases ? 4 : 1;
+    gpu->mark(last);
+    t.total = gpu->seconds(0, last);
+    if (time_phases) {
+      for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = gpu->seconds(p, p + 1);
+    }
+    return t;
+  }
   // The all-reduce: one blocking call after backward, or buckets (started during backward when
   // the driver reports finished gradients) completed after it.
   const auto reduce = [&] {
@@ -196,19 +208,24 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   std::string message;
   std::unique_ptr<Model> model;
   std::shared_ptr<const Dataset> dataset;
-  const Support support = driver.supports(workload, device);
+  const Precision precision = parse_precision(spec.precision);
+  const int gpu = device == DeviceType::kCuda ? gpu_index_for(mpi_.local_rank()) : 0;
+  Support support = driver.device_available(device);
+  if (support.ok) support = driver.supports(workload, device);
+  if (support.ok) support = driver.supports_precision(workload, device, precision);
+  if (support.ok && device == DeviceType::kCuda && spec.bucket_mb > 0 && ranks > 1) {
+    support = Support::no(
+        "--bucket-mb: buckets are reduced with MPI on host memory; GPU gradients go through "
+        "one NCCL all-reduce");
+  }
   if (!support.ok) {
     status = Status::kUnsupported;
     message = support.reason;
-  } else if (device == DeviceType::kCuda && ranks > 1) {
-    // Refused before any GPU memory is taken: MPI here cannot reduce device buffers.
-    status = Status::kUnsupported;
-    message = "gradients on the GPU need an NCCL all-reduce, which this build does not have";
   } else {
     try {
       // Each rank draws its own dropout masks, as data-parallel training does.
       const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
-      model = driver.create(workload, {device, gpu_index_for(mpi_.local_rank()), threads, rank_seed});
+      model = driver.create(workload, {device, gpu, threads, rank_seed, precision});
       model->load_parameters(canonical_parameters(workload, spec.seed));
       if (spec.data == "synthetic") {
         model->set_batch(synthetic_batch(workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
@@ -216,6 +233,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
         std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
         if (!cached) cached = open_dataset(spec.data);
         dataset = cached;
+        // The first batch now, so that building the network (and running out of memory doing
+        // so) happens here rather than inside the timed loop.
+        model->set_batch(dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
       }
     } catch (const OutOfMemory& e) {
       status = Status::kOom;
@@ -229,6 +249,17 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     }
   }
   std::tie(status, message) = agree(comm, status, message);
+  // GPU models: CUDA-event timing, and the NCCL communicator (collective, so after the agreement).
+  std::unique_ptr<GpuStep> gpu_step;
+  if (status == Status::kOk && device == DeviceType::kCuda) {
+    try {
+      gpu_step = make_gpu_step(*model, comm, gpu);
+    } catch (const std::exception& e) {
+      // The other ranks may be inside NCCL's collective set-up, which has no way back.
+      fmt::print(stderr, "dlscale: rank {}: case {}: GPU set-up failed: {}\n", mpi_.rank(), spec.command(), e.what());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
 
   std::vector<double> times, phase_times, losses;
   int64_t host_peak = -1, device_peak = 0;
@@ -258,14 +289,15 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
       for (int i = 0; i < spec.warmup; ++i) {
         next_batch();
         DLSCALE_CHECK_MPI(MPI_Barrier(comm));
-        last = training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr).total;
+        last = training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr, gpu_step.get()).total;
         progress_.iteration("warm-up", i + 1, spec.warmup, last);
       }
       times.reserve(static_cast<size_t>(spec.iterations));
       for (int i = 0; i < spec.iterations; ++i) {
         next_batch();
         DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
-        const StepTimes t = training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr);
+        const StepTimes t =
+            training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr, gpu_step.get());
         times.push_back(t.total);
         if (spec.phases) phase_times.insert(phase_times.end(), t.phase, t.phase + kPhaseCount);
         double loss = model->loss() / ranks, mean_loss = 0;
@@ -300,7 +332,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   // The all-reduce microbenchmark at this case's gradient size, for the phase breakdown and the
   // projection; collective over the case's ranks, so it runs before rank 0 goes its own way.
   std::optional<AllreduceResult> microbenchmark;
-  if (status == Status::kOk && spec.phases && ranks > 1) {
+  // On GPUs the gradients go over NCCL, which this MPI microbenchmark does not measure: no
+  // projection there (left for an NCCL microbenchmark).
+  if (status == Status::kOk && spec.phases && ranks > 1 && device == DeviceType::kCpu) {
     AllreduceOptions options;
     // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it
     // so that even a tiny model gets at least two sizes.

@@ -28,10 +28,14 @@ struct StepTimes {
   double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
 };
 
-/// One timed training step. Without `time_phases` the step is timed as a whole with one
-/// synchronisation at its end; with it, the device is synchronised at every phase boundary.
+class GpuStep;
+
+/// One timed training step. On the CPU, the host clock is read after a synchronisation: once at
+/// the end of the step, or at every phase boundary with `time_phases`. A GPU model passes `gpu`:
+/// the step is then timed by CUDA events on the model's stream (no synchronisation inside the
+/// step) and its gradients are averaged by NCCL on that stream.
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
-                        BucketedAllreduce* buckets = nullptr);
+                        BucketedAllreduce* buckets = nullptr, GpuStep* gpu = nullptr);
 
 /// A finished case and what was measured alongside it.
 struct CaseOutcome {

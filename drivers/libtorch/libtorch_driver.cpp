@@ -86,6 +86,13 @@ class LibTorchModel final : public Model {
                                                 : at::Device(at::kCPU)) {
     at::set_num_threads(ctx.threads);
     at::manual_seed(ctx.seed);  // dropout masks
+    if (device_.is_cuda()) {
+      // Explicit both ways: PyTorch lets cuDNN use TF32 for fp32 convolutions by default, which
+      // would make its "fp32" differ from every other driver's.
+      const bool tf32 = ctx.precision == Precision::kTf32;
+      at::globalContext().setAllowTF32CuBLAS(tf32);
+      at::globalContext().setAllowTF32CuDNN(tf32);
+    }
     const at::TensorOptions opts = at::TensorOptions().dtype(at::kFloat).device(device_);
     const int64_t n = parameter_count(w);
     params_ = at::empty({n}, opts);
@@ -302,11 +309,18 @@ class LibTorchDriver final : public Driver {
  public:
   std::string_view name() const override { return "libtorch"; }
 
-  Support supports(const Workload&, DeviceType device) const override {
+  Support supports(const Workload&, DeviceType) const override { return Support::yes(); }
+
+  Support device_available(DeviceType device) const override {
     if (device == DeviceType::kCuda && !torch::cuda::is_available()) {
-      return Support::no("libtorch driver: this LibTorch has no CUDA (or no GPU is visible)");
+      return Support::no("this LibTorch was built without CUDA or sees no GPU");
     }
     return Support::yes();
+  }
+
+  Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
+    if (precision == Precision::kTf32 && device == DeviceType::kCuda) return Support::yes();
+    return Driver::supports_precision(w, device, precision);
   }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {

@@ -2,7 +2,9 @@
 // canonical parameters and the same batch, each driver must compute what the float64 reference
 // driver computes — initial loss, the full gradient vector, and the loss after three SGD steps —
 // on small variants of every catalog workload. Dropout is removed (no two backends can share
-// its random masks).
+// its random masks). Built twice: for the CPU drivers on the CPU, and (DLSCALE_CONFORMANCE_ON_GPU,
+// label gpu) for every driver that can run on a GPU, on the GPU; a driver that cannot use the
+// device on this machine is skipped, saying why.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,6 +35,12 @@ const std::vector<std::string> kVariants = {
     "mnist_cnn_nayak:width=4,fc=16",
 };
 
+#ifdef DLSCALE_CONFORMANCE_ON_GPU
+constexpr DeviceType kDevice = DeviceType::kCuda;
+#else
+constexpr DeviceType kDevice = DeviceType::kCpu;
+#endif
+
 constexpr int64_t kBatch = 4;
 constexpr uint64_t kSeed = 2024;
 
@@ -47,8 +55,11 @@ const Registry& registry() {
 
 std::vector<std::string> drivers_under_test() {
   std::vector<std::string> names;
-  for (const std::string& n : registry().names()) {
-    if (n != "reference") names.push_back(n);
+  for (const auto& d : registry().all()) {
+    // On the CPU, the drivers whose home is the CPU; on the GPU, every driver but the oracle.
+    if (d->name() == "reference") continue;
+    if (kDevice == DeviceType::kCpu && d->default_device() != DeviceType::kCpu) continue;
+    names.emplace_back(d->name());
   }
   return names;
 }
@@ -80,7 +91,8 @@ std::string worst_tensor(const Workload& w, const std::vector<float>& got, const
 }
 
 std::unique_ptr<Model> build(const std::string& driver, const Workload& w) {
-  auto model = registry().find(driver)->create(w, {DeviceType::kCpu, 0, 1, kSeed});
+  const DeviceType device = driver == "reference" ? DeviceType::kCpu : kDevice;
+  auto model = registry().find(driver)->create(w, {device, 0, 1, kSeed});
   model->load_parameters(canonical_parameters(w, kSeed));
   model->set_batch(synthetic_batch(w, kBatch, kSeed, 0));
   return model;
@@ -91,7 +103,9 @@ class DriverConformance : public ::testing::TestWithParam<std::tuple<std::string
 TEST_P(DriverConformance, AgreesWithTheReference) {
   const auto& [driver, variant] = GetParam();
   const Workload w = without_dropout(make_workload(variant));
-  ASSERT_TRUE(registry().find(driver)->supports(w, DeviceType::kCpu).ok);
+  const Support available = registry().find(driver)->device_available(kDevice);
+  if (!available.ok) GTEST_SKIP() << driver << ": " << available.reason;
+  ASSERT_TRUE(registry().find(driver)->supports(w, kDevice).ok);
   auto model = build(driver, w), oracle = build("reference", w);
 
   model->forward();

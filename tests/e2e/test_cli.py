@@ -21,6 +21,8 @@ sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
 
 SMALL = "mnist_fnn:width=16"
+HAS_GPU = shutil.which("nvidia-smi") is not None and subprocess.run(
+    ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 SMALL_FCN = "fcn5:features=64,width=32"
 
 
@@ -42,6 +44,15 @@ class Workdir(unittest.TestCase):
 
     def path(self, name):
         return os.path.join(self.dir, name)
+
+    def assert_usage_error(self, args, needle, ranks=2):
+        proc = dlscale(args, ranks=ranks, cwd=self.dir)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        lines = error_lines(proc)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn(needle, lines[0])
+        self.assertNotIn("# dlscale run", proc.stdout)  # no case started
+        return proc
 
 
 class AcceptanceRun(Workdir):
@@ -85,14 +96,6 @@ class AcceptanceRun(Workdir):
 class BadInput(Workdir):
     """Every bad input: one line naming it, exit code 2, no benchmark work, no file touched."""
 
-    def assert_usage_error(self, args, needle, ranks=2):
-        proc = dlscale(args, ranks=ranks, cwd=self.dir)
-        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
-        lines = error_lines(proc)
-        self.assertEqual(len(lines), 1, proc.stderr)
-        self.assertIn(needle, lines[0])
-        self.assertNotIn("# dlscale run", proc.stdout)  # no case started
-        return proc
 
     def test_unknown_workload(self):
         self.assert_usage_error(["run", "-w", "resnet9000", "--out", self.path("a.h5")], "unknown workload 'resnet9000'")
@@ -183,16 +186,35 @@ class Matrices(Workdir):
         with h5py.File(out, "r") as f:
             self.assertEqual(sorted(f["cases"]), ["0000"])
 
-    def test_unsupported_device_is_recorded_not_faked(self):
+    @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
+    def test_missing_device_in_a_mixed_request_is_recorded_not_faked(self):
         out = self.path("cuda.h5")
-        proc = dlscale(["run", "-w", SMALL, "--device", "cuda", "--iterations", "1", "--out", out])
+        proc = dlscale(["run", "-w", SMALL, "--device", "cpu,cuda", "--iterations", "1", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(out, "r") as f:
-            case = f["cases/0000"]
+            self.assertEqual(f["cases/0000"].attrs["status"], "ok")
+            case = f["cases/0001"]
+            self.assertEqual(case.attrs["device_type"], "cuda")
             self.assertEqual(case.attrs["status"], "unsupported")
-            self.assertIn("no CUDA", case.attrs["message"])
+            self.assertIn("without CUDA", case.attrs["message"])
             self.assertNotIn("summary", case)
             self.assertEqual(case["iter_time_s"].shape, (2, 0))
+
+    @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
+    def test_only_a_missing_device_is_bad_input(self):
+        self.assert_usage_error(["run", "-w", SMALL, "--device", "cuda", "--out", self.path("a.h5")],
+                                "-d libtorch --device cuda: this LibTorch was built without CUDA")
+        self.assertFalse(os.path.exists(self.path("a.h5")))
+
+    @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
+    def test_cuda_driver_without_a_gpu_is_one_clear_error(self):
+        if "  cuda" not in subprocess.run([DLSCALE, "list"], capture_output=True, text=True).stdout.splitlines():
+            self.skipTest("this build has no cuda driver")
+        # -d cuda alone: the driver's own device is the GPU.
+        proc = self.assert_usage_error(["run", "-w", SMALL, "-d", "cuda", "--out", self.path("a.h5")],
+                                       "-d cuda --device cuda: no usable CUDA GPU on this machine")
+        self.assertEqual(len(error_lines(proc)), 1, proc.stderr)
+        self.assertFalse(os.path.exists(self.path("a.h5")))
 
     def test_phases_sum_to_the_step(self):
         out = self.path("phases.h5")

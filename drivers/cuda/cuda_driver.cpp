@@ -1,0 +1,396 @@
+// CUDA driver. Parameters and gradients live in two flat device buffers in the driver's own
+// layout: the canonical tensors in canonical order, each starting on a 256-byte boundary (what
+// cuBLAS and cuDNN want for their fastest kernels), except that each LSTM layer is one cuDNN
+// weight space, whose internal order cuDNN chooses. load_parameters/export_* translate.
+//
+// The network is built on the first set_batch() of a batch size: per-layer activation and
+// gradient buffers, cuDNN descriptors, convolution algorithms found by cuDNN's find API on the
+// real buffers, and one shared workspace, so that a timed step allocates nothing.
+#include "drivers/cuda/cuda_driver.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "drivers/cuda/cuda_kernels.h"
+#include "drivers/cuda/cuda_layers.h"
+#include "drivers/cuda/cuda_lstm.h"
+#include "drivers/cuda/cuda_resources.h"
+#include "drivers/cuda/gpu_devices.h"
+#include "drivers/cuda/nccl_communicator.h"
+
+namespace dlscale {
+
+namespace {
+
+using namespace cuda;  // NOLINT: this file is the driver's own
+
+constexpr int64_t kAlignFloats = 64;                // 256 bytes
+constexpr size_t kCublasWorkspace = 32ull << 20;    // what cuBLAS recommends for Hopper
+constexpr size_t kSearchWorkspaceMax = 1ull << 30;  // cap on scratch for the algorithm searches
+
+int64_t align(int64_t v) { return (v + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+int64_t product(const std::vector<int64_t>& shape) {
+  int64_t p = 1;
+  for (int64_t d : shape) p *= d;
+  return p;
+}
+
+class CudaModel final : public Model {
+ public:
+  CudaModel(const Workload& w, const DriverContext& ctx) : workload_(w), device_(ctx.device_index) {
+    ctx_.cudnn = cudnn_;
+    ctx_.cublas = cublas_;
+    ctx_.stream = stream_;
+    ctx_.memory = &memory_;
+    ctx_.precision = ctx.precision;
+    seed_ = ctx.seed;
+    ctx_.conv_algorithms = &conv_algorithms_;
+    DLSCALE_CHECK_CUDA(cudnnSetStream(cudnn_, stream_));
+    DLSCALE_CHECK_CUDA(cublasSetStream(cublas_, stream_));
+    // After cublasSetStream, which resets the handle to cuBLAS's own pool: a fixed workspace of
+    // ours means cuBLAS never allocates during a timed step.
+    cublas_workspace_ = DeviceBuffer(kCublasWorkspace, &memory_);
+    DLSCALE_CHECK_CUDA(cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspace));
+    DLSCALE_CHECK_CUDA(cublasSetMathMode(
+        cublas_, ctx.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    lay_out_parameters();
+  }
+
+  void load_parameters(const std::vector<float>& canonical) override {
+    if (canonical.size() != static_cast<size_t>(parameter_count(workload_))) {
+      throw std::invalid_argument(
+          fmt::format("load_parameters: expected {} values, got {}", parameter_count(workload_), canonical.size()));
+    }
+    std::vector<float> driver(static_cast<size_t>(total_), 0.0f);
+    for (const WeightPiece& p : pieces_) {
+      std::copy_n(canonical.begin() + p.canonical, p.count, driver.begin() + p.driver);
+    }
+    DLSCALE_CHECK_CUDA(
+        cudaMemcpyAsync(params_.get(), driver.data(), driver.size() * 4, cudaMemcpyHostToDevice, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+  std::vector<float> export_parameters() override { return to_canonical(params_); }
+  std::vector<float> export_gradients() override { return to_canonical(grads_); }
+
+  void set_batch(const Batch& batch) override {
+    if (batch.size != batch_) build(batch.size);
+    const int64_t m = batch.size * workload_.labels_per_sample();
+    if (static_cast<int64_t>(batch.labels.size()) != m) {
+      throw std::invalid_argument(fmt::format("cuda driver: {} labels for {} expected", batch.labels.size(), m));
+    }
+    if (workload_.input_kind == InputKind::kTokens) {
+      for (int64_t t : batch.tokens) {
+        if (t < 0 || t >= workload_.vocab)
+          throw std::invalid_argument(fmt::format("token {} outside the vocabulary", t));
+      }
+      copy_in(tokens_, batch.tokens.data(), batch.tokens.size() * 8);
+    } else {
+      copy_in(input_, batch.features.data(), batch.features.size() * 4);
+    }
+    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+      const std::vector<float> labels(batch.labels.begin(), batch.labels.end());
+      copy_in(labels_, labels.data(), labels.size() * 4);
+    } else {
+      for (int64_t l : batch.labels) {
+        if (l < 0 || l >= workload_.num_classes) throw std::invalid_argument(fmt::format("label {} out of range", l));
+      }
+      copy_in(labels_, batch.labels.data(), batch.labels.size() * 8);
+    }
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+  void forward() override {
+    require_batch();
+    // Mixed precision: this step's bf16 copy of the fp32 master weights (as autocast casts them).
+    if (ctx_.precision == Precision::kBf16) to_bf16(params_.as(), params16_.get(), total_, stream_);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (layers_[i]) layers_[i]->forward(input_of(i), acts_[i]);
+    }
+    const float* logits = acts_.back();
+    float* dlogits = grads_of_acts_.back();
+    const int64_t rows = batch_ * workload_.labels_per_sample();
+    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+      sigmoid_binary_cross_entropy(logits, labels_.as(), row_loss_.as(), dlogits, rows, stream_);
+    } else {
+      const float one = 1.0f, zero = 0.0f;
+      DLSCALE_CHECK_CUDA(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &one, logits_desc_,
+                                             logits, &zero, logits_desc_, log_probs_.get()));
+      softmax_cross_entropy(log_probs_.as(), labels_.as<int64_t>(), row_loss_.as(), dlogits, rows,
+                            workload_.num_classes, stream_);
+    }
+    mean(row_loss_.as(), rows, loss_.as<double>(), stream_);
+  }
+
+  void backward() override {
+    require_batch();
+    for (size_t i = layers_.size(); i-- > 0;) {
+      if (!layers_[i]) continue;  // Flatten: its buffers alias its input's
+      layers_[i]->backward(input_of(i), acts_[i], grads_of_acts_[i], input_grad_of(i));
+    }
+  }
+
+  double loss() override {
+    double value = 0;
+    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(&value, loss_.get(), sizeof value, cudaMemcpyDeviceToHost, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+    return value;
+  }
+
+  GradBuffer grad_buffer() override { return {grads_.as(), static_cast<size_t>(total_), true}; }
+
+  void update(const Optimizer& opt) override {
+    sgd_update(params_.as(), grads_.as(), total_, static_cast<float>(opt.learning_rate), stream_);
+  }
+
+  void synchronize() override { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+
+  MemoryStats memory() const override { return {memory_.peak}; }
+
+  void* cuda_stream() const override { return stream_.get(); }
+
+ private:
+  /// Places every parameter tensor in the flat buffers and records how canonical maps to them.
+  void lay_out_parameters() {
+    const std::vector<ParamSpec> specs = parameter_layout(workload_);
+    layer_params_.resize(workload_.layers.size());
+    std::vector<std::vector<int64_t>> offsets(workload_.layers.size());  // driver offset per tensor
+    std::map<int, size_t> lstm_bytes;
+    int64_t next = 0;
+    size_t s = 0;
+    for (size_t li = 0; li < workload_.layers.size(); ++li) {
+      const Layer& l = workload_.layers[li];
+      if (l.kind == LayerKind::kLstm) {
+        const LstmWeightLayout lw = lstm_weight_layout(cudnn_, l, specs[s].offset, ctx_.precision);
+        next = align(next);
+        for (const WeightPiece& p : lw.pieces) pieces_.push_back({p.canonical, next + p.driver, p.count});
+        offsets[li].push_back(next);
+        lstm_bytes[static_cast<int>(li)] = lw.bytes;
+        next += static_cast<int64_t>(lw.bytes / 4);
+        while (s < specs.size() && specs[s].layer == static_cast<int>(li)) ++s;
+        continue;
+      }
+      for (; s < specs.size() && specs[s].layer == static_cast<int>(li); ++s) {
+        next = align(next);
+        pieces_.push_back({specs[s].offset, next, specs[s].count});
+        offsets[li].push_back(next);
+        next += specs[s].count;
+      }
+    }
+    total_ = align(std::max<int64_t>(next, 1));
+    params_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+    grads_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+    if (ctx_.precision == Precision::kBf16) params16_ = DeviceBuffer(static_cast<size_t>(total_) * 2, &memory_);
+    for (size_t li = 0; li < offsets.size(); ++li) {
+      LayerParams& p = layer_params_[li];
+      for (int64_t off : offsets[li]) {
+        p.value.push_back(params_.as() + off);
+        p.grad.push_back(grads_.as() + off);
+        if (ctx_.precision == Precision::kBf16) p.bf16.push_back(static_cast<char*>(params16_.get()) + 2 * off);
+      }
+      if (auto it = lstm_bytes.find(static_cast<int>(li)); it != lstm_bytes.end()) p.weight_space_bytes = it->second;
+    }
+  }
+
+  /// Builds every buffer, layer and algorithm choice for batches of `n`.
+  void build(int64_t n) {
+    layers_.clear();
+    owned_.clear();
+    acts_.clear();
+    grads_of_acts_.clear();
+    batch_ = 0;
+    const std::vector<std::vector<int64_t>> shapes = activation_shapes(workload_);
+    const auto floats = [&](int64_t count) { return DeviceBuffer(static_cast<size_t>(count) * 4, &memory_); };
+    if (workload_.input_kind == InputKind::kTokens) {
+      tokens_ = DeviceBuffer(static_cast<size_t>(n * workload_.input_size()) * 8, &memory_);
+    } else {
+      input_ = floats(n * workload_.input_size());
+    }
+    for (size_t i = 0; i < workload_.layers.size(); ++i) {
+      if (workload_.layers[i].kind == LayerKind::kFlatten) {
+        // A view: the same buffers as its input. As the first layer it passes the input on, and
+        // nothing needs the input's gradient.
+        acts_.push_back(i == 0 ? input_.as() : acts_.back());
+        grads_of_acts_.push_back(i == 0 ? nullptr : grads_of_acts_.back());
+        continue;
+      }
+      const int64_t elems = n * product(shapes[i]);
+      owned_.push_back(floats(elems));
+      acts_.push_back(owned_.back().as());
+      owned_.push_back(floats(elems));
+      grads_of_acts_.push_back(owned_.back().as());
+    }
+    for (size_t i = 0; i < workload_.layers.size(); ++i) {
+      const Layer& l = workload_.layers[i];
+      if (l.kind == LayerKind::kFlatten) {
+        layers_.push_back(nullptr);
+        continue;
+      }
+      const std::vector<int64_t>& in = i == 0 ? workload_.input_shape : shapes[i - 1];
+      // Each layer its own dropout stream: equal seeds would give equal masks to equal shapes.
+      const uint64_t layer_seed = seed_ + 0x9e3779b97f4a7c15ULL * (i + 1);
+      layers_.push_back(make_layer(ctx_, l, n, in, shapes[i], layer_params_[i], tokens_.as<int64_t>(), layer_seed));
+    }
+    const int64_t rows = n * workload_.labels_per_sample();
+    const int64_t classes = workload_.num_classes;
+    row_loss_ = floats(rows);
+    loss_ = DeviceBuffer(sizeof(double), &memory_);
+    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+      labels_ = floats(rows);
+    } else {
+      labels_ = DeviceBuffer(static_cast<size_t>(rows) * 8, &memory_);
+      log_probs_ = floats(rows * classes);
+      DLSCALE_CHECK_CUDA(cudnnSetTensor4dDescriptor(logits_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                    static_cast<int>(rows), static_cast<int>(classes), 1, 1));
+    }
+    batch_ = n;
+    choose_algorithms();
+  }
+
+  /// Runs every layer's algorithm search with scratch memory, then allocates the one workspace
+  /// the chosen algorithms need.
+  void choose_algorithms() {
+    workspace_ = DeviceBuffer();
+    size_t free_bytes = 0, total_bytes = 0;
+    DLSCALE_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    size_t needed = 0;
+    {
+      // Not counted in the memory peak: it is freed before training and training never needs it.
+      const DeviceBuffer search(std::min(kSearchWorkspaceMax, free_bytes / 2), nullptr);
+      ctx_.search_workspace = search.get();
+      ctx_.search_workspace_bytes = search.bytes();
+      for (size_t i = 0; i < layers_.size(); ++i) {
+        if (!layers_[i]) continue;
+        needed = std::max(needed, layers_[i]->prepare(input_of(i), acts_[i], input_grad_of(i), grads_of_acts_[i]));
+      }
+      ctx_.search_workspace = nullptr;
+      ctx_.search_workspace_bytes = 0;
+    }
+    workspace_ = DeviceBuffer(needed, &memory_);
+    ctx_.workspace = workspace_.get();
+    ctx_.workspace_bytes = workspace_.bytes();
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+  const float* input_of(size_t i) const { return i == 0 ? input_.as() : acts_[i - 1]; }
+  /// Where layer i's input gradient goes; nullptr when no earlier layer needs it.
+  float* input_grad_of(size_t i) const { return i == 0 ? nullptr : grads_of_acts_[i - 1]; }
+
+  void require_batch() const {
+    if (batch_ == 0) throw std::logic_error("cuda driver: set_batch() must come before training");
+  }
+
+  void copy_in(const DeviceBuffer& to, const void* from, size_t bytes) {
+    if (bytes > to.bytes()) throw std::invalid_argument("cuda driver: batch larger than the network was built for");
+    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(to.get(), from, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  std::vector<float> to_canonical(const DeviceBuffer& buffer) {
+    std::vector<float> driver(static_cast<size_t>(total_));
+    DLSCALE_CHECK_CUDA(
+        cudaMemcpyAsync(driver.data(), buffer.get(), driver.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+    std::vector<float> canonical(static_cast<size_t>(parameter_count(workload_)));
+    for (const WeightPiece& p : pieces_) {
+      std::copy_n(driver.begin() + p.driver, p.count, canonical.begin() + p.canonical);
+    }
+    return canonical;
+  }
+
+  // Declaration order is destruction order in reverse: handles and the stream outlive every
+  // buffer and layer that uses them.
+  /// Makes the model's GPU current; constructed before the stream and the library handles,
+  /// which belong to the GPU that is current when they are created.
+  struct DeviceSelection {
+    explicit DeviceSelection(int device) {
+      std::string why;
+      const int count = visible_gpu_count(&why);
+      if (device < 0 || device >= count) {
+        throw std::invalid_argument(
+            fmt::format("cuda driver: GPU {} requested, {} visible{}", device, count, why.empty() ? "" : ": " + why));
+      }
+      DLSCALE_CHECK_CUDA(cudaSetDevice(device));
+    }
+  };
+
+  Workload workload_;
+  DeviceSelection device_;
+  MemoryTracker memory_;
+  Stream stream_;
+  CudnnHandle cudnn_;
+  CublasHandle cublas_;
+  LayerContext ctx_;
+  std::map<std::string, ConvAlgorithms> conv_algorithms_;
+  DeviceBuffer cublas_workspace_, params_, grads_, params16_, workspace_;
+  int64_t total_ = 0;                // floats in the flat buffers, padding included
+  std::vector<WeightPiece> pieces_;  // canonical <-> driver layout
+  std::vector<LayerParams> layer_params_;
+  int64_t batch_ = 0;  // the batch size the network is built for; 0: none yet
+  uint64_t seed_ = 0;  // dropout
+  DeviceBuffer input_, tokens_, labels_, row_loss_, log_probs_, loss_;
+  TensorDesc logits_desc_;
+  std::vector<DeviceBuffer> owned_;                // activation and gradient buffers
+  std::vector<float*> acts_, grads_of_acts_;       // per layer: its output and the loss's gradient there
+  std::vector<std::unique_ptr<GpuLayer>> layers_;  // nullptr for Flatten
+};
+
+class CudaDriver final : public Driver {
+ public:
+  std::string_view name() const override { return "cuda"; }
+
+  DeviceType default_device() const override { return DeviceType::kCuda; }
+
+  Support device_available(DeviceType device) const override {
+    if (device != DeviceType::kCuda) return Support::no("the cuda driver runs on GPUs only (--device cuda)");
+    std::string why;
+    if (visible_gpu_count(&why) == 0) return Support::no(fmt::format("no usable CUDA GPU on this machine ({})", why));
+    return Support::yes();
+  }
+
+  Support supports(const Workload&, DeviceType device) const override {
+    if (device != DeviceType::kCuda) return Support::no("the cuda driver runs on GPUs only");
+    return Support::yes();  // every layer kind of workloads/workload.h
+  }
+
+  Support supports_precision(const Workload& w, DeviceType, Precision precision) const override {
+    if (precision == Precision::kBf16) {
+      for (const Layer& l : w.layers) {
+        if (l.kind == LayerKind::kLstm) return Support::no("cuda driver: bf16 LSTMs are not implemented");
+      }
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
+    if (ctx.device != DeviceType::kCuda) throw std::invalid_argument("the cuda driver runs on GPUs only");
+    return std::make_unique<CudaModel>(w, ctx);
+  }
+
+  std::map<std::string, std::string> versions() const override {
+    std::map<std::string, std::string> v;
+    int runtime = 0, driver = 0;
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
+      v["cuda_runtime"] = fmt::format("{}.{}", runtime / 1000, (runtime % 1000) / 10);
+    }
+    // 0 or an error where no NVIDIA driver is installed.
+    v["cuda_driver"] = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0
+                           ? fmt::format("{}.{}", driver / 1000, (driver % 1000) / 10)
+                           : std::string("none");
+    (void)cudaGetLastError();
+    const size_t cudnn = cudnnGetVersion();
+    v["cudnn"] = fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100);
+    v["cublas"] = fmt::format("{}.{}.{}", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
+    v["nccl"] = nccl_version();
+    return v;
+  }
+};
+
+}  // namespace
+
+void register_cuda(Registry& registry) { registry.add(std::make_unique<CudaDriver>()); }
+
+}  // namespace dlscale

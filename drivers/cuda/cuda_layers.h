@@ -1,0 +1,71 @@
+// The CUDA driver's layers. Each layer owns its cuDNN descriptors and any state it keeps between
+// forward and backward; activations and gradients are buffers the model owns and passes in.
+// Every call queues work on the model's stream and returns without waiting.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drivers/cuda/cuda_resources.h"
+#include "drivers/driver.h"
+#include "workloads/workload.h"
+
+namespace dlscale::cuda {
+
+/// The convolution algorithms chosen for one shape, and the workspace each needs.
+struct ConvAlgorithms {
+  cudnnConvolutionFwdAlgo_t forward{};
+  cudnnConvolutionBwdDataAlgo_t backward_data{};
+  cudnnConvolutionBwdFilterAlgo_t backward_filter{};
+  cudnnMathType_t forward_math{}, backward_data_math{}, backward_filter_math{};
+  size_t workspace_bytes = 0;
+};
+
+/// What every layer of one model shares.
+struct LayerContext {
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudaStream_t stream = nullptr;
+  MemoryTracker* memory = nullptr;
+  Precision precision = Precision::kFp32;
+  /// Algorithms found per convolution shape, so that ResNet's repeated blocks search once.
+  std::map<std::string, ConvAlgorithms>* conv_algorithms = nullptr;
+  /// Scratch for algorithm searches (prepare) and the shared workspace of the timed steps.
+  void* search_workspace = nullptr;
+  size_t search_workspace_bytes = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+/// A layer's parameters and their gradients: pointers into the model's flat buffers (driver
+/// layout), plus the bf16 copy of the parameters under bf16 precision.
+struct LayerParams {
+  std::vector<float*> value, grad;
+  std::vector<void*> bf16;        ///< empty unless precision is bf16
+  size_t weight_space_bytes = 0;  ///< LSTM: its cuDNN weight space starts at value[0] (grad[0])
+};
+
+class GpuLayer {
+ public:
+  virtual ~GpuLayer() = default;
+  /// Runs the searches that choose algorithms, with real buffers, before any timed step; returns
+  /// the workspace the layer needs during training.
+  virtual size_t prepare(const float* x, float* y, float* dx, float* dy) {
+    (void)x, (void)y, (void)dx, (void)dy;
+    return 0;
+  }
+  virtual void forward(const float* x, float* y) = 0;
+  /// Computes the parameter gradients and, unless dx is nullptr, the input gradient.
+  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
+};
+
+/// Builds the layer `l` for a batch of `n` with per-sample input shape `in` and output `out`.
+/// `tokens` is the model's device token buffer (Embedding reads it instead of `x`); `seed` seeds
+/// the layer's random numbers (dropout).
+std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t n, const std::vector<int64_t>& in,
+                                     const std::vector<int64_t>& out, const LayerParams& params, const int64_t* tokens,
+                                     uint64_t seed);
+
+}  // namespace dlscale::cuda

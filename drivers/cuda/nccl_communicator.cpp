@@ -1,0 +1,47 @@
+#include "drivers/cuda/nccl_communicator.h"
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "drivers/cuda/cuda_check.h"
+
+namespace dlscale::cuda {
+
+namespace {
+
+void check_mpi(int status, const char* call) {
+  if (status != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI error {} in {}", status, call));
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, int device) {
+  int rank = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &ranks_), "MPI_Comm_size");
+  ncclUniqueId id{};
+  if (rank == 0) DLSCALE_CHECK_CUDA(ncclGetUniqueId(&id));
+  check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm), "MPI_Bcast(ncclUniqueId)");
+  DLSCALE_CHECK_CUDA(cudaSetDevice(device));  // NCCL binds the communicator to the current GPU
+  DLSCALE_CHECK_CUDA(ncclCommInitRank(&comm_, ranks_, id, rank));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
+}
+
+void NcclCommunicator::allreduce(float* data, size_t count, Op op, cudaStream_t stream) {
+  DLSCALE_CHECK_CUDA(ncclAllReduce(data, data, count, ncclFloat32, op == Op::kSum ? ncclSum : ncclAvg, comm_, stream));
+}
+
+const char* nccl_version() {
+  static const std::string text = [] {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) return std::string("unknown");
+    return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+  }();
+  return text.c_str();
+}
+
+}  // namespace dlscale::cuda

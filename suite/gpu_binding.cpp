@@ -1,0 +1,91 @@
+#include "suite/gpu_binding.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "suite/errors.h"
+
+#ifdef DLSCALE_WITH_CUDA
+#include "drivers/cuda/event_timer.h"
+#include "drivers/cuda/gpu_devices.h"
+#include "drivers/cuda/nccl_communicator.h"
+#endif
+
+namespace dlscale {
+
+int gpu_index_for(int local_rank) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != nullptr && *visible != '\0' && std::string(visible).find(',') == std::string::npos) return 0;
+#ifdef DLSCALE_WITH_CUDA
+  const int count = cuda::visible_gpu_count(nullptr);
+  if (count > 0) return local_rank % count;
+#endif
+  return local_rank;
+}
+
+std::string describe_gpu(int index) {
+#ifdef DLSCALE_WITH_CUDA
+  std::string why;
+  if (index < cuda::visible_gpu_count(&why)) return cuda::gpu_info(index).describe();
+  return fmt::format("cuda:{} (not available: {})", index, why.empty() ? "no such GPU" : why);
+#else
+  return fmt::format("cuda:{} (this build has no CUDA)", index);
+#endif
+}
+
+std::vector<std::string> shared_gpu_warnings(const std::vector<RankInfo>& table) {
+  std::vector<std::string> warnings;
+  for (size_t a = 0; a < table.size(); ++a) {
+    if (table[a].device.rfind("cuda:", 0) != 0) continue;
+    for (size_t b = a + 1; b < table.size(); ++b) {
+      if (table[a].host == table[b].host && table[a].device == table[b].device) {
+        warnings.push_back(
+            fmt::format("ranks {} and {} on {} share GPU {}: their timings interfere (and NCCL "
+                        "refuses two ranks on one GPU)",
+                        table[a].rank, table[b].rank, table[a].host, table[a].device));
+      }
+    }
+  }
+  return warnings;
+}
+
+#ifdef DLSCALE_WITH_CUDA
+namespace {
+
+class CudaGpuStep final : public GpuStep {
+ public:
+  CudaGpuStep(const Model& model, MPI_Comm comm, int device)
+      : stream_(model.cuda_stream()), timer_(model.cuda_stream(), 5) {
+    int ranks = 1;
+    DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks));
+    if (ranks > 1) nccl_ = std::make_unique<cuda::NcclCommunicator>(comm, device);
+  }
+  void mark(int i) override { timer_.record(i); }
+  double seconds(int from, int to) override { return timer_.seconds(from, to); }
+  void allreduce(const GradBuffer& grads) override {
+    if (nccl_) {
+      nccl_->allreduce(grads.data, grads.count, cuda::NcclCommunicator::Op::kAverage,
+                       static_cast<cudaStream_t>(stream_));
+    }
+  }
+
+ private:
+  void* stream_;
+  cuda::EventTimer timer_;
+  std::unique_ptr<cuda::NcclCommunicator> nccl_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuStep> make_gpu_step(const Model& model, MPI_Comm comm, int device) {
+  return std::make_unique<CudaGpuStep>(model, comm, device);
+}
+#else
+std::unique_ptr<GpuStep> make_gpu_step(const Model&, MPI_Comm, int) {
+  throw std::runtime_error("this build has no CUDA: GPU models cannot be timed or reduced");
+}
+#endif
+
+}  // namespace dlscale

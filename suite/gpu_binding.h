@@ -1,0 +1,44 @@
+// Which GPU a rank trains on, how that is recorded, and what the harness runs on it besides the
+// model: CUDA-event timing and the NCCL gradient all-reduce. Compiles without CUDA (then there
+// is no GPU to bind, and GPU cases never get past validation).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drivers/driver.h"
+#include "suite/mpi_context.h"
+
+namespace dlscale {
+
+/// The GPU of a rank with node-local rank `local_rank`: device 0 when the launcher left exactly
+/// one visible (CUDA_VISIBLE_DEVICES with one entry, as `srun --gpus-per-task=1` does), else the
+/// node-local rank, modulo the GPUs visible (more ranks than GPUs share them; a warning says so).
+int gpu_index_for(int local_rank);
+
+/// /system/ranks' device entry for a rank that trains on GPU `index` ("cuda:0 NVIDIA H100 …"),
+/// or why it has none.
+std::string describe_gpu(int index);
+
+/// One warning per pair of ranks on one host that train on the same GPU.
+std::vector<std::string> shared_gpu_warnings(const std::vector<RankInfo>& table);
+
+/// What a training step on a GPU model needs from the harness.
+class GpuStep {
+ public:
+  virtual ~GpuStep() = default;
+  /// Records timing mark `i` on the model's stream.
+  virtual void mark(int i) = 0;
+  /// Seconds between two marks, once the later one has completed.
+  virtual double seconds(int from, int to) = 0;
+  /// Averages the gradient buffer over the case's ranks (NCCL, on the model's stream); a no-op
+  /// on one rank.
+  virtual void allreduce(const GradBuffer& grads) = 0;
+};
+
+/// Collective over `comm` when it has more than one rank (the NCCL communicator is created
+/// here). Throws std::runtime_error when this build has no CUDA.
+std::unique_ptr<GpuStep> make_gpu_step(const Model& model, MPI_Comm comm, int device);
+
+}  // namespace dlscale

@@ -1,0 +1,146 @@
+// Real ranks, real GPUs (label gpu): the NCCL all-reduce is exact element by element, and GPU
+// training through the harness's own step (CUDA events, NCCL on the model's stream) keeps every
+// rank's parameters bit-identical while averaging their gradients. NCCL refuses two ranks on one
+// GPU, so with fewer GPUs than ranks on a node every test skips, as they do without a GPU.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drivers/cuda/cuda_resources.h"
+#include "drivers/cuda/gpu_devices.h"
+#include "drivers/cuda/nccl_communicator.h"
+#include "drivers/driver.h"
+#include "suite/gpu_binding.h"
+#include "suite/mpi_context.h"
+#include "suite/runner.h"
+#include "workloads/catalog.h"
+#include "workloads/data/synthetic.h"
+#include "workloads/init.h"
+
+namespace dlscale {
+namespace {
+
+// Created after MPI_Init and destroyed before MPI_Finalize (it owns a communicator).
+std::unique_ptr<MpiContext> g_mpi;
+
+const MpiContext& mpi() { return *g_mpi; }
+
+/// Why this job cannot test NCCL here (agreed over all ranks), or "" when it can.
+std::string skip_reason() {
+  std::string why;
+  const int gpus = cuda::visible_gpu_count(&why);
+  int lacking = gpus >= mpi().local_size() ? 0 : 1, any = 0;
+  MPI_Allreduce(&lacking, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any == 0) return "";
+  return gpus == 0 ? "no GPU: " + why
+                   : "fewer GPUs than ranks on a node (" + std::to_string(gpus) + " for " +
+                         std::to_string(mpi().local_size()) + "); NCCL needs one GPU per rank";
+}
+
+#define SKIP_WITHOUT_GPUS() \
+  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why
+
+TEST(NcclAllreduce, SumAndAverageAreExactAtOddSizes) {
+  SKIP_WITHOUT_GPUS();
+  const int device = gpu_index_for(mpi().local_rank());
+  DLSCALE_CHECK_CUDA(cudaSetDevice(device));
+  cuda::NcclCommunicator nccl(MPI_COMM_WORLD, device);
+  const cuda::Stream stream;
+  const int p = mpi().size(), r = mpi().rank();
+  for (size_t count : {size_t{1}, size_t{3}, size_t{1025}, size_t{1000003}, size_t{4194331}}) {
+    // Small integers times a rank factor: every partial sum is exact in float.
+    std::vector<float> mine(count), got(count);
+    for (size_t i = 0; i < count; ++i) mine[i] = static_cast<float>((r + 1) * (static_cast<int>(i % 97) - 48));
+    cuda::DeviceBuffer buffer(count * 4, nullptr);
+    for (auto op : {cuda::NcclCommunicator::Op::kSum, cuda::NcclCommunicator::Op::kAverage}) {
+      DLSCALE_CHECK_CUDA(cudaMemcpy(buffer.get(), mine.data(), count * 4, cudaMemcpyHostToDevice));
+      nccl.allreduce(buffer.as(), count, op, stream);
+      DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream));
+      DLSCALE_CHECK_CUDA(cudaMemcpy(got.data(), buffer.get(), count * 4, cudaMemcpyDeviceToHost));
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const double sum = p * (p + 1) / 2.0 * (static_cast<int>(i % 97) - 48);
+        if (op == cuda::NcclCommunicator::Op::kSum) {
+          wrong += got[i] != static_cast<float>(sum) ? 1 : 0;
+        } else {
+          // NCCL premultiplies by 1/P: exact for P a power of two, within rounding otherwise.
+          const double want = sum / p;
+          wrong += std::abs(got[i] - want) > 1e-6 * std::max(1.0, std::abs(want)) ? 1 : 0;
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << count << " floats, " << (op == cuda::NcclCommunicator::Op::kSum ? "sum" : "average")
+                           << ", rank " << r;
+    }
+  }
+}
+
+std::unique_ptr<Model> gpu_model(const Registry& reg, const Workload& w, uint64_t seed) {
+  auto model = reg.find("cuda")->create(w, {DeviceType::kCuda, gpu_index_for(mpi().local_rank()), 1, seed});
+  model->load_parameters(canonical_parameters(w, seed));
+  model->set_batch(synthetic_batch(w, 4, seed, mpi().rank()));  // each rank its own data
+  return model;
+}
+
+TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
+  SKIP_WITHOUT_GPUS();
+  Registry reg;
+  register_drivers(reg);
+  for (const char* spec :
+       {"fcn5:features=48,width=24", "mnist_cnn:width=4,fc=16", "lstm32:vocab=50,embed=8,hidden=8,seq=6"}) {
+    const Workload w = without_dropout(make_workload(spec));
+    auto model = gpu_model(reg, w, 13);
+    const std::vector<float> initial = model->export_parameters();
+    auto step = make_gpu_step(*model, MPI_COMM_WORLD, gpu_index_for(mpi().local_rank()));
+
+    model->forward();
+    model->backward();
+    const std::vector<float> local = model->export_gradients();
+    step->allreduce(model->grad_buffer());
+    const std::vector<float> averaged = model->export_gradients();
+    std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
+    MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double max_err = 0, max_abs = 0;
+    for (size_t i = 0; i < sum.size(); ++i) {
+      max_err = std::max(max_err, std::abs(averaged[i] - sum[i] / mpi().size()));
+      max_abs = std::max(max_abs, std::abs(sum[i] / mpi().size()));
+    }
+    EXPECT_GT(max_abs, 0.0) << spec;
+    EXPECT_LT(max_err, 1e-6 * max_abs) << spec;
+
+    for (int i = 0; i < 3; ++i) {
+      const StepTimes t = training_step(*model, MPI_COMM_WORLD, Optimizer{}, i == 1, nullptr, step.get());
+      EXPECT_GT(t.total, 0.0) << spec;
+      if (i == 1) {
+        EXPECT_NEAR(t.phase[0] + t.phase[1] + t.phase[2] + t.phase[3], t.total, 1e-9) << spec;
+      }
+    }
+    std::vector<float> mine = model->export_parameters(), root = mine;
+    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(mine.data(), root.data(), mine.size() * 4), 0) << spec << ": rank " << mpi().rank();
+    EXPECT_NE(mine, initial) << spec << ": training did not change the parameters";
+    EXPECT_GT(model->memory().device_peak_bytes, 0) << spec;
+  }
+}
+
+}  // namespace
+}  // namespace dlscale
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  dlscale::g_mpi = std::make_unique<dlscale::MpiContext>(MPI_COMM_WORLD);
+  if (dlscale::g_mpi->rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  dlscale::g_mpi.reset();
+  MPI_Finalize();
+  return any_failed;
+}
