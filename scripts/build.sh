@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing and builds the cpu preset into build/cpu: the common first half of
-# quickstart.sh and test.sh.
+# Installs what is missing and builds $DLSCALE_PRESET (scripts/env.sh: cuda where the CUDA
+# toolkit is, else cpu) into build/$DLSCALE_PRESET: the common first half of quickstart.sh and
+# test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
 
 scripts/setup-deps.sh
-cmake --preset cpu
-cmake --build --preset cpu -j "$(nproc)"
+echo "build.sh: preset $DLSCALE_PRESET"
+cmake --preset "$DLSCALE_PRESET"
+cmake --build --preset "$DLSCALE_PRESET" -j "$(nproc)"

@@ -6,3 +6,12 @@ fi
 if [ "$(nproc)" -lt 2 ]; then
   export OMPI_MCA_rmaps_base_oversubscribe=1
 fi
+# The build: the cuda preset (every CPU backend plus the CUDA driver and NCCL) where the CUDA
+# toolkit with cuDNN and NCCL is installed, else the cpu preset; DLSCALE_PRESET overrides.
+if [ -z "${DLSCALE_PRESET:-}" ]; then
+  DLSCALE_PRESET=cpu
+  if [ -x /usr/local/cuda/bin/nvcc ] && [ -f /usr/local/cuda/include/cudnn.h ] && [ -f /usr/local/cuda/include/nccl.h ]; then
+    DLSCALE_PRESET=cuda
+  fi
+fi
+export DLSCALE_PRESET

@@ -7,7 +7,7 @@ source scripts/env.sh
 
 scripts/build.sh
 
-mpirun -np 2 build/cpu/dlscale run --suite quick --out results/quick.h5 --overwrite
+mpirun -np 2 "build/$DLSCALE_PRESET/dlscale" run --suite quick --out results/quick.h5 --overwrite
 echo
 /usr/bin/python3 results/dlscale-report summary results/quick.h5
 echo

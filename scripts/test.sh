@@ -18,4 +18,4 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "test.sh: no GPU found, skipping tests labelled gpu"
   exclude=(-LE gpu)
 fi
-ctest --test-dir build/cpu --output-on-failure "${exclude[@]}" "$@"
+ctest --test-dir "build/$DLSCALE_PRESET" --output-on-failure "${exclude[@]}" "$@"

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The same networks in PyTorch eager mode on the same GPU: the yardstick the cuda driver is held
+to (issue: "at least match PyTorch eager").
+
+Each network is built from `dlscale list --json NAME`, so it is layer for layer the network dlscale
+trains (workloads/workload.h). A step is what dlscale times: forward, loss, backward, plain SGD
+update (no all-reduce: one GPU), timed with CUDA events after warm-up; the median is reported.
+fp32 means fp32: TF32 is switched off for cuBLAS and cuDNN unless --precision tf32.
+
+  python3 bench/pytorch_eager.py --dlscale build/gpu/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64
+
+Prints one JSON object per workload (workload, batch, precision, step_median_s, tflops).
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+import torch
+from torch import nn
+
+
+class Bottleneck(nn.Module):
+    """ResNet v1.5 bottleneck, stride on the 3x3 (workloads/workload.h)."""
+
+    def __init__(self, l):
+        super().__init__()
+        cin, mid, cout, s = l["in"], l["mid"], l["out"], l["stride"]
+        self.main = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+            nn.Conv2d(mid, mid, 3, stride=s, padding=1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.down = None
+        if s != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=s, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return torch.relu(self.main(x) + (self.down(x) if self.down is not None else x))
+
+
+class GlobalAvgPool(nn.Module):
+    def forward(self, x):
+        return x.mean((2, 3))
+
+
+class Lstm(nn.Module):
+    def __init__(self, l):
+        super().__init__()
+        self.lstm = nn.LSTM(l["in"], l["out"], num_layers=l["num_layers"], batch_first=True)
+        self.all_steps = l["all_steps"]
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return y if self.all_steps else y[:, -1, :]
+
+
+def layer(l):
+    k = l["kind"]
+    if k == "linear":
+        return nn.Linear(l["in"], l["out"], bias=l["bias"])
+    if k == "conv2d":
+        return nn.Conv2d(l["in"], l["out"], l["kernel"], stride=l["stride"], padding=l["padding"], bias=l["bias"])
+    if k == "maxpool2d":
+        return nn.MaxPool2d(l["kernel"], stride=l["stride"], padding=l["padding"])
+    if k == "global_avg_pool":
+        return GlobalAvgPool()
+    simple = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
+    if k in simple:
+        return simple[k]()
+    if k == "dropout":
+        return nn.Dropout(l["p"])
+    if k == "batchnorm2d":
+        return nn.BatchNorm2d(l["in"])
+    if k == "bottleneck":
+        return Bottleneck(l)
+    if k == "flatten":
+        return nn.Flatten()
+    if k == "embedding":
+        return nn.Embedding(l["in"], l["out"])
+    if k == "lstm":
+        return Lstm(l)
+    raise SystemExit(f"pytorch_eager: unknown layer kind {k}")
+
+
+def build(w):
+    return nn.Sequential(*[layer(l) for l in w["layers"]])
+
+
+def time_workload(w, batch, precision, warmup, iterations, device):
+    torch.manual_seed(0)
+    model = build(w).to(device).train()
+    # The same network: dlscale's parameter count, plus PyTorch's second LSTM bias (4H a layer),
+    # which dlscale does not have.
+    extra = sum(4 * l["out"] * l["num_layers"] for l in w["layers"] if l["kind"] == "lstm")
+    have = sum(p.numel() for p in model.parameters())
+    if have != w["params"] + extra:
+        sys.exit(f"pytorch_eager: {w['name']} has {have} parameters here, dlscale's has {w['params']} (+{extra})")
+    if w["input_kind"] == "tokens":
+        x = torch.randint(0, w["vocab"], [batch] + w["input_shape"], device=device)
+    else:
+        x = torch.randn([batch] + w["input_shape"], device=device)
+    steps = w["input_shape"][0] if w["label_per_step"] else 1
+    if w["loss"] == "sigmoid_bce":
+        y = torch.randint(0, 2, (batch,), device=device).float()
+        loss_fn = lambda out: nn.functional.binary_cross_entropy_with_logits(out.reshape(-1), y)  # noqa: E731
+    else:
+        y = torch.randint(0, w["num_classes"], (batch * steps,), device=device)
+        loss_fn = lambda out: nn.functional.cross_entropy(out.reshape(-1, w["num_classes"]), y)  # noqa: E731
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        with autocast:
+            loss = loss_fn(model(x))
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    times = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(iterations):
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    median = statistics.median(times)
+    return median, w["train_flops_per_sample"] * batch / median / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dlscale", default="build/cuda/dlscale", help="the dlscale binary (for `list --json`)")
+    ap.add_argument("-w", "--workloads", default="fcn5,alexnet,resnet50,lstm64")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=20)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("pytorch_eager: this PyTorch sees no GPU")
+    tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True  # choose convolution algorithms by timing, as dlscale does
+    for name in args.workloads.split(","):
+        w = json.loads(subprocess.run([args.dlscale, "list", "--json", name], check=True, capture_output=True,
+                                      text=True).stdout)
+        median, tflops = time_workload(w, args.batch, args.precision, args.warmup, args.iterations, "cuda")
+        print(json.dumps({"workload": name, "batch": args.batch, "precision": args.precision,
+                          "step_median_s": median, "tflops": tflops}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
