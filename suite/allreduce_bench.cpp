@@ -20,6 +20,19 @@ using Clock = std::chrono::steady_clock;
 /// in float32 (below 2^24).
 float input_value(size_t i, int rank) { return static_cast<float>((i + static_cast<size_t>(rank)) % 13 + 1); }
 
+/// Host memory, summed with the training step's own MPI all-reduce.
+class MpiTransport final : public AllreduceTransport {
+ public:
+  explicit MpiTransport(MPI_Comm comm) : comm_(comm) {}
+  void load(const std::vector<float>& values) override { buffer_ = values; }
+  void reduce() override { allreduce_sum_in_place(buffer_.data(), buffer_.size(), comm_); }
+  std::vector<float> read() override { return buffer_; }
+
+ private:
+  MPI_Comm comm_;
+  std::vector<float> buffer_;
+};
+
 }  // namespace
 
 std::vector<int64_t> allreduce_sizes(int64_t min_bytes, int64_t max_bytes, const std::vector<int64_t>& extra) {
@@ -31,7 +44,9 @@ std::vector<int64_t> allreduce_sizes(int64_t min_bytes, int64_t max_bytes, const
   return sizes;
 }
 
-AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options) {
+AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options, AllreduceTransport* transport) {
+  MpiTransport mpi(comm);
+  if (transport == nullptr) transport = &mpi;
   int rank = 0, ranks = 1;
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks));
@@ -48,16 +63,17 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
       throw std::invalid_argument("all-reduce sizes must be positive multiples of 4 bytes");
     }
     const auto n = static_cast<size_t>(r.bytes[s] / 4);
-    std::vector<float> pristine(n), buffer(n);
+    std::vector<float> pristine(n);
     for (size_t i = 0; i < n; ++i) pristine[i] = input_value(i, rank);
     for (int it = 0; it < options.warmup + options.iterations; ++it) {
-      std::memcpy(buffer.data(), pristine.data(), n * sizeof(float));
+      transport->load(pristine);
       DLSCALE_CHECK_MPI(MPI_Barrier(comm));
       const Clock::time_point t0 = Clock::now();
-      allreduce_sum_in_place(buffer.data(), n, comm);
+      transport->reduce();
       const double t = std::chrono::duration<double>(Clock::now() - t0).count();
       if (it >= options.warmup) mine[s * iters + static_cast<size_t>(it - options.warmup)] = t;
     }
+    const std::vector<float> buffer = transport->read();
     for (size_t i = 0; i < n; ++i) {
       float expected = 0;
       for (int q = 0; q < ranks; ++q) expected += input_value(i, q);

@@ -32,9 +32,25 @@ struct AllreduceResult {
   double alpha_s = 0, beta_s_per_byte = 0;               ///< ring fit (0 on one rank or one size)
 };
 
-/// Runs the microbenchmark on `comm` with the same in-place reduction the training step uses.
-/// Inputs are small integers, so every sum is exact in float32 and checked element by element.
-AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options);
+/// Where the benchmarked buffer lives and what sums it: by default host memory and MPI, the
+/// CPU training step's reduction; make_nccl_transport (suite/gpu_binding.h) gives GPU memory
+/// and NCCL, the GPU step's.
+class AllreduceTransport {
+ public:
+  virtual ~AllreduceTransport() = default;
+  /// Sets the buffer to `values` (not timed).
+  virtual void load(const std::vector<float>& values) = 0;
+  /// Sums the buffer in place over the ranks; returns when the result is complete.
+  virtual void reduce() = 0;
+  virtual std::vector<float> read() = 0;
+};
+
+/// Runs the microbenchmark on `comm` with the same in-place reduction the training step uses
+/// (`transport`; nullptr: MPI on host memory). Each iteration is timed on the host clock from
+/// its start to the completed result. Inputs are small integers, so every sum is exact in
+/// float32 and checked element by element.
+AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options,
+                                        AllreduceTransport* transport = nullptr);
 
 /// The /allreduce/NNNN group of a result (rank 0 only); `for_case` names the case it belongs to.
 GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case);

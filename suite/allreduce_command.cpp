@@ -2,9 +2,14 @@
 // results file with the same provenance as a training run.
 #include <fmt/format.h>
 
+#ifdef DLSCALE_WITH_CUDA
+#include "drivers/cuda/gpu_devices.h"
+#endif
+
 #include "suite/allreduce_bench.h"
 #include "suite/commands.h"
 #include "suite/errors.h"
+#include "suite/gpu_binding.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 
@@ -17,10 +22,15 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   std::string out_path = args.out.value_or("results/allreduce.h5");
   try {
     if (args.backend == "nccl") {
-      throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset on a GPU machine)");
-    }
-    if (args.backend != "mpi")
+#ifdef DLSCALE_WITH_CUDA
+      std::string why;
+      if (cuda::visible_gpu_count(&why) == 0) throw UsageError("--backend nccl: no usable CUDA GPU here (" + why + ")");
+#else
+      throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset)");
+#endif
+    } else if (args.backend != "mpi") {
       throw UsageError(fmt::format("unknown backend '{}' (expected mpi or nccl)", args.backend));
+    }
     if (args.min_bytes < 4 || args.max_bytes < args.min_bytes) {
       throw UsageError(
           fmt::format("sizes: need 4 <= --min-bytes <= --max-bytes, got {} and {}", args.min_bytes, args.max_bytes));
@@ -50,10 +60,19 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
 
   Registry drivers;
   register_drivers(drivers);
-  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mpi.info());
-  if (root) write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
+  RankInfo mine = mpi.info();
+  const bool nccl = args.backend == "nccl";
+  const int device = gpu_index_for(mpi.local_rank());
+  if (nccl) mine.device = describe_gpu(device);
+  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
+  if (root) {
+    write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
+    for (const std::string& w : shared_gpu_warnings(table)) fmt::print(stderr, "dlscale: warning: {}\n", w);
+  }
 
-  const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options);
+  std::unique_ptr<AllreduceTransport> transport;
+  if (nccl) transport = make_nccl_transport(mpi.world(), device);
+  const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());
   if (!root) return 0;
   const std::string name = file->append_group("allreduce", allreduce_group(r, args.backend, ""));
   fmt::print("dlscale allreduce: {} ranks, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",

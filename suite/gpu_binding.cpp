@@ -57,7 +57,7 @@ namespace {
 class CudaGpuStep final : public GpuStep {
  public:
   CudaGpuStep(const Model& model, MPI_Comm comm, int device)
-      : stream_(model.cuda_stream()), timer_(model.cuda_stream(), 5) {
+      : device_(select(device)), stream_(model.cuda_stream()), timer_(model.cuda_stream(), 5) {
     int ranks = 1;
     DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks));
     if (ranks > 1) nccl_ = std::make_unique<cuda::NcclCommunicator>(comm, device);
@@ -72,9 +72,46 @@ class CudaGpuStep final : public GpuStep {
   }
 
  private:
+  /// Events belong to the GPU current when they are made, and must match the stream's.
+  static int select(int device) {
+    DLSCALE_CHECK_CUDA(cudaSetDevice(device));
+    return device;
+  }
+
+  int device_;
   void* stream_;
   cuda::EventTimer timer_;
   std::unique_ptr<cuda::NcclCommunicator> nccl_;
+};
+
+/// The buffer on the GPU; each load copies the values in, each reduce waits for NCCL to finish,
+/// as a training step's all-reduce has finished when the update runs.
+class NcclTransport final : public AllreduceTransport {
+ public:
+  NcclTransport(MPI_Comm comm, int device) : nccl_(comm, device) {}
+  void load(const std::vector<float>& values) override {
+    if (buffer_.bytes() != values.size() * 4) {
+      buffer_ = cuda::DeviceBuffer();  // free the old size first
+      buffer_ = cuda::DeviceBuffer(values.size() * 4, nullptr);
+    }
+    DLSCALE_CHECK_CUDA(
+        cudaMemcpyAsync(buffer_.get(), values.data(), values.size() * 4, cudaMemcpyHostToDevice, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+  void reduce() override {
+    nccl_.allreduce(buffer_.as(), buffer_.bytes() / 4, cuda::NcclCommunicator::Op::kSum, stream_);
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+  std::vector<float> read() override {
+    std::vector<float> values(buffer_.bytes() / 4);
+    DLSCALE_CHECK_CUDA(cudaMemcpy(values.data(), buffer_.get(), buffer_.bytes(), cudaMemcpyDeviceToHost));
+    return values;
+  }
+
+ private:
+  cuda::NcclCommunicator nccl_;  // first: it makes the GPU current for the stream below
+  cuda::Stream stream_;
+  cuda::DeviceBuffer buffer_;
 };
 
 }  // namespace
@@ -82,9 +119,17 @@ class CudaGpuStep final : public GpuStep {
 std::unique_ptr<GpuStep> make_gpu_step(const Model& model, MPI_Comm comm, int device) {
   return std::make_unique<CudaGpuStep>(model, comm, device);
 }
+
+std::unique_ptr<AllreduceTransport> make_nccl_transport(MPI_Comm comm, int device) {
+  return std::make_unique<NcclTransport>(comm, device);
+}
 #else
 std::unique_ptr<GpuStep> make_gpu_step(const Model&, MPI_Comm, int) {
   throw std::runtime_error("this build has no CUDA: GPU models cannot be timed or reduced");
+}
+
+std::unique_ptr<AllreduceTransport> make_nccl_transport(MPI_Comm, int) {
+  throw std::runtime_error("this build has no CUDA, so no NCCL");
 }
 #endif
 

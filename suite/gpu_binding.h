@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "drivers/driver.h"
+#include "suite/allreduce_bench.h"
 #include "suite/mpi_context.h"
 
 namespace dlscale {
@@ -40,5 +41,9 @@ class GpuStep {
 /// Collective over `comm` when it has more than one rank (the NCCL communicator is created
 /// here). Throws std::runtime_error when this build has no CUDA.
 std::unique_ptr<GpuStep> make_gpu_step(const Model& model, MPI_Comm comm, int device);
+
+/// GPU memory summed with NCCL on its own stream, for `dlscale allreduce --backend nccl`;
+/// collective over `comm`. Throws std::runtime_error when this build has no CUDA.
+std::unique_ptr<AllreduceTransport> make_nccl_transport(MPI_Comm comm, int device);
 
 }  // namespace dlscale

@@ -332,16 +332,17 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   // The all-reduce microbenchmark at this case's gradient size, for the phase breakdown and the
   // projection; collective over the case's ranks, so it runs before rank 0 goes its own way.
   std::optional<AllreduceResult> microbenchmark;
-  // On GPUs the gradients go over NCCL, which this MPI microbenchmark does not measure: no
-  // projection there (left for an NCCL microbenchmark).
-  if (status == Status::kOk && spec.phases && ranks > 1 && device == DeviceType::kCpu) {
+  // GPU cases measure NCCL on GPU buffers, as their steps reduce.
+  if (status == Status::kOk && spec.phases && ranks > 1) {
     AllreduceOptions options;
     // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it
     // so that even a tiny model gets at least two sizes.
     options.sizes_bytes = allreduce_sizes(std::min<int64_t>(1024, params), params * 4, {params * 4});
     options.warmup = 2;
     options.iterations = 5;
-    microbenchmark = run_allreduce_benchmark(comm, options);
+    std::unique_ptr<AllreduceTransport> nccl;
+    if (device == DeviceType::kCuda) nccl = make_nccl_transport(comm, gpu);
+    microbenchmark = run_allreduce_benchmark(comm, options, nccl.get());
   }
   if (!root) return outcome;
 
@@ -376,7 +377,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     }
   }
   if (microbenchmark) {
-    outcome.allreduce = allreduce_group(*microbenchmark, "mpi", "");
+    outcome.allreduce = allreduce_group(*microbenchmark, device == DeviceType::kCuda ? "nccl" : "mpi", "");
     std::vector<double> compute(static_cast<size_t>(iters), 0.0);
     for (int r = 0; r < ranks; ++r) {
       for (int i = 0; i < iters; ++i) {
@@ -391,10 +392,12 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     std::vector<int64_t> targets{1, 2, 3, 4, 5, 6, 7, 8};
     for (int64_t p = 16; p <= 1024; p *= 2) targets.push_back(p);
     const double grad_bytes = static_cast<double>(params) * 4;
-    const Projection projection =
-        project_steps(compute_s, ranks, spec.scaling == "strong", grad_bytes, microbenchmark->alpha_s,
-                      microbenchmark->beta_s_per_byte, threads, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
-                      mpi_.local_size(), targets);
+    // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
+    const bool gpu_case = device == DeviceType::kCuda;
+    const Projection projection = project_steps(
+        compute_s, ranks, spec.scaling == "strong", grad_bytes, microbenchmark->alpha_s,
+        microbenchmark->beta_s_per_byte, gpu_case ? 1 : threads,
+        gpu_case ? mpi_.local_size() : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), mpi_.local_size(), targets);
     outcome.projection = projection_group(projection, microbenchmark->alpha_s, microbenchmark->beta_s_per_byte, ranks,
                                           compute_s, grad_bytes, spec.scaling);
   }

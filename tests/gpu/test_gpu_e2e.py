@@ -33,6 +33,7 @@ def catalog():
 
 
 CATALOG = catalog()
+GPUS = len(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines())
 
 
 def dlscale(args, ranks=1, timeout=900):
@@ -91,6 +92,34 @@ class GpuRuns(unittest.TestCase):
         with h5py.File(out, "r") as f:
             self.assertEqual(f["cases/0000"].attrs["status"], "oom", f["cases/0000"].attrs["message"])
             self.assertEqual(f["cases/0001"].attrs["status"], "ok", f["cases/0001"].attrs["message"])
+
+    def test_nccl_microbenchmark_is_exact(self):
+        out = os.path.join(self.dir, "nccl.h5")
+        ranks = min(2, GPUS)  # NCCL takes one GPU per rank
+        proc = dlscale(["allreduce", "--backend", "nccl", "--sizes", "12,4100,1000004,4194332", "--iterations", "3",
+                        "--out", out], ranks=ranks)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            g = f["allreduce/0000"]
+            self.assertEqual(g.attrs["backend"], "nccl")
+            self.assertEqual(list(g["bytes"][()]), [12, 4100, 1000004, 4194332])
+            self.assertTrue(np.all(g["errors"][()] == 0))
+            self.assertTrue(np.all(g["time_s"][()] > 0))
+
+    @unittest.skipIf(GPUS < 2, "needs two GPUs (one per rank)")
+    def test_two_ranks_phases_and_nccl_projection(self):
+        out = os.path.join(self.dir, "two.h5")
+        proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=1024,width=512", "--batch", "16", "--phases",
+                        "--iterations", "5", "--out", out], ranks=2)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            devices = [d.decode() for d in f["system/ranks"]["device"]]
+            self.assertNotEqual(devices[0], devices[1])
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "ok", case.attrs["message"])
+            self.assertIn("projection", case)
+            self.assertEqual(f["allreduce/0000"].attrs["backend"], "nccl")
+            self.assertTrue(np.all(f["allreduce/0000/errors"][()] == 0))
 
 
 if __name__ == "__main__":
