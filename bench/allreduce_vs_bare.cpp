@@ -2,7 +2,7 @@
 // same job, alternating size by size: does the harness (in-place chunked reduction, barriers,
 // timing, checking) cost anything measurable? Goal: busbw ratio >= 0.97 from 1 MiB up.
 //
-//   mpirun -np 2 build/cpu/bench/bench_allreduce_vs_bare [--max-bytes 268435456] [--iterations 20]
+//   mpirun -np 2 build/current/bench/bench_allreduce_vs_bare [--max-bytes 268435456] [--iterations 20]
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>

@@ -8,7 +8,7 @@
 // compared with the faster. The driver step is the harness's own training_step(), the code
 // path `dlscale run` times.
 //
-//   build/cpu/bench/bench_libtorch_step_overhead [-w fcn5] [--batch 64] [--iterations 20] [--threads N]
+//   build/current/bench/bench_libtorch_step_overhead [-w fcn5] [--batch 64] [--iterations 20] [--threads N]
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>

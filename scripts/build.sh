@@ -10,3 +10,5 @@ scripts/setup-deps.sh
 echo "build.sh: preset $DLSCALE_PRESET"
 cmake --preset "$DLSCALE_PRESET"
 cmake --build --preset "$DLSCALE_PRESET" -j "$(nproc)"
+# One path for the docs and for users whichever preset was built: build/current -> build/<preset>.
+ln -sfn "$DLSCALE_PRESET" build/current
