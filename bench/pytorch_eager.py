@@ -7,7 +7,7 @@ trains (workloads/workload.h). A step is what dlscale times: forward, loss, back
 update (no all-reduce: one GPU), timed with CUDA events after warm-up; the median is reported.
 fp32 means fp32: TF32 is switched off for cuBLAS and cuDNN unless --precision tf32.
 
-  python3 bench/pytorch_eager.py --dlscale build/gpu/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64
+  python3 bench/pytorch_eager.py --dlscale build/current/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64
 
 Prints one JSON object per workload (workload, batch, precision, step_median_s, tflops).
 """
@@ -134,7 +134,7 @@ def time_workload(w, batch, precision, warmup, iterations, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dlscale", default="build/cuda/dlscale", help="the dlscale binary (for `list --json`)")
+    ap.add_argument("--dlscale", default="build/current/dlscale", help="the dlscale binary (for `list --json`)")
     ap.add_argument("-w", "--workloads", default="fcn5,alexnet,resnet50,lstm64")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")

@@ -10,7 +10,10 @@ fi
 # toolkit with cuDNN and NCCL is installed, else the cpu preset; DLSCALE_PRESET overrides.
 if [ -z "${DLSCALE_PRESET:-}" ]; then
   DLSCALE_PRESET=cpu
-  if [ -x /usr/local/cuda/bin/nvcc ] && [ -f /usr/local/cuda/include/cudnn.h ] && [ -f /usr/local/cuda/include/nccl.h ]; then
+  # cuDNN and NCCL headers: in the toolkit, or where distribution packages put them.
+  if [ -x /usr/local/cuda/bin/nvcc ] &&
+     { [ -f /usr/local/cuda/include/cudnn.h ] || [ -f /usr/include/cudnn.h ]; } &&
+     { [ -f /usr/local/cuda/include/nccl.h ] || [ -f /usr/include/nccl.h ]; }; then
     DLSCALE_PRESET=cuda
   fi
 fi

@@ -26,8 +26,11 @@ cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLSCALE_WITH_CUDA=ON
             "-DCUDAToolkit_ROOT=${CUDA_HOME:-/usr/local/cuda}" -DCMAKE_CUDA_ARCHITECTURES=native)
 # The machine's LibTorch when it has CUDA (pip's torch ships its CMake config); otherwise the
 # libtorch driver is whatever CMake finds (Debian's CPU-only one records its GPU cases unsupported).
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path if torch.cuda.is_available() else "")' \
-               2>/dev/null || true)
+# Only a LibTorch with the C++11 string ABI links with the rest of dlscale (pip's wheels before
+# PyTorch 2.7 were built without it: use the cxx11-ABI LibTorch download for those).
+torch_prefix=$(python3 -c 'import torch
+ok = torch.cuda.is_available() and torch.compiled_with_cxx11_abi()
+print(torch.utils.cmake_prefix_path if ok else "")' 2>/dev/null || true)
 if [ -n "$torch_prefix" ]; then
   echo "gpu-check: LibTorch from $torch_prefix"
   cmake_args+=("-DCMAKE_PREFIX_PATH=$torch_prefix")
@@ -40,8 +43,10 @@ ctest --test-dir "$build" -L gpu --output-on-failure || tests_status=$?
 
 mkdir -p results
 workloads=$("$build/dlscale" list | awk '/^Workloads/ {on = 1; getline; next} /^$/ {on = 0} on {print $1}' | paste -sd, -)
+run_status=0
 "$build/dlscale" run -d cuda,libtorch --device cuda --precision "$precision" -w "$workloads" --batch "$batch" \
-  --warmup "$warmup" --iterations "$iterations" --out results/gpu-check.h5 --overwrite | tee results/gpu-check.log
+  --warmup "$warmup" --iterations "$iterations" --out results/gpu-check.h5 --overwrite | tee results/gpu-check.log ||
+  run_status=$?
 pytorch_status=0
 python3 bench/pytorch_eager.py --dlscale "$build/dlscale" -w "$workloads" --batch "$batch" --precision "$precision" \
   --warmup "$warmup" --iterations "$iterations" > results/gpu-check-pytorch.jsonl || pytorch_status=$?
@@ -73,7 +78,7 @@ for w, r in rows.items():
     print(f"{w:<16} {cell(r.get('cuda'))} {cell(r.get('libtorch'))} {cell(r.get('pytorch'))}  {ratio}")
 PY
 
-if [ "$tests_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ]; then
-  echo "gpu-check: GPU tests exit $tests_status, PyTorch comparison exit $pytorch_status" >&2
+if [ "$tests_status" -ne 0 ] || [ "$run_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ]; then
+  echo "gpu-check: GPU tests exit $tests_status, dlscale run exit $run_status, PyTorch comparison exit $pytorch_status" >&2
   exit 1
 fi

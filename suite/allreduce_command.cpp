@@ -62,13 +62,16 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   register_drivers(drivers);
   RankInfo mine = mpi.info();
   const bool nccl = args.backend == "nccl";
-  const int device = gpu_index_for(mpi.local_rank());
+  const int device = nccl ? gpu_index_for(mpi.local_rank()) : 0;
   if (nccl) mine.device = describe_gpu(device);
-  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
-  if (root) {
-    write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
-    for (const std::string& w : shared_gpu_warnings(table)) fmt::print(stderr, "dlscale: warning: {}\n", w);
+  if (nccl && gpus_shared(mpi.world(), mpi.host(), device)) {
+    problem =
+        "--backend nccl: two ranks on one host would share a GPU, which NCCL refuses (one GPU per rank; "
+        "see CUDA_VISIBLE_DEVICES and the launcher's GPU binding)";
   }
+  if (report_usage_error(mpi.world(), problem)) return 2;
+  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
+  if (root) write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
 
   std::unique_ptr<AllreduceTransport> transport;
   if (nccl) transport = make_nccl_transport(mpi.world(), device);

@@ -5,6 +5,7 @@
 
 #include "suite/builtin_suites.h"
 #include "suite/commands.h"
+#include "suite/gpu_binding.h"
 #include "suite/provenance.h"
 #include "workloads/catalog.h"
 
@@ -119,6 +120,11 @@ int info_command(const MpiContext& mpi) {
     fmt::print("  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}\n", r.rank, r.host, r.local_rank, r.cpu_affinity,
                r.numa_node, r.device, r.threads);
   }
+  // What rank 0 sees (CUDA_VISIBLE_DEVICES applied); scripts and tests read the count from here.
+  std::string why;
+  const int gpus = visible_gpus(&why);
+  fmt::print("\nGPUs: {} visible{}\n", gpus, gpus == 0 ? fmt::format(" ({})", why) : "");
+  for (int g = 0; g < gpus; ++g) fmt::print("  {}\n", describe_gpu(g));
   for (const std::string& w : provenance_warnings(detect_loaded_math()))
     fmt::print(stderr, "dlscale: warning: {}\n", w);
   for (const std::string& w : shared_core_warnings(table)) fmt::print(stderr, "dlscale: warning: {}\n", w);

@@ -122,7 +122,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
 
   Progress progress(root);
   RankInfo mine = mpi.info();
-  if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; })) {
+  if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; }) &&
+      visible_gpus() > 0) {
     mine.device = describe_gpu(gpu_index_for(mpi.local_rank()));
   }
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);

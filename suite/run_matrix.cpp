@@ -268,17 +268,21 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     if (c.device != "cpu" && c.device != "cuda") {
       throw UsageError(fmt::format("unknown device '{}' (expected cpu or cuda)", c.device));
     }
-    const Support available =
-        drivers.find(c.driver)->device_available(c.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu);
+    Precision precision = Precision::kFp32;
+    try {
+      precision = parse_precision(c.precision);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    const DeviceType device = c.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+    const Driver& driver = *drivers.find(c.driver);
+    Support available = driver.device_available(device);
+    if (available.ok) available = driver.supports_precision(make_workload(c.workload), device, precision);
     if (available.ok) {
       ++runnable;
     } else if (unavailable.empty()) {
-      unavailable = fmt::format("-d {} --device {}: {}", c.driver, c.device, available.reason);
-    }
-    try {
-      parse_precision(c.precision);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
+      unavailable = fmt::format("-d {} --device {}{}: {}", c.driver, c.device,
+                                c.precision == "fp32" ? "" : " --precision " + c.precision, available.reason);
     }
     if (c.scaling != "weak" && c.scaling != "strong") {
       throw UsageError(fmt::format("unknown scaling mode '{}' (expected weak or strong)", c.scaling));

@@ -221,7 +221,27 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   if (!support.ok) {
     status = Status::kUnsupported;
     message = support.reason;
-  } else {
+  }
+  // GPU cases: the NCCL communicator comes first, before the model takes the GPU's memory; it is
+  // collective, so the ranks agree on the case before it.
+  std::unique_ptr<GpuStep> gpu_step;
+  if (device == DeviceType::kCuda) {
+    if (status == Status::kOk && ranks > 1 && gpus_shared(comm, mpi_.host(), gpu)) {
+      status = Status::kUnsupported;
+      message = "two ranks of this case would share a GPU, which NCCL refuses (one GPU per rank)";
+    }
+    std::tie(status, message) = agree(comm, status, message);
+    if (status == Status::kOk) {
+      try {
+        gpu_step = make_gpu_step(comm, gpu);
+      } catch (const std::exception& e) {
+        // The other ranks may be inside NCCL's collective set-up, which has no way back.
+        fmt::print(stderr, "dlscale: rank {}: case {}: GPU set-up failed: {}\n", mpi_.rank(), spec.command(), e.what());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
+  }
+  if (status == Status::kOk) {
     try {
       // Each rank draws its own dropout masks, as data-parallel training does.
       const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
@@ -249,17 +269,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     }
   }
   std::tie(status, message) = agree(comm, status, message);
-  // GPU models: CUDA-event timing, and the NCCL communicator (collective, so after the agreement).
-  std::unique_ptr<GpuStep> gpu_step;
-  if (status == Status::kOk && device == DeviceType::kCuda) {
-    try {
-      gpu_step = make_gpu_step(*model, comm, gpu);
-    } catch (const std::exception& e) {
-      // The other ranks may be inside NCCL's collective set-up, which has no way back.
-      fmt::print(stderr, "dlscale: rank {}: case {}: GPU set-up failed: {}\n", mpi_.rank(), spec.command(), e.what());
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
+  if (status == Status::kOk && gpu_step) gpu_step->bind(*model);
 
   std::vector<double> times, phase_times, losses;
   int64_t host_peak = -1, device_peak = 0;
@@ -341,7 +351,10 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     options.warmup = 2;
     options.iterations = 5;
     std::unique_ptr<AllreduceTransport> nccl;
-    if (device == DeviceType::kCuda) nccl = make_nccl_transport(comm, gpu);
+    if (gpu_step) {
+      model.reset();  // its memory is measured; the microbenchmark may need the room
+      nccl = gpu_step->transport();
+    }
     microbenchmark = run_allreduce_benchmark(comm, options, nccl.get());
   }
   if (!root) return outcome;

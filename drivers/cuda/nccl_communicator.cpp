@@ -20,9 +20,16 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, int device) {
   int rank = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &ranks_), "MPI_Comm_size");
-  ncclUniqueId id{};
-  if (rank == 0) DLSCALE_CHECK_CUDA(ncclGetUniqueId(&id));
-  check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm), "MPI_Bcast(ncclUniqueId)");
+  // The id travels with rank 0's verdict, so that a failure there stops every rank here instead
+  // of leaving them waiting in the broadcast or in NCCL.
+  struct {
+    ncclUniqueId id;
+    int ok;
+  } root{};
+  if (rank == 0) root.ok = ncclGetUniqueId(&root.id) == ncclSuccess ? 1 : 0;
+  check_mpi(MPI_Bcast(&root, sizeof root, MPI_BYTE, 0, comm), "MPI_Bcast(ncclUniqueId)");
+  if (root.ok == 0) throw std::runtime_error("NCCL error: ncclGetUniqueId failed on rank 0");
+  const ncclUniqueId& id = root.id;
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));  // NCCL binds the communicator to the current GPU
   DLSCALE_CHECK_CUDA(ncclCommInitRank(&comm_, ranks_, id, rank));
 }

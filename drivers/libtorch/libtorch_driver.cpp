@@ -312,10 +312,14 @@ class LibTorchDriver final : public Driver {
   Support supports(const Workload&, DeviceType) const override { return Support::yes(); }
 
   Support device_available(DeviceType device) const override {
-    if (device == DeviceType::kCuda && !torch::cuda::is_available()) {
-      return Support::no("this LibTorch was built without CUDA or sees no GPU");
-    }
+    if (device != DeviceType::kCuda) return Support::yes();
+#ifndef DLSCALE_WITH_CUDA
+    // GPU steps need the harness's CUDA parts (event timing, NCCL), which this build lacks.
+    return Support::no("this dlscale was built without CUDA (build the cuda preset, docs/building.md)");
+#else
+    if (!torch::cuda::is_available()) return Support::no("this LibTorch was built without CUDA or sees no GPU");
     return Support::yes();
+#endif
   }
 
   Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {

@@ -5,6 +5,7 @@ CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those e
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,8 +22,15 @@ sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
 
 SMALL = "mnist_fnn:width=16"
-HAS_GPU = shutil.which("nvidia-smi") is not None and subprocess.run(
-    ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+def visible_gpus():
+    """The GPUs dlscale itself sees (its `info` says; CUDA_VISIBLE_DEVICES applied)."""
+    out = subprocess.run([DLSCALE, "info"], capture_output=True, text=True).stdout
+    m = re.search(r"^GPUs: (\d+) visible", out, re.M)
+    return int(m.group(1)) if m else 0
+
+
+HAS_GPU = visible_gpus() > 0
 SMALL_FCN = "fcn5:features=64,width=32"
 
 

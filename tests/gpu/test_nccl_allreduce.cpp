@@ -33,13 +33,13 @@ const MpiContext& mpi() { return *g_mpi; }
 /// Why this job cannot test NCCL here (agreed over all ranks), or "" when it can.
 std::string skip_reason() {
   std::string why;
-  const int gpus = cuda::visible_gpu_count(&why);
-  int lacking = gpus >= mpi().local_size() ? 0 : 1, any = 0;
+  int lacking = cuda::visible_gpu_count(&why) == 0 ? 1 : 0, any = 0;
   MPI_Allreduce(&lacking, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any == 0) return "";
-  return gpus == 0 ? "no GPU: " + why
-                   : "fewer GPUs than ranks on a node (" + std::to_string(gpus) + " for " +
-                         std::to_string(mpi().local_size()) + "); NCCL needs one GPU per rank";
+  if (any != 0) return "no GPU on some rank" + (why.empty() ? std::string() : ": " + why);
+  if (gpus_shared(MPI_COMM_WORLD, mpi().host(), gpu_index_for(mpi().local_rank()))) {
+    return "two ranks would share a GPU; NCCL needs one GPU per rank";
+  }
+  return "";
 }
 
 #define SKIP_WITHOUT_GPUS() \
@@ -95,7 +95,8 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     const Workload w = without_dropout(make_workload(spec));
     auto model = gpu_model(reg, w, 13);
     const std::vector<float> initial = model->export_parameters();
-    auto step = make_gpu_step(*model, MPI_COMM_WORLD, gpu_index_for(mpi().local_rank()));
+    auto step = make_gpu_step(MPI_COMM_WORLD, gpu_index_for(mpi().local_rank()));
+    step->bind(*model);
 
     model->forward();
     model->backward();

@@ -149,6 +149,15 @@ TEST(RunMatrix, ValidateRejectsEachBadInput) {
             }).find("does not divide by 3 ranks"),
             std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.device = "tpu"; }).find("unknown device 'tpu'"), std::string::npos);
+  EXPECT_NE(bad([](CaseSpec& c) { c.precision = "fp64"; }).find("unknown precision 'fp64'"), std::string::npos);
+  // A request nothing of which can run here is bad input; one runnable case makes it a sweep
+  // that records the rest as unsupported.
+  EXPECT_NE(bad([](CaseSpec& c) { c.device = "cuda"; }).find("-d reference --device cuda: "), std::string::npos);
+  EXPECT_NE(bad([](CaseSpec& c) { c.precision = "bf16"; }).find("--precision bf16: reference driver: only fp32"),
+            std::string::npos);
+  CaseSpec gpu = good_case();
+  gpu.device = "cuda";
+  EXPECT_EQ(usage_error_of([&] { validate({good_case(), gpu}, drivers, 4); }), "");
   EXPECT_NE(bad([](CaseSpec& c) { c.iterations = 0; }).find("iterations must be positive"), std::string::npos);
   EXPECT_NE(usage_error_of([&] { validate({}, drivers, 4); }).find("nothing to run"), std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.ranks = 5; }).find("this job has 4 ranks"), std::string::npos);
