@@ -9,15 +9,15 @@
 
 namespace dlscale {
 
+int64_t shape_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-int64_t product(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";
@@ -39,7 +39,7 @@ class LayoutBuilder {
   void add(int layer, const std::string& role, Shape shape, InitKind init, float value) {
     ParamSpec p;
     p.name = fmt::format("layer{}.{}", layer, role);
-    p.count = product(shape);
+    p.count = shape_elements(shape);
     p.shape = std::move(shape);
     p.offset = offset_;
     p.layer = layer;
@@ -74,7 +74,7 @@ class LayoutBuilder {
 
 }  // namespace
 
-int64_t Workload::input_size() const { return product(input_shape); }
+int64_t Workload::input_size() const { return shape_elements(input_shape); }
 
 int64_t Workload::labels_per_sample() const { return label_per_step ? input_shape.front() : 1; }
 
@@ -178,7 +178,7 @@ std::vector<Shape> activation_shapes(const Workload& w) {
         s = {s[0]};
         break;
       case LayerKind::kFlatten:
-        s = {product(s)};
+        s = {shape_elements(s)};
         break;
       case LayerKind::kEmbedding:
         if (!first || w.input_kind != InputKind::kTokens || s.size() != 1) fail(i, "Embedding must read the tokens");
@@ -200,7 +200,7 @@ std::vector<Shape> activation_shapes(const Workload& w) {
     }
     shapes.push_back(s);
   }
-  if (product(s) != w.labels_per_sample() * w.num_classes) {
+  if (shape_elements(s) != w.labels_per_sample() * w.num_classes) {
     throw std::invalid_argument(fmt::format("workload {}: the last layer gives {} values per sample, the loss needs {}",
                                             w.name, shape_str(s), w.labels_per_sample() * w.num_classes));
   }
@@ -227,7 +227,7 @@ FlopCounts flops_per_sample(const Workload& w) {
     const Shape& out = shapes[i];
     switch (l.kind) {
       case LayerKind::kLinear: {
-        const auto rows = static_cast<double>(product(out) / l.out);
+        const auto rows = static_cast<double>(shape_elements(out) / l.out);
         gemm(rows * static_cast<double>(l.in * l.out), l.bias ? rows * static_cast<double>(l.out) : 0,
              input_needs_grad);
         break;

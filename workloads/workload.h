@@ -99,6 +99,9 @@ struct ParamSpec {
   float init_value = 0;  ///< uniform bound, normal standard deviation, or the constant
 };
 
+/// The number of elements of a tensor of `shape` (1 for a scalar).
+int64_t shape_elements(const std::vector<int64_t>& shape);
+
 /// The canonical layout of all trainable parameters of `w`, in order. Per layer kind:
 ///  Linear: weight [out, in], bias [out] (if bias);   Conv2d: weight [out, in, k, k], bias [out]
 ///  BatchNorm2d: weight [C] (init 1), bias [C] (init 0);   Embedding: weight [vocab, out]

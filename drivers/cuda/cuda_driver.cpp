@@ -33,12 +33,6 @@ constexpr size_t kSearchWorkspaceMax = 1ull << 30;  // cap on scratch for the al
 
 int64_t align(int64_t v) { return (v + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
-int64_t product(const std::vector<int64_t>& shape) {
-  int64_t p = 1;
-  for (int64_t d : shape) p *= d;
-  return p;
-}
-
 class CudaModel final : public Model {
  public:
   CudaModel(const Workload& w, const DriverContext& ctx) : workload_(w), device_(ctx.device_index) {
@@ -218,7 +212,7 @@ class CudaModel final : public Model {
         grads_of_acts_.push_back(i == 0 ? nullptr : grads_of_acts_.back());
         continue;
       }
-      const int64_t elems = n * product(shapes[i]);
+      const int64_t elems = n * shape_elements(shapes[i]);
       owned_.push_back(floats(elems));
       acts_.push_back(owned_.back().as());
       owned_.push_back(floats(elems));

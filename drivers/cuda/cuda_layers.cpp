@@ -20,12 +20,6 @@ int to_int(int64_t v) {
   return static_cast<int>(v);
 }
 
-int64_t product(const std::vector<int64_t>& shape) {
-  int64_t p = 1;
-  for (int64_t d : shape) p *= d;
-  return p;
-}
-
 /// An NCHW float tensor descriptor; shapes of fewer dimensions pad with ones ([n, f] -> [n, f, 1, 1]).
 TensorDesc nchw(int64_t n, int64_t c, int64_t h = 1, int64_t w = 1, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   TensorDesc d;
@@ -36,7 +30,7 @@ TensorDesc nchw(int64_t n, int64_t c, int64_t h = 1, int64_t w = 1, cudnnDataTyp
 
 TensorDesc nchw_of(int64_t n, const std::vector<int64_t>& per_sample) {
   if (per_sample.size() == 3) return nchw(n, per_sample[0], per_sample[1], per_sample[2]);
-  return nchw(n, product(per_sample));
+  return nchw(n, shape_elements(per_sample));
 }
 
 /// The descriptor of an element-wise layer's activations: their real shape (cuDNN kernels may
@@ -254,53 +248,63 @@ class ConvLayer final : public GpuLayer {
     void* dxout = bf16() ? dx16_.get() : static_cast<void*>(dx);
     void* ws = ctx_.search_workspace;
     const size_t ws_bytes = ctx_.search_workspace_bytes;
-    set_math(requested_math());
-    int count = 0;
-    {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      DLSCALE_CHECK_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx_.cudnn, x_desc_, xin, w_desc_, w, conv_, y_desc_,
-                                                                yout, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf,
-                                                                ws, ws_bytes));
-      const auto* best = pick(perf, count, "forward");
-      a.forward = best->algo;
-      a.forward_math = math_for(best->mathType);
-      size_t bytes = best->memory;
-      set_math(a.forward_math);  // the size under the math type it will run with
-      DLSCALE_CHECK_CUDA(
-          cudnnGetConvolutionForwardWorkspaceSize(ctx_.cudnn, x_desc_, w_desc_, conv_, y_desc_, a.forward, &bytes));
-      a.workspace_bytes = std::max({a.workspace_bytes, best->memory, bytes});
-      set_math(requested_math());
-    }
-    {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      DLSCALE_CHECK_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          ctx_.cudnn, x_desc_, xin, y_desc_, dyin, conv_, w_desc_, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
-          perf, ws, ws_bytes));
-      const auto* best = pick(perf, count, "backward-filter");
-      a.backward_filter = best->algo;
-      a.backward_filter_math = math_for(best->mathType);
-      size_t bytes = best->memory;
-      set_math(a.backward_filter_math);
-      DLSCALE_CHECK_CUDA(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn, x_desc_, y_desc_, conv_, w_desc_,
-                                                                        a.backward_filter, &bytes));
-      a.workspace_bytes = std::max({a.workspace_bytes, best->memory, bytes});
-      set_math(requested_math());
-    }
+    a.forward = choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        "forward",
+        [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* count) {
+          DLSCALE_CHECK_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx_.cudnn, x_desc_, xin, w_desc_, w, conv_,
+                                                                    y_desc_, yout, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                                    count, perf, ws, ws_bytes));
+        },
+        [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+          DLSCALE_CHECK_CUDA(
+              cudnnGetConvolutionForwardWorkspaceSize(ctx_.cudnn, x_desc_, w_desc_, conv_, y_desc_, algo, bytes));
+        },
+        &a.forward_math, &a.workspace_bytes);
+    a.backward_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        "backward-filter",
+        [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* count) {
+          DLSCALE_CHECK_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+              ctx_.cudnn, x_desc_, xin, y_desc_, dyin, conv_, w_desc_, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+              count, perf, ws, ws_bytes));
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+          DLSCALE_CHECK_CUDA(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn, x_desc_, y_desc_, conv_,
+                                                                            w_desc_, algo, bytes));
+        },
+        &a.backward_filter_math, &a.workspace_bytes);
     if (dx != nullptr) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      DLSCALE_CHECK_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          ctx_.cudnn, w_desc_, w, y_desc_, dyin, conv_, x_desc_, dxout, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count,
-          perf, ws, ws_bytes));
-      const auto* best = pick(perf, count, "backward-data");
-      a.backward_data = best->algo;
-      a.backward_data_math = math_for(best->mathType);
-      size_t bytes = best->memory;
-      set_math(a.backward_data_math);
-      DLSCALE_CHECK_CUDA(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn, w_desc_, y_desc_, conv_, x_desc_,
-                                                                      a.backward_data, &bytes));
-      a.workspace_bytes = std::max({a.workspace_bytes, best->memory, bytes});
+      a.backward_data = choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          "backward-data",
+          [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* count) {
+            DLSCALE_CHECK_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                ctx_.cudnn, w_desc_, w, y_desc_, dyin, conv_, x_desc_, dxout, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                count, perf, ws, ws_bytes));
+          },
+          [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+            DLSCALE_CHECK_CUDA(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn, w_desc_, y_desc_, conv_,
+                                                                            x_desc_, algo, bytes));
+          },
+          &a.backward_data_math, &a.workspace_bytes);
     }
     return a;
+  }
+
+  /// One pass's search: `find(perf, &count)` runs cuDNN's find, the fastest usable result is
+  /// kept, and `size(algo, &bytes)` sizes its workspace under the math type it will run with
+  /// (which under fp32 may differ from the one the search reported). Grows `*workspace`.
+  template <class Perf, int kCount, class Find, class Size>
+  decltype(Perf::algo) choose(const char* pass, Find find, Size size, cudnnMathType_t* math, size_t* workspace) {
+    Perf perf[kCount];
+    int count = 0;
+    set_math(requested_math());
+    find(perf, &count);
+    const Perf* best = pick(perf, count, pass);
+    *math = math_for(best->mathType);
+    size_t bytes = best->memory;
+    set_math(*math);
+    size(best->algo, &bytes);
+    *workspace = std::max({*workspace, best->memory, bytes});
+    return best->algo;
   }
 
   /// The fastest result cuDNN could run (results come sorted by time).
@@ -473,7 +477,7 @@ class BottleneckLayer final : public GpuLayer {
  public:
   BottleneckLayer(LayerContext& ctx, const Layer& l, int64_t n, const std::vector<int64_t>& in,
                   const std::vector<int64_t>& out, const LayerParams& p)
-      : ctx_(ctx), n_(n), in_elems_(n * product(in)), out_elems_(n * product(out)) {
+      : ctx_(ctx), n_(n), in_elems_(n * shape_elements(in)), out_elems_(n * shape_elements(out)) {
     const int64_t h = in[1], w = in[2], oh = out[1], ow = out[2];
     const auto bf = [&](size_t i) { return p.bf16.empty() ? nullptr : p.bf16[i]; };
     conv1_ = std::make_unique<ConvLayer>(ctx, n, l.in, h, w, l.mid, 1, 1, 0, false, p.value[0], p.grad[0], bf(0),
@@ -593,7 +597,7 @@ std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t 
   switch (l.kind) {
     case LayerKind::kLinear:
       // Over the last dimension: every leading dimension (batch, steps) is a row.
-      return std::make_unique<LinearLayer>(ctx, l, n * product(in) / l.in, params);
+      return std::make_unique<LinearLayer>(ctx, l, n * shape_elements(in) / l.in, params);
     case LayerKind::kConv2d:
       return std::make_unique<ConvLayer>(ctx, n, in[0], in[1], in[2], l.out, l.kernel, l.stride, l.padding, l.bias,
                                          params.value[0], params.grad[0],
@@ -617,7 +621,7 @@ std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t 
     case LayerKind::kBottleneck:
       return std::make_unique<BottleneckLayer>(ctx, l, n, in, out, params);
     case LayerKind::kEmbedding:
-      return std::make_unique<EmbeddingLayer>(ctx, l, n * product(in), tokens, params);
+      return std::make_unique<EmbeddingLayer>(ctx, l, n * shape_elements(in), tokens, params);
     case LayerKind::kLstm:
       return make_lstm_layer(ctx, l, n, in[0], params);
     case LayerKind::kFlatten:
