@@ -7,12 +7,16 @@ trains (workloads/workload.h). A step is what dlscale times: forward, loss, back
 update (no all-reduce: one GPU), timed with CUDA events after warm-up; the median is reported.
 fp32 means fp32: TF32 is switched off for cuBLAS and cuDNN unless --precision tf32.
 
-  python3 bench/pytorch_eager.py --dlscale build/current/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64
+  python3 bench/pytorch_eager.py --dlscale build/current/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64,128
+  python3 bench/pytorch_eager.py --dlscale build/gpu/dlscale --cases-from gpu.h5   # the GPU cases of a dlscale file
 
-Prints one JSON object per workload (workload, batch, precision, step_median_s, tflops).
+Prints one JSON object per case (workload, batch, precision, step_median_s, tflops), after one per
+precision with the GPU's measured matrix-product ceiling (gemm, device, tflops: torch.matmul of
+two random 8192x8192 matrices), the yardstick for "share of peak" (scripts/gpu-check.sh).
 """
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
@@ -132,27 +136,84 @@ def time_workload(w, batch, precision, warmup, iterations, device):
     return median, w["train_flops_per_sample"] * batch / median / 1e12
 
 
+def set_precision(precision):
+    """fp32 means fp32: TF32 only when asked for (PyTorch's default lets cuDNN use it)."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def gemm_ceiling(precision, n=8192, warmup=3, iterations=10):
+    """Median TFLOP/s of an n^3 matrix product on random data in `precision`."""
+    set_precision(precision)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(warmup + iterations):
+        start.record()
+        torch.matmul(a, b)
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end) / 1e3)
+    return 2 * n**3 / statistics.median(times) / 1e12
+
+
+def cases_from(path):
+    """(workload, batch per rank, precision) of every GPU case in a dlscale results file, in order."""
+    import h5py
+
+    seen = []
+    with h5py.File(path, "r") as f:
+        for name in f["cases"]:
+            a = f["cases"][name].attrs
+            if a["device_type"] == "cuda":
+                case = (a["workload"], int(a["batch_per_rank"]), a["precision"])
+                if case not in seen:
+                    seen.append(case)
+    return seen
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dlscale", default="build/current/dlscale", help="the dlscale binary (for `list --json`)")
-    ap.add_argument("-w", "--workloads", default="fcn5,alexnet,resnet50,lstm64")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
+    ap.add_argument("-w", "--workloads", default="fcn5,alexnet,resnet50,lstm64",
+                    help="workloads without overrides, comma-separated")
+    ap.add_argument("--batch", default="64", help="batch sizes, comma-separated")
+    ap.add_argument("--precision", default="fp32", help="fp32, tf32, bf16, comma-separated")
+    ap.add_argument("--cases-from", metavar="FILE", help="instead of -w/--batch/--precision: the GPU cases of FILE")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
     args = ap.parse_args()
+    if args.cases_from:
+        cases = cases_from(args.cases_from)
+    else:
+        cases = list(itertools.product(args.workloads.split(","), [int(b) for b in args.batch.split(",")],
+                                       args.precision.split(",")))
+    for _, _, precision in cases:
+        if precision not in ("fp32", "tf32", "bf16"):
+            sys.exit(f"pytorch_eager: unknown precision {precision!r} (fp32, tf32, bf16)")
     if not torch.cuda.is_available():
         sys.exit("pytorch_eager: this PyTorch sees no GPU")
-    tf32 = args.precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True  # choose convolution algorithms by timing, as dlscale does
-    for name in args.workloads.split(","):
-        w = json.loads(subprocess.run([args.dlscale, "list", "--json", name], check=True, capture_output=True,
-                                      text=True).stdout)
-        median, tflops = time_workload(w, args.batch, args.precision, args.warmup, args.iterations, "cuda")
-        print(json.dumps({"workload": name, "batch": args.batch, "precision": args.precision,
-                          "step_median_s": median, "tflops": tflops}), flush=True)
+    for precision in dict.fromkeys(p for _, _, p in cases):
+        print(json.dumps({"gemm": precision, "device": torch.cuda.get_device_name(), "tflops": gemm_ceiling(precision)}),
+              flush=True)
+    networks = {}
+    for name, batch, precision in cases:
+        if name not in networks:
+            networks[name] = json.loads(subprocess.run([args.dlscale, "list", "--json", name], check=True,
+                                                       capture_output=True, text=True).stdout)
+        set_precision(precision)
+        record = {"workload": name, "batch": batch, "precision": precision}
+        try:
+            median, tflops = time_workload(networks[name], batch, precision, args.warmup, args.iterations, "cuda")
+            record.update(step_median_s=median, tflops=tflops)
+        except torch.cuda.OutOfMemoryError:
+            record.update(status="oom")
+        print(json.dumps(record), flush=True)
+        torch.cuda.empty_cache()  # the next network gets the memory this one cached
 
 
 if __name__ == "__main__":

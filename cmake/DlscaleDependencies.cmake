@@ -81,6 +81,9 @@ if(DLSCALE_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
   endif()
+  # The shared CUDA runtime, the one copy that cuBLAS, cuDNN, NCCL and LibTorch also use (the
+  # default would link a second, static one into dlscale for its own kernels).
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   enable_language(CUDA)
 endif()
 

@@ -1,84 +1,229 @@
 #!/usr/bin/env bash
-# On a machine with a GPU: builds dlscale with the CUDA driver (and against the machine's own
-# CUDA LibTorch when python3's torch has one), runs the GPU tests (label gpu), then prints the
-# step time and achieved TFLOP/s of every catalog workload at one batch size on the cuda driver,
-# on LibTorch (CUDA) and on PyTorch eager in Python (bench/pytorch_eager.py), same GPU, same
-# networks. Environment: BATCH (64), WARMUP (5), ITERATIONS (20), PRECISION (fp32), BUILD_DIR
-# (build/gpu), CUDA_HOME (/usr/local/cuda); MPI and parallel HDF5 must be findable by CMake
-# (MPI_HOME, HDF5_ROOT; docs/building.md).
+# The whole first contact with a GPU machine in one command (docs/cuda.md):
+#
+#   scripts/gpu-check.sh OUTDIR           on the GPU machine
+#   scripts/gpu-check.sh --no-gpu OUTDIR  anywhere: every step that needs no GPU
+#
+# 1. unpacks .gpu-bundle/ (scripts/gpu-bundle.sh: Open MPI, parallel HDF5, CLI11, toml++, fmt,
+#    GoogleTest as Debian packages) into a prefix with dpkg -x, and makes that Open MPI relocatable;
+# 2. configures with ninja and explicit hints: the bundle's libraries, and cuBLAS, cudart, cuDNN
+#    and NCCL from the very files the machine's PyTorch loads, so that one process holds one copy
+#    of each CUDA library; LibTorch from that PyTorch when it has CUDA;
+# 3. builds on every core, then checks with ldd that each CUDA library resolves to that one file
+#    and MPI and HDF5 to the bundle;
+# 4. --no-gpu: runs a 2-rank CPU case through the bundle's mpirun and reads its file back;
+#    otherwise runs the tests labelled gpu, then the step-time table (bench/gpu_step_table.py):
+#    cuda, LibTorch CUDA and PyTorch eager on the same networks, batches and precisions.
+#
+# Everything it prints goes to OUTDIR/gpu-check.log too; OUTDIR also gets tests.log, ldd.txt,
+# the results file, PyTorch's timings and table.txt (at most 8 files, as a device run returns).
+# Environment: GPU_BUNDLE (.gpu-bundle), GPU_PREFIX (/tmp/dlscale-gpu-prefix), BUILD_DIR
+# (build/gpu), CUDA_HOME (/usr/local/cuda), PYTHON (the first of python3 and /usr/bin/python3 that has
+# h5py and numpy), TABLE_CASES
+# ("fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256": batch 64 and the largest of Shi et
+# al.'s GPU sweep), PRECISIONS (fp32,tf32,bf16), WARMUP (5), ITERATIONS (20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/env.sh
+repo=$PWD
 
-batch=${BATCH:-64}
+usage() { echo "usage: scripts/gpu-check.sh [--no-gpu] OUTDIR" >&2; exit 2; }
+no_gpu=0
+if [ "${1:-}" = --no-gpu ]; then no_gpu=1; shift; fi
+[ $# -eq 1 ] && [ -n "$1" ] || usage
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+exec > >(tee "$out/gpu-check.log") 2>&1
+
+bundle=${GPU_BUNDLE:-$repo/.gpu-bundle}
+prefix=${GPU_PREFIX:-/tmp/dlscale-gpu-prefix}
+build=${BUILD_DIR:-build/gpu}
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+table_cases=${TABLE_CASES:-fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256}
+precisions=${PRECISIONS:-fp32,tf32,bf16}
 warmup=${WARMUP:-5}
 iterations=${ITERATIONS:-20}
-precision=${PRECISION:-fp32}
-build=${BUILD_DIR:-build/gpu}
+multiarch=x86_64-linux-gnu
+started=$SECONDS
 
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-check: no GPU on this machine (nvidia-smi -L fails); run it where there is one" >&2
-  exit 2
-fi
-nvidia-smi -L
+step() { echo "== gpu-check [$((SECONDS - started)) s]: $*"; }
+fail() { echo "gpu-check: $*" >&2; exit 1; }
 
-cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLSCALE_WITH_CUDA=ON
-            "-DCUDAToolkit_ROOT=${CUDA_HOME:-/usr/local/cuda}" -DCMAKE_CUDA_ARCHITECTURES=native)
-# The machine's LibTorch when it has CUDA (pip's torch ships its CMake config); otherwise the
-# libtorch driver is whatever CMake finds (Debian's CPU-only one records its GPU cases unsupported).
-# Only a LibTorch with the C++11 string ABI links with the rest of dlscale (pip's wheels before
-# PyTorch 2.7 were built without it: use the cxx11-ABI LibTorch download for those).
-torch_prefix=$(python3 -c 'import torch
-ok = torch.cuda.is_available() and torch.compiled_with_cxx11_abi()
-print(torch.utils.cmake_prefix_path if ok else "")' 2>/dev/null || true)
-if [ -n "$torch_prefix" ]; then
-  echo "gpu-check: LibTorch from $torch_prefix"
-  cmake_args+=("-DCMAKE_PREFIX_PATH=$torch_prefix")
+# --- What the machine must have -------------------------------------------------------------
+step "checking the machine"
+[ -f "$bundle/MANIFEST" ] || fail "no bundle at $bundle: run scripts/gpu-bundle.sh where Debian's archive is reachable, and carry .gpu-bundle"
+for tool in cmake ninja dpkg-deb ldd; do
+  command -v "$tool" >/dev/null || fail "$tool is not on PATH"
+done
+[ -x "$cuda_home/bin/nvcc" ] || fail "no nvcc at $cuda_home/bin/nvcc (set CUDA_HOME)"
+# The bundle's libraries come from Debian 12, built against glibc 2.36.
+glibc=$(ldd --version | awk 'NR == 1 {print $NF}')
+[ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" = 2.36 ] || fail "glibc $glibc is older than the bundle's 2.36"
+# The Python for the tests, the table and PyTorch eager: the first with h5py and numpy.
+for candidate in ${PYTHON:-python3 /usr/bin/python3}; do
+  if "$candidate" -c 'import h5py, numpy' 2>/dev/null; then python=$(command -v "$candidate"); break; fi
+  python=""
+done
+[ -n "$python" ] || fail "no Python with h5py and numpy among: ${PYTHON:-python3 /usr/bin/python3} (set PYTHON)"
+if [ "$no_gpu" -eq 0 ]; then
+  nvidia-smi -L || fail "no GPU here (nvidia-smi -L fails); scripts/gpu-check.sh --no-gpu runs the rest"
 fi
+echo "glibc $glibc, $(cmake --version | head -1), ninja $(ninja --version), $("$cuda_home/bin/nvcc" --version | tail -1), python $python, $(nproc) cores"
+
+# --- 1. Unpack the bundle and relocate Open MPI ---------------------------------------------
+step "unpacking $bundle into $prefix"
+stamp="$prefix/.manifest"
+if ! cmp -s "$bundle/MANIFEST" "$stamp"; then
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  for deb in "$bundle"/debs/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+  # What Debian's maintainer scripts would do (dpkg -x runs none): the update-alternatives links.
+  for tool in mpicc mpicxx mpic++ mpiexec mpirun; do ln -sfn "$tool.openmpi" "$prefix/usr/bin/$tool"; done
+  cp "$bundle/MANIFEST" "$stamp"
+fi
+usr=$prefix/usr
+# Open MPI finds its plugins, help texts and orted relative to OPAL_PREFIX. Debian's PMIx has its
+# plugin and help folders configured as absolute paths, so they are named one by one.
+pmix=$usr/lib/$multiarch/pmix2
+export OPAL_PREFIX=$usr PMIX_PREFIX=$pmix PMIX_PKGLIBDIR=$pmix/lib/pmix PMIX_PKGDATADIR=$pmix/share/pmix
+export PATH=$usr/bin:$PATH
+# The bundle's run-time libraries (MPI's own dependencies, HDF5's) for every process started below.
+export LD_LIBRARY_PATH=$usr/lib/$multiarch/openmpi/lib:$usr/lib/$multiarch:$usr/lib/$multiarch/hdf5/openmpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Only the shared-memory and loopback transports on one machine, quietly.
+export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mca_base_component_show_load_errors=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+mpirun --version | head -1
+
+# --- 2. Configure ---------------------------------------------------------------------------
+step "finding the CUDA libraries PyTorch loads"
+cmake_args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLSCALE_WITH_CUDA=ON
+            -DDLSCALE_WITH_ONEDNN=OFF -DDLSCALE_WITH_KOKKOS=OFF -DDLSCALE_BUILD_BENCH=OFF
+            "-DCUDAToolkit_ROOT=$cuda_home" "-DCMAKE_CUDA_COMPILER=$cuda_home/bin/nvcc"
+            "-DCMAKE_PREFIX_PATH=$usr"
+            "-DMPI_C_COMPILER=$usr/bin/mpicc.openmpi" "-DMPI_CXX_COMPILER=$usr/bin/mpicxx.openmpi"
+            "-DMPIEXEC_EXECUTABLE=$usr/bin/mpiexec.openmpi"
+            "-DHDF5_ROOT=$usr/lib/$multiarch/hdf5/openmpi" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON
+            "-DDLSCALE_PYTHON=$python")
+if [ "$no_gpu" -eq 0 ]; then cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=native); fi
+
+# PyTorch's own copies (its libraries carry an RPATH into the pip wheels nvidia/*): when dlscale
+# links the same files, the loader keeps that one copy of each soname for both.
+torch_lib=$("$python" -c 'import os, torch
+ok = torch.version.cuda is not None and torch.compiled_with_cxx11_abi()
+print(os.path.join(os.path.dirname(torch.__file__), "lib") if ok else "")' 2>/dev/null || true)
+declare -A want=()  # CUDA soname -> the file every part of the process must load
+if [ -n "$torch_lib" ] && [ -f "$torch_lib/libtorch_cuda.so" ]; then
+  torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  echo "LibTorch (CUDA) from $torch_prefix"
+  cmake_args+=(-DDLSCALE_WITH_TORCH=ON "-DCMAKE_PREFIX_PATH=$usr;$torch_prefix")
+  while read -r soname arrow path _; do
+    case "$soname" in libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libcudnn.so.* | libnccl.so.*)
+      [ "$arrow" = "=>" ] && [ -f "$path" ] || fail "PyTorch's $soname is not found ($soname $arrow $path)"
+      want[$soname]=$(readlink -f "$path") ;;
+    esac
+  done < <(ldd "$torch_lib/libtorch_cuda.so")
+  for soname in "${!want[@]}"; do
+    path=${want[$soname]}
+    case "$soname" in
+      libcudart.so.*) cmake_args+=("-DCUDA_cudart_LIBRARY=$path") ;;
+      libcublas.so.*) cmake_args+=("-DCUDA_cublas_LIBRARY=$path") ;;
+      libcublasLt.so.*) cmake_args+=("-DCUDA_cublasLt_LIBRARY=$path") ;;
+      libcudnn.so.*) cmake_args+=("-DCUDNN_LIBRARY=$path") ;;
+      libnccl.so.*) cmake_args+=("-DNCCL_LIBRARY=$path") ;;
+    esac
+  done
+  # Headers beside the wheels' libraries; else the bundle's (scripts/gpu-bundle.sh copies them).
+  for lib in cudnn nccl; do
+    soname=$(printf '%s\n' "${!want[@]}" | grep "^lib$lib\.so\." || true)
+    [ -n "$soname" ] || fail "PyTorch loads no lib$lib; dlscale needs it"
+    include=$(dirname "$(dirname "${want[$soname]}")")/include
+    [ -f "$include/$lib.h" ] || include=$bundle/cuda-headers/$lib/include
+    echo "$lib: ${want[$soname]}, headers from $include"
+    cmake_args+=("-D${lib^^}_INCLUDE_DIR=$include")
+  done
+else
+  # No CUDA LibTorch here: the libtorch column stays empty and the CUDA libraries are the
+  # toolkit's (cuDNN and NCCL where CMake finds them; docs/building.md).
+  echo "python3's torch has no CUDA (or is missing): building without LibTorch"
+  cmake_args+=(-DDLSCALE_WITH_TORCH=OFF)
+fi
+
+step "configuring $build"
 cmake "${cmake_args[@]}"
+if [ ${#want[@]} -eq 0 ]; then  # the toolkit's files CMake chose are the ones to expect
+  for var in CUDA_cudart_LIBRARY CUDA_cublas_LIBRARY CUDA_cublasLt_LIBRARY CUDNN_LIBRARY NCCL_LIBRARY; do
+    path=$(readlink -f "$(sed -n "s/^$var:[A-Z]*=//p" "$build/CMakeCache.txt")")
+    want[$(objdump -p "$path" | awk '/SONAME/ {print $2}')]=$path
+  done
+fi
+
+# --- 3. Build and check what the binary loads -----------------------------------------------
+step "building on $(nproc) cores"
+build_started=$SECONDS
 cmake --build "$build" -j "$(nproc)"
+echo "build: $((SECONDS - build_started)) s"
 
-tests_status=0
-ctest --test-dir "$build" -L gpu --output-on-failure || tests_status=$?
+step "checking which libraries dlscale loads"
+ldd "$build/dlscale" > "$out/ldd.txt"
+! grep 'not found' "$out/ldd.txt" || fail "dlscale has unresolved libraries (above; all of ldd in $out/ldd.txt)"
+for soname in "${!want[@]}"; do
+  got=$(awk -v s="$soname" '$1 == s {print $3}' "$out/ldd.txt")
+  [ -n "$got" ] || fail "dlscale does not load $soname"
+  [ "$(readlink -f "$got")" = "${want[$soname]}" ] ||
+    fail "dlscale loads $soname from $got, PyTorch's is ${want[$soname]}: two copies in one process"
+  echo "one copy: $soname -> ${want[$soname]}"
+done
+for soname in libmpi.so.40 libhdf5_openmpi.so.103; do
+  got=$(awk -v s="$soname" '$1 == s {print $3}' "$out/ldd.txt")
+  case "$(readlink -f "$got")" in "$prefix"/*) echo "bundle: $soname -> $got" ;;
+    *) fail "dlscale loads $soname from '${got}', not from the bundle in $prefix" ;; esac
+done
+"$build/dlscale" list | sed -n '/^Drivers/,/^$/p'
 
-mkdir -p results
-workloads=$("$build/dlscale" list | awk '/^Workloads/ {on = 1; getline; next} /^$/ {on = 0} on {print $1}' | paste -sd, -)
-run_status=0
-"$build/dlscale" run -d cuda,libtorch --device cuda --precision "$precision" -w "$workloads" --batch "$batch" \
-  --warmup "$warmup" --iterations "$iterations" --out results/gpu-check.h5 --overwrite | tee results/gpu-check.log ||
-  run_status=$?
-pytorch_status=0
-python3 bench/pytorch_eager.py --dlscale "$build/dlscale" -w "$workloads" --batch "$batch" --precision "$precision" \
-  --warmup "$warmup" --iterations "$iterations" > results/gpu-check-pytorch.jsonl || pytorch_status=$?
-
-python3 - "$batch" "$precision" <<'PY'
-import json, re, sys
-batch, precision = sys.argv[1], sys.argv[2]
-rows = {}
-pattern = re.compile(r"^\d{4} (\S+)\s+(\S+)\s+cuda .*?\| (?:step ([\d.]+) ms .*\| ([\d.]+) GFLOP/s \| ok|(\w+): (.*))$")
-for line in open("results/gpu-check.log"):
-    m = pattern.match(line.strip())
-    if m:
-        workload, driver, ms, gflops, status, why = m.groups()
-        rows.setdefault(workload, {})[driver] = (float(ms), float(gflops) / 1e3) if ms else status
-try:
-    for line in open("results/gpu-check-pytorch.jsonl"):
-        r = json.loads(line)
-        rows.setdefault(r["workload"], {})["pytorch"] = (r["step_median_s"] * 1e3, r["tflops"])
-except FileNotFoundError:
-    pass
-def cell(v):
-    return f"{v[0]:10.2f} {v[1]:7.2f}" if isinstance(v, tuple) else f"{str(v or '-'):>18}"
-print(f"\nbatch {batch}, {precision}: median step (ms) and achieved TFLOP/s")
-print(f"{'workload':<16} {'cuda ms':>10} {'TFLOP/s':>7} {'libtorch ms':>10} {'TFLOP/s':>7} {'pytorch ms':>10} {'TFLOP/s':>7}  cuda/pytorch")
-for w, r in rows.items():
-    ratio = ""
-    if isinstance(r.get("cuda"), tuple) and isinstance(r.get("pytorch"), tuple):
-        ratio = f"{r['cuda'][0] / r['pytorch'][0]:.3f}"
-    print(f"{w:<16} {cell(r.get('cuda'))} {cell(r.get('libtorch'))} {cell(r.get('pytorch'))}  {ratio}")
+# --- 4a. Without a GPU: two ranks through the bundle's mpirun -------------------------------
+if [ "$no_gpu" -eq 1 ]; then
+  step "a 2-rank CPU case through the bundle's mpirun"
+  rm -f "$out/no-gpu.h5"
+  mpirun -np 2 "$build/dlscale" run -d reference -w fcn5:features=64,width=32 --batch 4 --warmup 1 \
+    --iterations 3 --out "$out/no-gpu.h5"
+  "$python" - "$out/no-gpu.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    cases = [f["cases"][k] for k in f["cases"]]
+    assert len(cases) == 1 and cases[0].attrs["status"] == "ok", [dict(c.attrs) for c in cases]
+    assert cases[0]["iter_time_s"].shape == (2, 3), cases[0]["iter_time_s"].shape
+    print(f"read back: {f.attrs['world_size']} ranks, status ok, median step {cases[0]['summary'].attrs['step_median_s'] * 1e3:.3f} ms")
 PY
+  step "done: --no-gpu passed in $((SECONDS - started)) s"
+  exit 0
+fi
 
+# --- 4b. On the GPU: the gpu tests, then the step-time table --------------------------------
+step "tests labelled gpu"
+tests_status=0
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 > "$out/tests.log" 2>&1 || tests_status=$?
+tail -n 25 "$out/tests.log"
+
+step "step times: cuda, LibTorch CUDA, PyTorch eager"
+drivers=$("$build/dlscale" list | awk '/^Drivers/ {on = 1; next} /^$/ {on = 0} on && $2 ~ /cuda/ {print $1}' | paste -sd, -)
+config=$out/gpu-check.toml
+{
+  echo "driver = [$(echo "$drivers" | sed 's/[^,]*/"&"/g')]"
+  echo "device = \"cuda\""
+  echo "precision = [$(echo "$precisions" | sed 's/[^,]*/"&"/g')]"
+  echo "warmup = $warmup"
+  echo "iterations = $iterations"
+  for case in $table_cases; do
+    printf '[[matrix]]\nworkload = "%s"\nbatch = [%s]\n' "${case%%:*}" "${case#*:}"
+  done
+} > "$config"
+run_status=0
+"$build/dlscale" run --config "$config" --out "$out/gpu-check.h5" --overwrite || run_status=$?
+pytorch_status=0
+"$python" bench/pytorch_eager.py --dlscale "$build/dlscale" --cases-from "$out/gpu-check.h5" \
+  --warmup "$warmup" --iterations "$iterations" > "$out/pytorch.jsonl" || pytorch_status=$?
+"$python" bench/gpu_step_table.py "$out/gpu-check.h5" "$out/pytorch.jsonl" | tee "$out/table.txt"
+
+step "done in $((SECONDS - started)) s"
 if [ "$tests_status" -ne 0 ] || [ "$run_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ]; then
-  echo "gpu-check: GPU tests exit $tests_status, dlscale run exit $run_status, PyTorch comparison exit $pytorch_status" >&2
-  exit 1
+  fail "gpu tests exit $tests_status, dlscale run exit $run_status, PyTorch eager exit $pytorch_status"
 fi

@@ -90,8 +90,21 @@ int list_command(const MpiContext& mpi, const std::string& json_workload) {
     fmt::print("  {:<16} {:>11} {:>16.3f}  {:<21} {}\n", e.name, parameter_count(w), flops_per_sample(w).train() / 1e9,
                e.source, e.overrides);
   }
-  fmt::print("\nDrivers\n");
-  for (const auto& d : drivers.all()) fmt::print("  {}\n", d->name());
+  // The devices each driver can use on this machine (scripts/gpu-check.sh picks its GPU drivers
+  // from this column), and why not where one is missing.
+  fmt::print("\nDrivers\n  {:<10} {:<9} {}\n", "name", "devices", "unavailable here");
+  for (const auto& d : drivers.all()) {
+    std::string usable, why;
+    for (const auto& [device, name] : {std::pair{DeviceType::kCpu, "cpu"}, std::pair{DeviceType::kCuda, "cuda"}}) {
+      const Support s = d->device_available(device);
+      if (s.ok) {
+        usable += fmt::format("{}{}", usable.empty() ? "" : ",", name);
+      } else {
+        why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", name, s.reason);
+      }
+    }
+    fmt::print("  {:<10} {:<9} {}\n", d->name(), usable.empty() ? "-" : usable, why);
+  }
   fmt::print("\nSuites\n");
   for (const BuiltinSuite& s : builtin_suites()) fmt::print("  {:<12} {}\n", s.name, s.description);
   return 0;

@@ -222,15 +222,16 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     status = Status::kUnsupported;
     message = support.reason;
   }
-  // GPU cases: the NCCL communicator comes first, before the model takes the GPU's memory; it is
-  // collective, so the ranks agree on the case before it.
+  // GPU cases: the NCCL communicator comes first, before the model takes the GPU's memory. The
+  // shared-GPU check and the communicator are collective, so the ranks agree on the case before
+  // either: a rank refused above must not skip a collective the others enter.
   std::unique_ptr<GpuStep> gpu_step;
   if (device == DeviceType::kCuda) {
+    std::tie(status, message) = agree(comm, status, message);
     if (status == Status::kOk && ranks > 1 && gpus_shared(comm, mpi_.host(), gpu)) {
-      status = Status::kUnsupported;
+      status = Status::kUnsupported;  // gpus_shared answers the same on every rank
       message = "two ranks of this case would share a GPU, which NCCL refuses (one GPU per rank)";
     }
-    std::tie(status, message) = agree(comm, status, message);
     if (status == Status::kOk) {
       try {
         gpu_step = make_gpu_step(comm, gpu);
