@@ -63,12 +63,77 @@ class OutOfMemory : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A driver's answer to "can you run this?": ok, or the reason it cannot.
+/// How a case ended, as drivers report it and the harness records it (`status` in the results
+/// file). Ordered by how much one rank's outcome overrides another's when ranks disagree.
+enum class Status { kOk = 0, kUnsupported = 1, kOom = 2, kTimeout = 3, kError = 4 };
+
+/// "ok", "unsupported", "oom", "timeout", "error".
+const char* status_name(Status s);
+
+/// A driver's answer to "can you run this?": ok, or the reason it cannot (the `unsupported`
+/// outcome). `Outcome::from` turns it into an outcome.
 struct Support {
   bool ok = true;
   std::string reason;
   static Support yes() { return {}; }
   static Support no(std::string why) { return {false, std::move(why)}; }
+};
+
+/// A status and why (empty when ok): the one outcome type of drivers and harness.
+struct Outcome {
+  Status status = Status::kOk;
+  std::string message;
+  bool ok() const { return status == Status::kOk; }
+  static Outcome from(const Support& s) { return s.ok ? Outcome{} : Outcome{Status::kUnsupported, s.reason}; }
+};
+
+/// The ranks of one case as a backend sees them; the harness implements it over MPI, so that no
+/// driver includes MPI (NCCL, say, bootstraps through it).
+class RankGroup {
+ public:
+  virtual ~RankGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Copies `bytes` bytes at `data` on rank `root` to `data` on every rank; collective.
+  virtual void broadcast(void* data, size_t bytes, int root) const = 0;
+};
+
+/// Times one training step: mark(0) at its start, mark(1..3) at the phase boundaries when phases
+/// are timed, mark(last) at its end; seconds(from, to) once the step was marked to its end.
+class StepTimer {
+ public:
+  virtual ~StepTimer() = default;
+  virtual void mark(int i) = 0;
+  virtual double seconds(int from, int to) = 0;
+};
+
+/// A float buffer summed in place over a case's ranks, as a training step reduces gradients:
+/// the all-reduce microbenchmark measures the harness's or a driver's reduction through this.
+class AllreduceTransport {
+ public:
+  virtual ~AllreduceTransport() = default;
+  /// Sets the buffer to `values` (not timed).
+  virtual void load(const std::vector<float>& values) = 0;
+  /// Sums the buffer in place over the ranks; returns when the result is complete.
+  virtual void reduce() = 0;
+  virtual std::vector<float> read() = 0;
+};
+
+class Model;
+
+/// Averages a model's gradients over a case's ranks where the backend keeps them (a GPU's memory
+/// and NCCL, say). The harness's own reduction, MPI on host memory, serves every driver that
+/// makes none.
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  /// Reduces `model`'s gradients from now on (on its stream, for a GPU model); `model` comes from
+  /// the driver that made this reducer.
+  virtual void bind(const Model& model) = 0;
+  /// Replaces `grads` by their mean over the ranks, ordered after the work queued before it.
+  virtual void average(const GradBuffer& grads) = 0;
+  /// The same reduction, on a buffer of its own, for the all-reduce microbenchmark.
+  virtual std::unique_ptr<AllreduceTransport> transport() = 0;
 };
 
 /// One trainable instance of a workload on one backend and device.
@@ -95,10 +160,10 @@ class Model {
   /// The gradients in the canonical layout (cross-checks only; may be slow).
   virtual std::vector<float> export_gradients() = 0;
   virtual MemoryStats memory() const = 0;
-  /// The CUDA stream (a cudaStream_t) that all of a GPU model's work is queued on, for the
-  /// harness's timing events and NCCL all-reduce; nullptr is the legacy default stream, which
-  /// LibTorch uses. Meaningless for CPU models.
-  virtual void* cuda_stream() const { return nullptr; }
+  /// How the harness times this model's steps. nullptr (the default, for CPU models): the host
+  /// clock read after synchronize(). GPU models return a timer on their own stream, so that a
+  /// step holds no host synchronisation.
+  virtual std::unique_ptr<StepTimer> make_step_timer() { return nullptr; }
   /// Asks the driver to call `ready(first, count)` during backward() whenever elements
   /// [first, first + count) of grad_buffer() hold their final values, so that the harness can
   /// reduce them while the rest of the backward pass runs. Returns false when the driver cannot
@@ -122,6 +187,16 @@ class Driver {
   virtual Support device_available(DeviceType device) const;
   /// The device a case runs on when the user names none.
   virtual DeviceType default_device() const { return DeviceType::kCpu; }
+  /// How many devices of this type the driver sees (GPUs with CUDA_VISIBLE_DEVICES applied); 0,
+  /// with the reason in `why`, when none. The harness binds ranks to them (suite/device_binding.h).
+  virtual int device_count(DeviceType device, std::string* why) const;
+  /// A device for the results file: "cuda:0 NVIDIA H100 80GB HBM3 GPU-5f1c… bus 0000:1b:00.0 (79.1 GiB)".
+  virtual std::string describe_device(DeviceType device, int index) const;
+  /// The gradient reduction of a case on `device`, made before the model so that it takes its
+  /// device memory first (NCCL's buffers); collective over `ranks`. nullptr (the default): the
+  /// harness's MPI on host memory, which needs grad_buffer() in host memory.
+  virtual std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
+                                                        const RankGroup& ranks) const;
   virtual std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const = 0;
   /// Library name -> version, recorded in /system/software.
   virtual std::map<std::string, std::string> versions() const = 0;

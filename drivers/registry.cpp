@@ -35,6 +35,34 @@ Precision parse_precision(const std::string& name) {
   throw std::invalid_argument(fmt::format("unknown precision '{}' (expected fp32, tf32 or bf16)", name));
 }
 
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk:
+      return "ok";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kOom:
+      return "oom";
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kError:
+      return "error";
+  }
+  return "error";
+}
+
+int Driver::device_count(DeviceType device, std::string* why) const {
+  if (device == DeviceType::kCpu) return 1;
+  if (why != nullptr) *why = fmt::format("the {} driver runs on the CPU only", name());
+  return 0;
+}
+
+std::string Driver::describe_device(DeviceType device, int index) const {
+  return device == DeviceType::kCpu ? std::string("cpu") : fmt::format("cuda:{} (not used by {})", index, name());
+}
+
+std::unique_ptr<GradientReducer> Driver::make_reducer(DeviceType, int, const RankGroup&) const { return nullptr; }
+
 Support Driver::supports_precision(const Workload&, DeviceType, Precision precision) const {
   if (precision == Precision::kFp32) return Support::yes();
   return Support::no(fmt::format("{} driver: only fp32 is implemented, not {}", name(), precision_name(precision)));

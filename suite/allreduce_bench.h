@@ -11,6 +11,8 @@
 
 #include "io/results_file.h"
 
+#include "drivers/driver.h"
+
 namespace dlscale {
 
 struct AllreduceOptions {
@@ -32,21 +34,9 @@ struct AllreduceResult {
   double alpha_s = 0, beta_s_per_byte = 0;               ///< ring fit (0 on one rank or one size)
 };
 
-/// Where the benchmarked buffer lives and what sums it: by default host memory and MPI, the
-/// CPU training step's reduction; make_nccl_transport (suite/gpu_binding.h) gives GPU memory
-/// and NCCL, the GPU step's.
-class AllreduceTransport {
- public:
-  virtual ~AllreduceTransport() = default;
-  /// Sets the buffer to `values` (not timed).
-  virtual void load(const std::vector<float>& values) = 0;
-  /// Sums the buffer in place over the ranks; returns when the result is complete.
-  virtual void reduce() = 0;
-  virtual std::vector<float> read() = 0;
-};
-
 /// Runs the microbenchmark on `comm` with the same in-place reduction the training step uses
-/// (`transport`; nullptr: MPI on host memory). Each iteration is timed on the host clock from
+/// (`transport`, drivers/driver.h: a driver's own reducer's, e.g. NCCL on GPU memory; nullptr:
+/// MPI on host memory, the CPU step's). Each iteration is timed on the host clock from
 /// its start to the completed result. Inputs are small integers, so every sum is exact in
 /// float32 and checked element by element.
 AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options,

@@ -2,32 +2,44 @@
 // results file with the same provenance as a training run.
 #include <fmt/format.h>
 
-#ifdef DLSCALE_WITH_CUDA
-#include "drivers/cuda/gpu_devices.h"
-#endif
-
 #include "suite/allreduce_bench.h"
 #include "suite/commands.h"
+#include "suite/device_binding.h"
 #include "suite/errors.h"
-#include "suite/gpu_binding.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 
 namespace dlscale {
+
+namespace {
+
+/// The driver whose reduction `--backend nccl` measures: the GPU driver's (NCCL on GPU memory).
+const Driver* gpu_driver(const Registry& drivers) {
+  for (const auto& d : drivers.all()) {
+    if (d->default_device() == DeviceType::kCuda) return d.get();
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   const bool root = mpi.rank() == 0;
   std::string problem;
   AllreduceOptions options;
   std::string out_path = args.out.value_or("results/allreduce.h5");
+  Registry drivers;
+  register_drivers(drivers);
+  const Driver* nccl_driver = gpu_driver(drivers);
+  int gpus = 0;
   try {
     if (args.backend == "nccl") {
-#ifdef DLSCALE_WITH_CUDA
+      if (nccl_driver == nullptr) {
+        throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset)");
+      }
       std::string why;
-      if (cuda::visible_gpu_count(&why) == 0) throw UsageError("--backend nccl: no usable CUDA GPU here (" + why + ")");
-#else
-      throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset)");
-#endif
+      gpus = nccl_driver->device_count(DeviceType::kCuda, &why);
+      if (gpus == 0) throw UsageError("--backend nccl: no usable CUDA GPU here (" + why + ")");
     } else if (args.backend != "mpi") {
       throw UsageError(fmt::format("unknown backend '{}' (expected mpi or nccl)", args.backend));
     }
@@ -58,13 +70,11 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   }
   if (report_usage_error(mpi.world(), problem)) return 2;
 
-  Registry drivers;
-  register_drivers(drivers);
   RankInfo mine = mpi.info();
   const bool nccl = args.backend == "nccl";
-  const int device = nccl ? gpu_index_for(mpi.local_rank()) : 0;
-  if (nccl) mine.device = describe_gpu(device);
-  if (nccl && gpus_shared(mpi.world(), mpi.host(), device)) {
+  const int device = nccl ? gpu_index_for(mpi.local_rank(), gpus) : 0;
+  if (nccl) mine.device = nccl_driver->describe_device(DeviceType::kCuda, device);
+  if (nccl && gpus_shared(mpi.world(), mpi.host(), mine.device)) {
     problem =
         "--backend nccl: two ranks on one host would share a GPU, which NCCL refuses (one GPU per rank; "
         "see CUDA_VISIBLE_DEVICES and the launcher's GPU binding)";
@@ -73,8 +83,12 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
   if (root) write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
 
+  std::unique_ptr<GradientReducer> reducer;  // owns the communicator the transport uses
   std::unique_ptr<AllreduceTransport> transport;
-  if (nccl) transport = make_nccl_transport(mpi.world(), device);
+  if (nccl) {
+    reducer = nccl_driver->make_reducer(DeviceType::kCuda, device, MpiRankGroup(mpi.world()));
+    transport = reducer->transport();
+  }
   const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());
   if (!root) return 0;
   const std::string name = file->append_group("allreduce", allreduce_group(r, args.backend, ""));

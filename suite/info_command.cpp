@@ -5,7 +5,7 @@
 
 #include "suite/builtin_suites.h"
 #include "suite/commands.h"
-#include "suite/gpu_binding.h"
+#include "suite/device_binding.h"
 #include "suite/provenance.h"
 #include "workloads/catalog.h"
 
@@ -135,9 +135,9 @@ int info_command(const MpiContext& mpi) {
   }
   // What rank 0 sees (CUDA_VISIBLE_DEVICES applied); scripts and tests read the count from here.
   std::string why;
-  const int gpus = visible_gpus(&why);
+  const int gpus = visible_gpus(drivers, &why);
   fmt::print("\nGPUs: {} visible{}\n", gpus, gpus == 0 ? fmt::format(" ({})", why) : "");
-  for (int g = 0; g < gpus; ++g) fmt::print("  {}\n", describe_gpu(g));
+  for (int g = 0; g < gpus; ++g) fmt::print("  {}\n", describe_gpu(drivers, g));
   for (const std::string& w : provenance_warnings(detect_loaded_math()))
     fmt::print(stderr, "dlscale: warning: {}\n", w);
   for (const std::string& w : shared_core_warnings(table)) fmt::print(stderr, "dlscale: warning: {}\n", w);

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -186,6 +188,16 @@ std::vector<std::string> shared_core_warnings(const std::vector<RankInfo>& table
     }
   }
   return warnings;
+}
+
+MpiRankGroup::MpiRankGroup(MPI_Comm comm) : comm_(comm) {
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank_));
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
+}
+
+void MpiRankGroup::broadcast(void* data, size_t bytes, int root) const {
+  if (bytes > static_cast<size_t>(INT_MAX)) throw std::invalid_argument("MpiRankGroup::broadcast: over 2 GiB");
+  DLSCALE_CHECK_MPI(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_));
 }
 
 int allreduce_max(MPI_Comm comm, int value) {

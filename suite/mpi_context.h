@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "drivers/driver.h"
+
 namespace dlscale {
 
 /// MPI_Init_thread / MPI_Finalize for the process's lifetime.
@@ -81,5 +83,19 @@ std::vector<std::string> shared_core_warnings(const std::vector<RankInfo>& table
 
 /// The maximum of `value` over all ranks.
 int allreduce_max(MPI_Comm comm, int value);
+
+/// The ranks of `comm` as drivers see them (drivers/driver.h), so that a backend's own
+/// communicator (NCCL) bootstraps over MPI without the driver including MPI.
+class MpiRankGroup final : public RankGroup {
+ public:
+  explicit MpiRankGroup(MPI_Comm comm);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void broadcast(void* data, size_t bytes, int root) const override;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
 
 }  // namespace dlscale

@@ -106,7 +106,10 @@ Attrs software_attributes(const Registry& drivers) {
   a.emplace_back("compiler", std::string(DLSCALE_COMPILER));
   a.emplace_back("build_type", std::string(DLSCALE_BUILD_TYPE));
   a.emplace_back("cxx_flags", std::string(DLSCALE_CXX_FLAGS));
-  a.emplace_back("backends", std::string(DLSCALE_BACKENDS));
+  // The drivers compiled into this binary, each of which records its own libraries below.
+  std::string backends;
+  for (const std::string& name : drivers.names()) backends += (backends.empty() ? "" : " ") + name;
+  a.emplace_back("backends", backends);
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0;
   MPI_Get_library_version(mpi, &len);
@@ -122,9 +125,6 @@ Attrs software_attributes(const Registry& drivers) {
   for (const auto& driver : drivers.all()) {
     for (const auto& [lib, version] : driver->versions()) a.emplace_back(lib, version);
   }
-#ifdef DLSCALE_KOKKOS_VERSION
-  a.emplace_back("kokkos", std::string(DLSCALE_KOKKOS_VERSION));
-#endif
   return a;
 }
 

@@ -17,8 +17,8 @@
 #include "io/results_file.h"
 #include "suite/builtin_suites.h"
 #include "suite/commands.h"
+#include "suite/device_binding.h"
 #include "suite/errors.h"
-#include "suite/gpu_binding.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 #include "suite/runner.h"
@@ -122,9 +122,9 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
 
   Progress progress(root);
   RankInfo mine = mpi.info();
-  if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; }) &&
-      visible_gpus() > 0) {
-    mine.device = describe_gpu(gpu_index_for(mpi.local_rank()));
+  if (const int gpus = visible_gpus(drivers);
+      gpus > 0 && std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; })) {
+    mine.device = describe_gpu(drivers, gpu_index_for(mpi.local_rank(), gpus));
   }
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
   if (root) {

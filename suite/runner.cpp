@@ -1,9 +1,9 @@
 #include "suite/runner.h"
 
 #include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
-
 #include <climits>
 #include <cstdlib>
 #include <memory>
@@ -12,8 +12,8 @@
 
 #include "suite/allreduce_bench.h"
 #include "suite/datasets.h"
+#include "suite/device_binding.h"
 #include "suite/errors.h"
-#include "suite/gpu_binding.h"
 #include "suite/gradient_allreduce.h"
 #include "suite/host_memory.h"
 #include "suite/provenance.h"
@@ -31,28 +31,11 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-/// Outcomes, ordered by how much they override others when ranks disagree.
-enum class Status { kOk = 0, kUnsupported = 1, kOom = 2, kError = 3 };
-
-const char* status_name(Status s) {
-  switch (s) {
-    case Status::kOk:
-      return "ok";
-    case Status::kUnsupported:
-      return "unsupported";
-    case Status::kOom:
-      return "oom";
-    case Status::kError:
-      return "error";
-  }
-  return "error";
-}
-
 /// Agrees on the worst status over all ranks and on the message of the first rank that had it.
-std::pair<Status, std::string> agree(MPI_Comm comm, Status mine, const std::string& message) {
-  const auto worst = static_cast<Status>(allreduce_max(comm, static_cast<int>(mine)));
-  if (worst == Status::kOk) return {worst, ""};
-  const std::vector<std::string> all = gather_strings(comm, mine == worst ? message : std::string());
+Outcome agree(MPI_Comm comm, const Outcome& mine) {
+  const auto worst = static_cast<Status>(allreduce_max(comm, static_cast<int>(mine.status)));
+  if (worst == Status::kOk) return {};
+  const std::vector<std::string> all = gather_strings(comm, mine.status == worst ? mine.message : std::string());
   std::string agreed;
   for (size_t r = 0; r < all.size(); ++r) {
     if (!all[r].empty()) {
@@ -65,79 +48,55 @@ std::pair<Status, std::string> agree(MPI_Comm comm, Status mine, const std::stri
 
 void add(Attrs& a, const char* name, AttrValue v) { a.emplace_back(name, std::move(v)); }
 
-/// Median over iterations of the slowest rank's time in phase `p` ([ranks][iterations][4] input).
-double phase_median(const std::vector<double>& phases, int ranks, int iterations, int p) {
-  std::vector<double> slowest(static_cast<size_t>(iterations), 0.0);
-  for (int r = 0; r < ranks; ++r) {
-    for (int i = 0; i < iterations; ++i) {
-      const double v =
-          phases[(static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)) * kPhaseCount +
-                 static_cast<size_t>(p)];
-      slowest[static_cast<size_t>(i)] = std::max(slowest[static_cast<size_t>(i)], v);
-    }
+class HostStepTimer final : public StepTimer {
+ public:
+  explicit HostStepTimer(Model& model) : model_(model) {}
+  void mark(int i) override {
+    model_.synchronize();
+    marks_[static_cast<size_t>(i)] = Clock::now();
   }
-  return median(slowest);
-}
+  double seconds(int from, int to) override {
+    return seconds_between(marks_[static_cast<size_t>(from)], marks_[static_cast<size_t>(to)]);
+  }
+
+ private:
+  Model& model_;
+  Clock::time_point marks_[kPhaseCount + 1];
+};
 
 }  // namespace
 
+std::unique_ptr<StepTimer> make_host_step_timer(Model& model) { return std::make_unique<HostStepTimer>(model); }
+
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases, BucketedAllreduce* buckets,
-                        GpuStep* gpu) {
+                        StepTimer* timer, GradientReducer* reducer) {
+  std::unique_ptr<StepTimer> host;
+  if (timer == nullptr) {
+    host = make_host_step_timer(model);
+    timer = host.get();
+  }
   StepTimes t;
-  if (gpu != nullptr) {
-    // Marks 0..4 bracket the phases; without phases only 0 and the last are read.
-    gpu->mark(0);
-    model.forward();
-    if (time_phases) gpu->mark(1);
-    model.backward();
-    if (time_phases) gpu->mark(2);
-    gpu->allreduce(model.grad_buffer());
-    if (time_phases) gpu->mark(3);
-    model.update(opt);
-    const int last = time_phases ? 4 : 1;
-    gpu->mark(last);
-    t.total = gpu->seconds(0, last);
-    if (time_phases) {
-      for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = gpu->seconds(p, p + 1);
-    }
-    return t;
-  }
-  // The all-reduce: one blocking call after backward, or buckets (started during backward when
-  // the driver reports finished gradients) completed after it.
-  const auto reduce = [&] {
-    if (buckets != nullptr) {
-      buckets->finish();
-    } else {
-      allreduce_gradients(model.grad_buffer(), comm);
-    }
-  };
-  const Clock::time_point start = Clock::now();
   if (buckets != nullptr) buckets->start_step();
-  if (!time_phases) {
-    model.forward();
-    model.backward();
-    reduce();
-    model.update(opt);
-    model.synchronize();
-    t.total = seconds_between(start, Clock::now());
-    return t;
-  }
-  Clock::time_point mark = start;
-  auto lap = [&](Phase p) {
-    model.synchronize();
-    const Clock::time_point now = Clock::now();
-    t.phase[p] = seconds_between(mark, now);
-    mark = now;
-  };
+  timer->mark(0);
   model.forward();
-  lap(kForward);
+  if (time_phases) timer->mark(1);
   model.backward();
-  lap(kBackward);
-  reduce();
-  lap(kAllreduce);
+  if (time_phases) timer->mark(2);
+  if (reducer != nullptr) {
+    reducer->average(model.grad_buffer());
+  } else if (buckets != nullptr) {
+    buckets->finish();
+  } else {
+    allreduce_gradients(model.grad_buffer(), comm);
+  }
+  if (time_phases) timer->mark(3);
   model.update(opt);
-  lap(kUpdate);
-  t.total = seconds_between(start, mark);
+  const int last = time_phases ? kPhaseCount : 1;
+  timer->mark(last);
+  t.total = timer->seconds(0, last);
+  if (time_phases) {
+    for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = timer->seconds(p, p + 1);
+  }
   return t;
 }
 
@@ -161,25 +120,181 @@ CaseOutcome Runner::run(const CaseSpec& spec, int index, int total) {
   return outcome;
 }
 
+/// What prepare() built for a case: its agreed outcome so far and, when ok, the model and the
+/// parts that feed, reduce and time it.
+struct Runner::Setup {
+  Outcome outcome;
+  const Driver* driver = nullptr;
+  Workload workload;
+  DeviceType device = DeviceType::kCpu;
+  int threads = 1;
+  int gpu = 0;                               ///< the GPU of this rank, for GPU cases
+  std::unique_ptr<GradientReducer> reducer;  ///< a driver's own (NCCL), else MPI on host memory
+  std::unique_ptr<Model> model;
+  std::unique_ptr<StepTimer> timer;  ///< the model's own (CUDA events), else the host clock
+  std::shared_ptr<const Dataset> dataset;
+  std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
+  bool overlap = false;
+};
+
+/// What measure() recorded on this rank.
+struct Runner::Samples {
+  std::vector<double> times, phase_times, losses;  ///< [iterations], [iterations][4], [iterations]
+  int64_t host_peak = -1, device_peak = 0;
+};
+
+Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
+  Setup s;
+  s.driver = drivers_.find(spec.driver);
+  s.workload = make_workload(spec.workload);
+  s.device = spec.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+  s.threads = spec.threads > 0 ? spec.threads : mpi_.default_threads();
+  const Driver& driver = *s.driver;
+  const Precision precision = parse_precision(spec.precision);
+  const int ranks = spec.ranks;
+  if (s.device == DeviceType::kCuda) {
+    s.gpu = gpu_index_for(mpi_.local_rank(), driver.device_count(DeviceType::kCuda, nullptr));
+  }
+  Support support = driver.device_available(s.device);
+  if (support.ok) support = driver.supports(s.workload, s.device);
+  if (support.ok) support = driver.supports_precision(s.workload, s.device, precision);
+  if (support.ok && s.device == DeviceType::kCuda && spec.bucket_mb > 0 && ranks > 1) {
+    support = Support::no(
+        "--bucket-mb: buckets are reduced with MPI on host memory; GPU gradients go through "
+        "one NCCL all-reduce");
+  }
+  // A driver's own reduction comes first, before the model takes the device's memory. The
+  // shared-GPU check and the reducer may be collective, so the ranks agree on the case before
+  // either: a rank refused above must not skip a collective the others enter.
+  s.outcome = agree(comm, Outcome::from(support));
+  if (s.device == DeviceType::kCuda) {
+    if (s.outcome.ok() && ranks > 1 &&
+        gpus_shared(comm, mpi_.host(), driver.describe_device(DeviceType::kCuda, s.gpu))) {
+      // gpus_shared answers the same on every rank
+      s.outcome = {Status::kUnsupported,
+                   "two ranks of this case would share a GPU, which NCCL refuses (one GPU per rank)"};
+    }
+  }
+  if (s.outcome.ok()) {
+    try {
+      const MpiRankGroup group(comm);
+      s.reducer = driver.make_reducer(s.device, s.gpu, group);
+    } catch (const std::exception& e) {
+      // The other ranks may be inside the reducer's collective set-up (NCCL), which has no way back.
+      fmt::print(stderr, "dlscale: rank {}: case {}: set-up of the gradient reduction failed: {}\n", mpi_.rank(),
+                 spec.command(), e.what());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  if (s.outcome.ok()) {
+    try {
+      // Each rank draws its own dropout masks, as data-parallel training does.
+      const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
+      s.model = driver.create(s.workload, {s.device, s.gpu, s.threads, rank_seed, precision});
+      s.model->load_parameters(canonical_parameters(s.workload, spec.seed));
+      if (spec.data == "synthetic") {
+        s.model->set_batch(synthetic_batch(s.workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
+      } else {
+        std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
+        if (!cached) cached = open_dataset(spec.data);
+        s.dataset = cached;
+        // The first batch now, so that building the network (and running out of memory doing
+        // so) happens here rather than inside the timed loop.
+        s.model->set_batch(s.dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
+      }
+      if (s.model->grad_buffer().on_device && !s.reducer) {
+        throw std::logic_error(
+            fmt::format("the {} driver keeps gradients in device memory but gives no reducer", driver.name()));
+      }
+    } catch (const OutOfMemory& e) {
+      s.outcome = {Status::kOom, e.what()};
+    } catch (const std::bad_alloc&) {
+      s.outcome = {Status::kOom, "host allocation failed (std::bad_alloc)"};
+    } catch (const std::exception& e) {
+      s.outcome = {Status::kError, e.what()};
+    }
+  }
+  s.outcome = agree(comm, s.outcome);
+  if (!s.outcome.ok()) {
+    s.model.reset();
+    return s;
+  }
+  if (s.reducer) s.reducer->bind(*s.model);
+  s.timer = s.model->make_step_timer();
+  if (spec.bucket_mb > 0 && ranks > 1) {
+    s.buckets = std::make_unique<BucketedAllreduce>(s.model->grad_buffer(), comm, spec.bucket_mb);
+    BucketedAllreduce& buckets = *s.buckets;
+    s.overlap =
+        s.model->set_gradient_ready_callback([&buckets](size_t first, size_t count) { buckets.ready(first, count); });
+  }
+  return s;
+}
+
+Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
+  Samples out;
+  Model& model = *s.model;
+  const Optimizer opt;
+  // With a real dataset every iteration trains on the next global batch, each rank on its own
+  // slice of it; the copy in happens before the step's barrier, outside the timed region.
+  int64_t next_sample = int64_t{mpi_.rank()} * spec.batch_per_rank();
+  const auto next_batch = [&] {
+    if (!s.dataset) return;
+    model.set_batch(s.dataset->batch(next_sample, spec.batch_per_rank()));
+    next_sample += spec.global_batch();
+  };
+  const auto step = [&] {
+    return training_step(model, comm, opt, spec.phases, s.buckets.get(), s.timer.get(), s.reducer.get());
+  };
+  if (!reset_peak_rss()) {
+    progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
+  }
+  // A failure inside the loop on one rank would leave the others blocked in a collective, so it
+  // aborts the job; every case finished before it is already flushed to the file.
+  try {
+    for (int i = 0; i < spec.warmup; ++i) {
+      next_batch();
+      DLSCALE_CHECK_MPI(MPI_Barrier(comm));
+      progress_.iteration("warm-up", i + 1, spec.warmup, step().total);
+    }
+    out.times.reserve(static_cast<size_t>(spec.iterations));
+    for (int i = 0; i < spec.iterations; ++i) {
+      next_batch();
+      DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
+      const StepTimes t = step();
+      out.times.push_back(t.total);
+      if (spec.phases) out.phase_times.insert(out.phase_times.end(), t.phase, t.phase + kPhaseCount);
+      double loss = model.loss() / spec.ranks, mean_loss = 0;
+      DLSCALE_CHECK_MPI(MPI_Allreduce(&loss, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, comm));
+      out.losses.push_back(mean_loss);
+      progress_.iteration("iteration", i + 1, spec.iterations, t.total);
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "dlscale: rank {}: case {} failed while training: {}\n", mpi_.rank(), spec.command(), e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  out.host_peak = peak_rss_bytes();
+  out.device_peak = model.memory().device_peak_bytes;
+  return out;
+}
+
 CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int total) {
   const Clock::time_point wall_start = Clock::now();
   const int ranks = spec.ranks;
-  const Workload workload = make_workload(spec.workload);
-  const Driver& driver = *drivers_.find(spec.driver);
+  const bool root = mpi_.rank() == 0;
   const int threads = spec.threads > 0 ? spec.threads : mpi_.default_threads();
-  const DeviceType device = spec.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
-  const int64_t params = parameter_count(workload);
-  const Optimizer opt;
-
   progress_.case_started(
       index, total,
       fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, spec.device, spec.batch_per_rank(), threads),
       spec.command());
 
+  // Describe: what the case is, before anything can fail.
   CaseOutcome outcome;
   CaseRecord& rec = outcome.record;
   rec.ranks = ranks;
   Attrs& a = rec.attrs;
+  const Workload workload = make_workload(spec.workload);
+  const int64_t params = parameter_count(workload);
+  const double train_flops = flops_per_sample(workload).train() * static_cast<double>(spec.global_batch());
   add(a, "workload", spec.workload);
   add(a, "driver", spec.driver);
   add(a, "device_type", spec.device);
@@ -194,7 +309,6 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "iterations", int64_t{spec.iterations});
   add(a, "seed", static_cast<int64_t>(spec.seed));
   add(a, "params", params);
-  const double train_flops = flops_per_sample(workload).train() * static_cast<double>(spec.global_batch());
   add(a, "train_flops_per_step", train_flops);
   add(a, "grad_bytes", params * int64_t{4});
   add(a, "phases", int64_t{spec.phases ? 1 : 0});
@@ -203,173 +317,57 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "case_key", spec.command());
   add(a, "started_utc", utc_now());
 
-  // Setup: every rank builds its model; failures are agreed on before any collective training.
-  Status status = Status::kOk;
-  std::string message;
-  std::unique_ptr<Model> model;
-  std::shared_ptr<const Dataset> dataset;
-  const Precision precision = parse_precision(spec.precision);
-  const int gpu = device == DeviceType::kCuda ? gpu_index_for(mpi_.local_rank()) : 0;
-  Support support = driver.device_available(device);
-  if (support.ok) support = driver.supports(workload, device);
-  if (support.ok) support = driver.supports_precision(workload, device, precision);
-  if (support.ok && device == DeviceType::kCuda && spec.bucket_mb > 0 && ranks > 1) {
-    support = Support::no(
-        "--bucket-mb: buckets are reduced with MPI on host memory; GPU gradients go through "
-        "one NCCL all-reduce");
-  }
-  if (!support.ok) {
-    status = Status::kUnsupported;
-    message = support.reason;
-  }
-  // GPU cases: the NCCL communicator comes first, before the model takes the GPU's memory. The
-  // shared-GPU check and the communicator are collective, so the ranks agree on the case before
-  // either: a rank refused above must not skip a collective the others enter.
-  std::unique_ptr<GpuStep> gpu_step;
-  if (device == DeviceType::kCuda) {
-    std::tie(status, message) = agree(comm, status, message);
-    if (status == Status::kOk && ranks > 1 && gpus_shared(comm, mpi_.host(), gpu)) {
-      status = Status::kUnsupported;  // gpus_shared answers the same on every rank
-      message = "two ranks of this case would share a GPU, which NCCL refuses (one GPU per rank)";
-    }
-    if (status == Status::kOk) {
-      try {
-        gpu_step = make_gpu_step(comm, gpu);
-      } catch (const std::exception& e) {
-        // The other ranks may be inside NCCL's collective set-up, which has no way back.
-        fmt::print(stderr, "dlscale: rank {}: case {}: GPU set-up failed: {}\n", mpi_.rank(), spec.command(), e.what());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-      }
-    }
-  }
-  if (status == Status::kOk) {
-    try {
-      // Each rank draws its own dropout masks, as data-parallel training does.
-      const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
-      model = driver.create(workload, {device, gpu, threads, rank_seed, precision});
-      model->load_parameters(canonical_parameters(workload, spec.seed));
-      if (spec.data == "synthetic") {
-        model->set_batch(synthetic_batch(workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
-      } else {
-        std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
-        if (!cached) cached = open_dataset(spec.data);
-        dataset = cached;
-        // The first batch now, so that building the network (and running out of memory doing
-        // so) happens here rather than inside the timed loop.
-        model->set_batch(dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
-      }
-    } catch (const OutOfMemory& e) {
-      status = Status::kOom;
-      message = e.what();
-    } catch (const std::bad_alloc&) {
-      status = Status::kOom;
-      message = "host allocation failed (std::bad_alloc)";
-    } catch (const std::exception& e) {
-      status = Status::kError;
-      message = e.what();
-    }
-  }
-  std::tie(status, message) = agree(comm, status, message);
-  if (status == Status::kOk && gpu_step) gpu_step->bind(*model);
+  // Prepare and measure.
+  Setup setup = prepare(spec, comm);
+  Samples samples;
+  if (setup.outcome.ok()) samples = measure(spec, comm, setup);
 
-  std::vector<double> times, phase_times, losses;
-  int64_t host_peak = -1, device_peak = 0;
-  // With a real dataset every iteration trains on the next global batch, each rank on its own
-  // slice of it; the copy in happens before the step's barrier, outside the timed region.
-  int64_t next_sample = int64_t{mpi_.rank()} * spec.batch_per_rank();
-  const auto next_batch = [&] {
-    if (!dataset) return;
-    model->set_batch(dataset->batch(next_sample, spec.batch_per_rank()));
-    next_sample += spec.global_batch();
-  };
-  std::optional<BucketedAllreduce> buckets;
-  bool overlap = false;
-  if (status == Status::kOk && spec.bucket_mb > 0 && ranks > 1) {
-    buckets.emplace(model->grad_buffer(), comm, spec.bucket_mb);
-    overlap =
-        model->set_gradient_ready_callback([&buckets](size_t first, size_t count) { buckets->ready(first, count); });
-  }
-  if (status == Status::kOk) {
-    if (!reset_peak_rss()) {
-      progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
-    }
-    double last = 0;
-    // A failure inside the loop on one rank would leave the others blocked in a collective, so it
-    // aborts the job; every case finished before it is already flushed to the file.
-    try {
-      for (int i = 0; i < spec.warmup; ++i) {
-        next_batch();
-        DLSCALE_CHECK_MPI(MPI_Barrier(comm));
-        last = training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr, gpu_step.get()).total;
-        progress_.iteration("warm-up", i + 1, spec.warmup, last);
-      }
-      times.reserve(static_cast<size_t>(spec.iterations));
-      for (int i = 0; i < spec.iterations; ++i) {
-        next_batch();
-        DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
-        const StepTimes t =
-            training_step(*model, comm, opt, spec.phases, buckets ? &*buckets : nullptr, gpu_step.get());
-        times.push_back(t.total);
-        if (spec.phases) phase_times.insert(phase_times.end(), t.phase, t.phase + kPhaseCount);
-        double loss = model->loss() / ranks, mean_loss = 0;
-        DLSCALE_CHECK_MPI(MPI_Allreduce(&loss, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, comm));
-        losses.push_back(mean_loss);
-        progress_.iteration("iteration", i + 1, spec.iterations, t.total);
-      }
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "dlscale: rank {}: case {} failed while training: {}\n", mpi_.rank(), spec.command(),
-                 e.what());
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    host_peak = peak_rss_bytes();
-    device_peak = model->memory().device_peak_bytes;
-  }
-
-  // Gather every rank's samples on rank 0.
-  const int iters = status == Status::kOk ? spec.iterations : 0;
+  // Gather every rank's samples on rank 0 (collective).
+  const int iters = setup.outcome.ok() ? spec.iterations : 0;
   rec.iterations = iters;
-  const bool root = mpi_.rank() == 0;
   if (root) rec.iter_time_s.resize(static_cast<size_t>(ranks) * static_cast<size_t>(iters));
-  DLSCALE_CHECK_MPI(MPI_Gather(times.data(), iters, MPI_DOUBLE, rec.iter_time_s.data(), iters, MPI_DOUBLE, 0, comm));
+  DLSCALE_CHECK_MPI(
+      MPI_Gather(samples.times.data(), iters, MPI_DOUBLE, rec.iter_time_s.data(), iters, MPI_DOUBLE, 0, comm));
   if (spec.phases && iters > 0) {
     if (root) rec.phase_time_s.resize(static_cast<size_t>(ranks) * static_cast<size_t>(iters) * kPhaseCount);
-    DLSCALE_CHECK_MPI(MPI_Gather(phase_times.data(), iters * kPhaseCount, MPI_DOUBLE, rec.phase_time_s.data(),
+    DLSCALE_CHECK_MPI(MPI_Gather(samples.phase_times.data(), iters * kPhaseCount, MPI_DOUBLE, rec.phase_time_s.data(),
                                  iters * kPhaseCount, MPI_DOUBLE, 0, comm));
   }
-  rec.loss = losses;
-  const int64_t mem_local[2] = {host_peak, device_peak};
+  rec.loss = samples.losses;
+  const int64_t mem_local[2] = {samples.host_peak, samples.device_peak};
   std::vector<int64_t> mem_all(root ? static_cast<size_t>(ranks) * 2 : 0);
   DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
   // The all-reduce microbenchmark at this case's gradient size, for the phase breakdown and the
-  // projection; collective over the case's ranks, so it runs before rank 0 goes its own way.
+  // projection, through the same reduction the steps used (a driver's own on its device's
+  // memory, else MPI on host memory); collective, so it runs before rank 0 goes its own way.
   std::optional<AllreduceResult> microbenchmark;
-  // GPU cases measure NCCL on GPU buffers, as their steps reduce.
-  if (status == Status::kOk && spec.phases && ranks > 1) {
+  if (setup.outcome.ok() && spec.phases && ranks > 1) {
     AllreduceOptions options;
     // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it
     // so that even a tiny model gets at least two sizes.
     options.sizes_bytes = allreduce_sizes(std::min<int64_t>(1024, params), params * 4, {params * 4});
     options.warmup = 2;
     options.iterations = 5;
-    std::unique_ptr<AllreduceTransport> nccl;
-    if (gpu_step) {
-      model.reset();  // its memory is measured; the microbenchmark may need the room
-      nccl = gpu_step->transport();
+    std::unique_ptr<AllreduceTransport> transport;
+    if (setup.reducer) {
+      setup.model.reset();  // its memory is measured; the microbenchmark may need the room
+      transport = setup.reducer->transport();
     }
-    microbenchmark = run_allreduce_benchmark(comm, options, nccl.get());
+    microbenchmark = run_allreduce_benchmark(comm, options, transport.get());
   }
   if (!root) return outcome;
 
+  // Summarise and record (rank 0).
   Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
   for (int r = 0; r < ranks; ++r) {
     host.ints.push_back(mem_all[static_cast<size_t>(r) * 2]);
     dev.ints.push_back(mem_all[static_cast<size_t>(r) * 2 + 1]);
   }
   rec.memory.columns = {host, dev};
-  add(a, "overlap", int64_t{overlap ? 1 : 0});
-  add(a, "status", std::string(status_name(status)));
-  add(a, "message", message);
-  if (status == Status::kOk) {
+  add(a, "overlap", int64_t{setup.overlap ? 1 : 0});
+  add(a, "status", std::string(status_name(setup.outcome.status)));
+  add(a, "message", setup.outcome.message);
+  if (setup.outcome.ok()) {
     const StepStats s = step_stats(rec.iter_time_s, ranks, iters);
     Attrs& m = rec.summary;
     add(m, "step_median_s", s.median);
@@ -387,27 +385,20 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     if (spec.phases) {
       static const char* const kNames[kPhaseCount] = {"forward_median_s", "backward_median_s", "allreduce_median_s",
                                                       "update_median_s"};
-      for (int p = 0; p < kPhaseCount; ++p) add(m, kNames[p], phase_median(rec.phase_time_s, ranks, iters, p));
+      for (int p = 0; p < kPhaseCount; ++p) {
+        add(m, kNames[p], median(slowest_rank(rec.phase_time_s, ranks, iters, kPhaseCount, {p})));
+      }
     }
   }
   if (microbenchmark) {
-    outcome.allreduce = allreduce_group(*microbenchmark, device == DeviceType::kCuda ? "nccl" : "mpi", "");
-    std::vector<double> compute(static_cast<size_t>(iters), 0.0);
-    for (int r = 0; r < ranks; ++r) {
-      for (int i = 0; i < iters; ++i) {
-        const double* p =
-            &rec.phase_time_s[(static_cast<size_t>(r) * static_cast<size_t>(iters) + static_cast<size_t>(i)) *
-                              kPhaseCount];
-        compute[static_cast<size_t>(i)] =
-            std::max(compute[static_cast<size_t>(i)], p[kForward] + p[kBackward] + p[kUpdate]);
-      }
-    }
-    const double compute_s = median(compute);
+    outcome.allreduce = allreduce_group(*microbenchmark, setup.device == DeviceType::kCuda ? "nccl" : "mpi", "");
+    const double compute_s =
+        median(slowest_rank(rec.phase_time_s, ranks, iters, kPhaseCount, {kForward, kBackward, kUpdate}));
     std::vector<int64_t> targets{1, 2, 3, 4, 5, 6, 7, 8};
     for (int64_t p = 16; p <= 1024; p *= 2) targets.push_back(p);
     const double grad_bytes = static_cast<double>(params) * 4;
     // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
-    const bool gpu_case = device == DeviceType::kCuda;
+    const bool gpu_case = setup.device == DeviceType::kCuda;
     const Projection projection = project_steps(
         compute_s, ranks, spec.scaling == "strong", grad_bytes, microbenchmark->alpha_s,
         microbenchmark->beta_s_per_byte, gpu_case ? 1 : threads,

@@ -28,14 +28,18 @@ struct StepTimes {
   double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
 };
 
-class GpuStep;
-
-/// One timed training step. On the CPU, the host clock is read after a synchronisation: once at
-/// the end of the step, or at every phase boundary with `time_phases`. A GPU model passes `gpu`:
-/// the step is then timed by CUDA events on the model's stream (no synchronisation inside the
-/// step) and its gradients are averaged by NCCL on that stream.
+/// One timed training step, the same on every backend: forward, backward, the gradient average,
+/// the update, timed by `timer` (mark 0 at the start; with `time_phases` marks 1..3 at the phase
+/// boundaries; then the last). `timer` nullptr: the host clock read after model.synchronize(),
+/// as CPU models are timed. The average is `reducer`'s (a driver's own, e.g. NCCL on a GPU
+/// stream), else the MPI `buckets` (started during backward where the driver reports finished
+/// gradients), else one blocking MPI all-reduce over `comm`.
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
-                        BucketedAllreduce* buckets = nullptr, GpuStep* gpu = nullptr);
+                        BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
+                        GradientReducer* reducer = nullptr);
+
+/// The host clock after model.synchronize(): how CPU models are timed.
+std::unique_ptr<StepTimer> make_host_step_timer(Model& model);
 
 /// A finished case and what was measured alongside it.
 struct CaseOutcome {
@@ -57,7 +61,15 @@ class Runner {
   CaseOutcome run(const CaseSpec& spec, int index, int total);
 
  private:
+  struct Setup;
+  struct Samples;
+  /// The stages of one case on the ranks of `comm`; every rank calls the same collectives in the
+  /// same order whatever its own status.
   CaseOutcome run_on(const CaseSpec& spec, MPI_Comm comm, int index, int total);
+  /// Builds the model and what reduces and times it; the ranks agree on the outcome.
+  Setup prepare(const CaseSpec& spec, MPI_Comm comm);
+  /// Warm-up and timed iterations (only when prepared ok).
+  Samples measure(const CaseSpec& spec, MPI_Comm comm, Setup& setup);
 
   const MpiContext& mpi_;
   const Registry& drivers_;

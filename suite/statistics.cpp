@@ -43,19 +43,30 @@ MedianInterval median_interval(int n) {
   return best;
 }
 
+std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, int iterations, int stride,
+                                 std::initializer_list<int> fields) {
+  const size_t records = static_cast<size_t>(ranks) * static_cast<size_t>(iterations);
+  if (ranks <= 0 || iterations < 0 || stride <= 0 || samples.size() != records * static_cast<size_t>(stride)) {
+    throw std::invalid_argument("slowest_rank: samples must be [ranks][iterations][stride]");
+  }
+  std::vector<double> slowest(static_cast<size_t>(iterations));
+  for (int i = 0; i < iterations; ++i) {
+    for (int r = 0; r < ranks; ++r) {
+      const size_t record = (static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)) *
+                            static_cast<size_t>(stride);
+      double value = 0;
+      for (int f : fields) value += samples[record + static_cast<size_t>(f)];
+      slowest[static_cast<size_t>(i)] = r == 0 ? value : std::max(slowest[static_cast<size_t>(i)], value);
+    }
+  }
+  return slowest;
+}
+
 StepStats step_stats(const std::vector<double>& times, int ranks, int iterations) {
   if (ranks <= 0 || iterations <= 0 || times.size() != static_cast<size_t>(ranks) * static_cast<size_t>(iterations)) {
     throw std::invalid_argument("step_stats: times must be [ranks][iterations] and non-empty");
   }
-  const auto at = [&](int r, int i) {
-    return times[static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)];
-  };
-  std::vector<double> step(static_cast<size_t>(iterations));
-  for (int i = 0; i < iterations; ++i) {
-    double m = at(0, i);
-    for (int r = 1; r < ranks; ++r) m = std::max(m, at(r, i));
-    step[static_cast<size_t>(i)] = m;
-  }
+  const std::vector<double> step = slowest_rank(times, ranks, iterations);
   StepStats s;
   const double n = iterations;
   s.median = median(step);

@@ -2,6 +2,7 @@
 // the same numbers from the raw samples in Python, and the tests hold the two together.
 #pragma once
 
+#include <initializer_list>
 #include <vector>
 
 namespace dlscale {
@@ -26,6 +27,11 @@ struct StepStats {
   double ci95_low = 0, ci95_high = 0, ci_coverage = 0;
   double straggler_ratio = 1;
 };
+
+/// The slowest rank's value per iteration (the rank that sets the pace), from samples laid out
+/// [ranks][iterations][stride]; each rank's value is the sum of the record's `fields`.
+std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, int iterations, int stride = 1,
+                                 std::initializer_list<int> fields = {0});
 
 /// Statistics of a case from its raw samples, `times` being [ranks][iterations] row-major: the
 /// step time of an iteration is the maximum over ranks (the slowest rank sets the pace).

@@ -17,9 +17,10 @@
 #include "drivers/cuda/cuda_kernels.h"
 #include "drivers/cuda/cuda_layers.h"
 #include "drivers/cuda/cuda_lstm.h"
-#include "drivers/cuda/cuda_resources.h"
-#include "drivers/cuda/gpu_devices.h"
-#include "drivers/cuda/nccl_communicator.h"
+#include "drivers/gpu/cuda_resources.h"
+#include "drivers/gpu/gpu_devices.h"
+#include "drivers/gpu/gpu_step.h"
+#include "drivers/gpu/nccl_communicator.h"
 
 namespace dlscale {
 
@@ -145,7 +146,10 @@ class CudaModel final : public Model {
 
   MemoryStats memory() const override { return {memory_.peak}; }
 
-  void* cuda_stream() const override { return stream_.get(); }
+  std::unique_ptr<StepTimer> make_step_timer() override { return make_event_timer(stream_.get(), device_.index); }
+
+  /// The stream all of this model's work is queued on (the NCCL reducer queues there too).
+  cudaStream_t stream() const { return stream_.get(); }
 
  private:
   /// Places every parameter tensor in the flat buffers and records how canonical maps to them.
@@ -300,7 +304,7 @@ class CudaModel final : public Model {
   /// Makes the model's GPU current; constructed before the stream and the library handles,
   /// which belong to the GPU that is current when they are created.
   struct DeviceSelection {
-    explicit DeviceSelection(int device) {
+    explicit DeviceSelection(int device) : index(device) {
       std::string why;
       const int count = visible_gpu_count(&why);
       if (device < 0 || device >= count) {
@@ -309,6 +313,7 @@ class CudaModel final : public Model {
       }
       DLSCALE_CHECK_CUDA(cudaSetDevice(device));
     }
+    int index;
   };
 
   Workload workload_;
@@ -343,6 +348,26 @@ class CudaDriver final : public Driver {
     std::string why;
     if (visible_gpu_count(&why) == 0) return Support::no(fmt::format("no usable CUDA GPU on this machine ({})", why));
     return Support::yes();
+  }
+
+  int device_count(DeviceType device, std::string* why) const override {
+    if (device == DeviceType::kCuda) return visible_gpu_count(why);
+    if (why != nullptr) *why = "the cuda driver runs on GPUs only";
+    return 0;
+  }
+
+  std::string describe_device(DeviceType device, int index) const override {
+    if (device != DeviceType::kCuda) return "cpu";
+    std::string why;
+    if (index < visible_gpu_count(&why)) return gpu_info(index).describe();
+    return fmt::format("cuda:{} (not available: {})", index, why.empty() ? "no such GPU" : why);
+  }
+
+  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
+                                                const RankGroup& ranks) const override {
+    if (device != DeviceType::kCuda) return nullptr;
+    return make_nccl_reducer(ranks, device_index,
+                             [](const Model& m) -> void* { return dynamic_cast<const CudaModel&>(m).stream(); });
   }
 
   Support supports(const Workload&, DeviceType device) const override {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "drivers/cuda/cuda_check.h"
+#include "drivers/gpu/cuda_check.h"
 #include "drivers/cuda/cuda_kernels.h"
 
 namespace dlscale::cuda {

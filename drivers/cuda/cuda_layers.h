@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "drivers/cuda/cuda_resources.h"
+#include "drivers/gpu/cuda_resources.h"
 #include "drivers/driver.h"
 #include "workloads/workload.h"
 

@@ -15,6 +15,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/cuda.h>
+
+#ifdef DLSCALE_WITH_CUDA
+#include "drivers/gpu/gpu_devices.h"
+#include "drivers/gpu/gpu_step.h"
+#endif
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -240,6 +245,13 @@ class LibTorchModel final : public Model {
     return {device_.is_cuda() ? -1 : 0};
   }
 
+#ifdef DLSCALE_WITH_CUDA
+  /// LibTorch queues its work on the legacy default stream: events there time it.
+  std::unique_ptr<StepTimer> make_step_timer() override {
+    return device_.is_cuda() ? cuda::make_event_timer(nullptr, device_.index()) : nullptr;
+  }
+#endif
+
  private:
   void add_running_stats(int64_t channels, const at::TensorOptions& opts) {
     running_mean_.push_back(at::zeros({channels}, opts));
@@ -314,13 +326,35 @@ class LibTorchDriver final : public Driver {
   Support device_available(DeviceType device) const override {
     if (device != DeviceType::kCuda) return Support::yes();
 #ifndef DLSCALE_WITH_CUDA
-    // GPU steps need the harness's CUDA parts (event timing, NCCL), which this build lacks.
+    // GPU steps need the CUDA parts of drivers/gpu/ (event timing, NCCL), which this build lacks.
     return Support::no("this dlscale was built without CUDA (build the cuda preset, docs/building.md)");
 #else
     if (!torch::cuda::is_available()) return Support::no("this LibTorch was built without CUDA or sees no GPU");
     return Support::yes();
 #endif
   }
+
+#ifdef DLSCALE_WITH_CUDA
+  int device_count(DeviceType device, std::string* why) const override {
+    if (device == DeviceType::kCpu) return 1;
+    if (!torch::cuda::is_available()) {
+      if (why != nullptr) *why = "this LibTorch was built without CUDA or sees no GPU";
+      return 0;
+    }
+    return cuda::visible_gpu_count(why);
+  }
+
+  std::string describe_device(DeviceType device, int index) const override {
+    return device == DeviceType::kCuda ? cuda::gpu_info(index).describe() : std::string("cpu");
+  }
+
+  /// NCCL on the legacy default stream, where LibTorch's work is queued.
+  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
+                                                const RankGroup& ranks) const override {
+    if (device != DeviceType::kCuda) return nullptr;
+    return cuda::make_nccl_reducer(ranks, device_index, [](const Model&) -> void* { return nullptr; });
+  }
+#endif
 
   Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
     if (precision == Precision::kTf32 && device == DeviceType::kCuda) return Support::yes();

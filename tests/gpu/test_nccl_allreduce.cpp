@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "drivers/cuda/cuda_resources.h"
-#include "drivers/cuda/gpu_devices.h"
-#include "drivers/cuda/nccl_communicator.h"
 #include "drivers/driver.h"
-#include "suite/gpu_binding.h"
+#include "drivers/gpu/cuda_resources.h"
+#include "drivers/gpu/gpu_devices.h"
+#include "drivers/gpu/nccl_communicator.h"
+#include "suite/device_binding.h"
 #include "suite/mpi_context.h"
 #include "suite/runner.h"
 #include "workloads/catalog.h"
@@ -30,13 +30,16 @@ std::unique_ptr<MpiContext> g_mpi;
 
 const MpiContext& mpi() { return *g_mpi; }
 
+/// This rank's GPU, as the harness binds it.
+int my_gpu() { return gpu_index_for(mpi().local_rank(), cuda::visible_gpu_count(nullptr)); }
+
 /// Why this job cannot test NCCL here (agreed over all ranks), or "" when it can.
 std::string skip_reason() {
   std::string why;
   int lacking = cuda::visible_gpu_count(&why) == 0 ? 1 : 0, any = 0;
   MPI_Allreduce(&lacking, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any != 0) return "no GPU on some rank" + (why.empty() ? std::string() : ": " + why);
-  if (gpus_shared(MPI_COMM_WORLD, mpi().host(), gpu_index_for(mpi().local_rank()))) {
+  if (gpus_shared(MPI_COMM_WORLD, mpi().host(), cuda::gpu_info(my_gpu()).describe())) {
     return "two ranks would share a GPU; NCCL needs one GPU per rank";
   }
   return "";
@@ -47,9 +50,9 @@ std::string skip_reason() {
 
 TEST(NcclAllreduce, SumAndAverageAreExactAtOddSizes) {
   SKIP_WITHOUT_GPUS();
-  const int device = gpu_index_for(mpi().local_rank());
+  const int device = my_gpu();
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));
-  cuda::NcclCommunicator nccl(MPI_COMM_WORLD, device);
+  cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
   const cuda::Stream stream;
   const int p = mpi().size(), r = mpi().rank();
   for (size_t count : {size_t{1}, size_t{3}, size_t{1025}, size_t{1000003}, size_t{4194331}}) {
@@ -82,7 +85,7 @@ TEST(NcclAllreduce, SumAndAverageAreExactAtOddSizes) {
 }
 
 std::unique_ptr<Model> gpu_model(const Registry& reg, const Workload& w, uint64_t seed) {
-  auto model = reg.find("cuda")->create(w, {DeviceType::kCuda, gpu_index_for(mpi().local_rank()), 1, seed});
+  auto model = reg.find("cuda")->create(w, {DeviceType::kCuda, my_gpu(), 1, seed});
   model->load_parameters(canonical_parameters(w, seed));
   model->set_batch(synthetic_batch(w, 4, seed, mpi().rank()));  // each rank its own data
   return model;
@@ -97,13 +100,17 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     const Workload w = without_dropout(make_workload(spec));
     auto model = gpu_model(reg, w, 13);
     const std::vector<float> initial = model->export_parameters();
-    auto step = make_gpu_step(MPI_COMM_WORLD, gpu_index_for(mpi().local_rank()));
-    step->bind(*model);
+    // The driver's own reduction (NCCL on the model's stream) and timer (CUDA events there).
+    auto reducer = reg.find("cuda")->make_reducer(DeviceType::kCuda, my_gpu(), MpiRankGroup(MPI_COMM_WORLD));
+    ASSERT_NE(reducer, nullptr);
+    reducer->bind(*model);
+    auto timer = model->make_step_timer();
+    ASSERT_NE(timer, nullptr);
 
     model->forward();
     model->backward();
     const std::vector<float> local = model->export_gradients();
-    step->allreduce(model->grad_buffer());
+    reducer->average(model->grad_buffer());
     const std::vector<float> averaged = model->export_gradients();
     std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
     MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -116,7 +123,8 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     EXPECT_LT(max_err, 1e-6 * max_abs) << spec;
 
     for (int i = 0; i < 3; ++i) {
-      const StepTimes t = training_step(*model, MPI_COMM_WORLD, Optimizer{}, i == 1, nullptr, step.get());
+      const StepTimes t =
+          training_step(*model, MPI_COMM_WORLD, Optimizer{}, i == 1, nullptr, timer.get(), reducer.get());
       EXPECT_GT(t.total, 0.0) << spec;
       if (i == 1) {
         // Each phase is a float of milliseconds from cudaEventElapsedTime: the sum matches the

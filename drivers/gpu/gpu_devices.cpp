@@ -1,10 +1,10 @@
-#include "drivers/cuda/gpu_devices.h"
+#include "drivers/gpu/gpu_devices.h"
 
 #include <cuda_runtime.h>
 
 #include <fmt/format.h>
 
-#include "drivers/cuda/cuda_check.h"
+#include "drivers/gpu/cuda_check.h"
 
 namespace dlscale::cuda {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "drivers/cuda/cuda_resources.h"
+#include "drivers/gpu/cuda_resources.h"
 
 namespace dlscale::cuda {
 

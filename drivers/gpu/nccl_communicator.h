@@ -1,22 +1,23 @@
 // NCCL for the gradient all-reduce of GPU models (every GPU driver, LibTorch on CUDA too): the
-// communicator is bootstrapped over MPI (rank 0's unique id is broadcast), and the reduction is
-// queued on the model's own stream, so it orders after backward and before the update without
-// any host synchronisation.
+// communicator is bootstrapped over the case's ranks (rank 0's unique id is broadcast through the
+// harness's RankGroup), and the reduction is queued on the model's own stream, so it orders after
+// backward and before the update without any host synchronisation.
 #pragma once
 
-#include <mpi.h>
 #include <nccl.h>
 
 #include <cstddef>
 
 #include <cuda_runtime.h>
 
+#include "drivers/driver.h"
+
 namespace dlscale::cuda {
 
 class NcclCommunicator {
  public:
-  /// Collective over `comm`; each rank passes the GPU it trains on.
-  NcclCommunicator(MPI_Comm comm, int device);
+  /// Collective over `ranks`; each rank passes the GPU it trains on.
+  NcclCommunicator(const RankGroup& ranks, int device);
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;

@@ -1,4 +1,4 @@
-#include "drivers/cuda/cuda_check.h"
+#include "drivers/gpu/cuda_check.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,25 +1,15 @@
-#include "drivers/cuda/nccl_communicator.h"
+#include "drivers/gpu/nccl_communicator.h"
 
 #include <string>
 
 #include <fmt/format.h>
 
-#include "drivers/cuda/cuda_check.h"
+#include "drivers/gpu/cuda_check.h"
 
 namespace dlscale::cuda {
 
-namespace {
-
-void check_mpi(int status, const char* call) {
-  if (status != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI error {} in {}", status, call));
-}
-
-}  // namespace
-
-NcclCommunicator::NcclCommunicator(MPI_Comm comm, int device) {
-  int rank = 0;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &ranks_), "MPI_Comm_size");
+NcclCommunicator::NcclCommunicator(const RankGroup& ranks, int device) : ranks_(ranks.size()) {
+  const int rank = ranks.rank();
   // The id travels with rank 0's verdict, so that a failure there stops every rank here instead
   // of leaving them waiting in the broadcast or in NCCL.
   struct {
@@ -27,7 +17,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, int device) {
     int ok;
   } root{};
   if (rank == 0) root.ok = ncclGetUniqueId(&root.id) == ncclSuccess ? 1 : 0;
-  check_mpi(MPI_Bcast(&root, sizeof root, MPI_BYTE, 0, comm), "MPI_Bcast(ncclUniqueId)");
+  ranks.broadcast(&root, sizeof root, 0);
   if (root.ok == 0) throw std::runtime_error("NCCL error: ncclGetUniqueId failed on rank 0");
   const ncclUniqueId& id = root.id;
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));  // NCCL binds the communicator to the current GPU

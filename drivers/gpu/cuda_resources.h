@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "drivers/cuda/cuda_check.h"
+#include "drivers/gpu/cuda_check.h"
 
 namespace dlscale::cuda {
 

@@ -1,4 +1,4 @@
-#include "drivers/cuda/event_timer.h"
+#include "drivers/gpu/event_timer.h"
 
 namespace dlscale::cuda {
 
