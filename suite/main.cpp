@@ -19,27 +19,6 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-std::vector<int> parse_threads(const std::vector<std::string>& items) {
-  std::vector<int> out;
-  for (const std::string& t : items) {
-    if (t == "auto") {
-      out.push_back(0);
-      continue;
-    }
-    size_t used = 0;
-    int v = -1;
-    try {
-      v = std::stoi(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != t.size() || v <= 0)
-      throw dlscale::UsageError("--threads takes positive integers or auto, got '" + t + "'");
-    out.push_back(v);
-  }
-  return out;
-}
-
 int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   using dlscale::RunArgs;
   CLI::App app{"dlscale: deep-learning training benchmarks on MPI ranks"};
@@ -47,41 +26,20 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 
   RunArgs args;
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
-  std::vector<std::string> workloads, drivers, devices, precisions, scalings, threads, data;
-  std::vector<int64_t> batches;
-  std::vector<int> rank_counts;
-  std::vector<double> bucket_mb;
-  int warmup = 0, iterations = 0;
-  uint64_t seed = 0;
   std::string config, suite, out;
 
   CLI::App* run = app.add_subcommand("run", "run benchmark cases (default: the built-in quick suite)");
-  // Not split by CLI11: a workload's own overrides contain commas (fcn5:features=64,width=32).
-  auto* o_w = run->add_option("-w,--workload", workloads, "workloads, comma-separated (see `dlscale list`)");
-  auto* o_d = run->add_option("-d,--driver", drivers, "drivers, comma-separated")->delimiter(',');
-  auto* o_dev =
-      run->add_option("--device", devices, "cpu or cuda (default: the driver's own: cuda for -d cuda, else cpu)")
-          ->delimiter(',');
-  auto* o_prec =
-      run->add_option("--precision", precisions, "fp32 (default), tf32 or bf16, comma-separated")->delimiter(',');
-  auto* o_b = run->add_option("--batch", batches, "batch per rank (weak) or global batch (strong), comma-separated")
-                  ->delimiter(',');
-  auto* o_t =
-      run->add_option("--threads", threads, "backend threads per rank, comma-separated, or auto")->delimiter(',');
-  auto* o_s = run->add_option("--scaling", scalings, "weak or strong")->delimiter(',');
-  auto* o_ranks = run->add_option("--ranks", rank_counts,
-                                  "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1")
-                      ->delimiter(',');
-  auto* o_bucket = run->add_option("--bucket-mb", bucket_mb,
-                                   "gradient buckets of this many MB, reduced during backward where the driver "
-                                   "allows (0: one all-reduce after backward)")
-                       ->delimiter(',');
-  auto* o_data = run->add_option("--data", data,
-                                 std::string("training data: synthetic (default) or ") + dlscale::kDatasetSpecHelp);
-  auto* o_wu = run->add_option("--warmup", warmup, "untimed iterations before timing");
-  auto* o_it = run->add_option("--iterations", iterations, "timed iterations");
-  auto* o_seed = run->add_option("--seed", seed, "seed of parameters and synthetic data");
-  auto* o_ph = run->add_flag("--phases", "time forward, backward, all-reduce and update separately");
+  // One option per run-matrix axis (suite/run_matrix.cpp declares them), its values kept as
+  // text for the axis's own parser.
+  const std::vector<dlscale::Axis>& axes = dlscale::axes();
+  std::vector<std::vector<std::string>> axis_items(axes.size());
+  std::vector<CLI::Option*> axis_options;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const dlscale::Axis& a = axes[k];
+    CLI::Option* o = a.flag_only ? run->add_flag(a.flag, a.help) : run->add_option(a.flag, axis_items[k], a.help);
+    if (a.list && !a.split) o->delimiter(',');
+    axis_options.push_back(o);
+  }
   run->add_option("--out", out, "results file (HDF5)");
   run->add_flag("--overwrite", args.overwrite, "replace an existing results file");
   run->add_flag("--resume", args.resume, "add the cases an existing results file lacks");
@@ -128,26 +86,21 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 
   std::string problem;
   try {
-    auto& ov = args.overrides;
-    if (o_w->count()) {
-      ov.workloads.emplace();
-      for (const std::string& item : workloads) {
-        for (const std::string& w : dlscale::split_workload_list(item)) ov.workloads->push_back(w);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const dlscale::Axis& a = axes[k];
+      if (axis_options[k]->count() == 0) continue;
+      std::vector<std::string> items;
+      if (a.flag_only) {
+        items = {"true"};
+      } else if (a.split) {
+        for (const std::string& item : axis_items[k]) {
+          for (const std::string& part : a.split(item)) items.push_back(part);
+        }
+      } else {
+        items = axis_items[k];
       }
+      args.overrides.set(a, items);
     }
-    if (o_d->count()) ov.drivers = drivers;
-    if (o_dev->count()) ov.devices = devices;
-    if (o_prec->count()) ov.precisions = precisions;
-    if (o_b->count()) ov.batches = batches;
-    if (o_t->count()) ov.threads = parse_threads(threads);
-    if (o_s->count()) ov.scalings = scalings;
-    if (o_data->count()) ov.data = data;
-    if (o_ranks->count()) ov.ranks = rank_counts;
-    if (o_bucket->count()) ov.bucket_mb = bucket_mb;
-    if (o_wu->count()) ov.warmup = warmup;
-    if (o_it->count()) ov.iterations = iterations;
-    if (o_seed->count()) ov.seed = seed;
-    if (o_ph->count()) ov.phases = true;
     if (o_cfg->count()) args.config = config;
     if (o_suite->count()) args.suite = suite;
     if (!out.empty()) args.out = out;

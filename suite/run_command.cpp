@@ -72,7 +72,9 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   Registry drivers;
   register_drivers(drivers);
   const bool root = mpi.rank() == 0;
-  const bool nothing_given = !args.config && !args.suite && !args.overrides.workloads;
+  const bool workloads_given = std::any_of(args.overrides.given.begin(), args.overrides.given.end(),
+                                           [](const Axis* a) { return std::string(a->name) == "workload"; });
+  const bool nothing_given = !args.config && !args.suite && !workloads_given;
 
   std::vector<CaseSpec> cases;
   std::string suite_name, out_path;
@@ -123,7 +125,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   Progress progress(root);
   RankInfo mine = mpi.info();
   if (const int gpus = visible_gpus(drivers);
-      gpus > 0 && std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; })) {
+      gpus > 0 &&
+      std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; })) {
     mine.device = describe_gpu(drivers, gpu_index_for(mpi.local_rank(), gpus));
   }
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);

@@ -1,6 +1,11 @@
 #include "suite/run_matrix.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -15,32 +20,242 @@
 
 namespace dlscale {
 
+const char* scaling_name(Scaling s) { return s == Scaling::kStrong ? "strong" : "weak"; }
+
+const char* device_name(DeviceType d) { return d == DeviceType::kCuda ? "cuda" : "cpu"; }
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw UsageError(what); }
+
+/// A whole decimal integer in [min, max]; `what` names the field in the message.
+int64_t parse_integer(const std::string& text, const char* what, int64_t min, int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+    bad(fmt::format("{} takes integers, got '{}'", what, text));
+  }
+  if (v < min || v > max) bad(fmt::format("{} must be from {} to {}, got {}", what, min, max, v));
+  return v;
+}
+
+double parse_number(const std::string& text, const char* what) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) {
+    bad(fmt::format("{} takes numbers, got '{}'", what, text));
+  }
+  return v;
+}
+
+std::string parse_name(const std::string& text, const char* what) {
+  if (text.empty()) bad(fmt::format("{}: an empty item", what));
+  return text;
+}
+
+DeviceType parse_device(const std::string& text) {
+  if (text == "cpu") return DeviceType::kCpu;
+  if (text == "cuda") return DeviceType::kCuda;
+  bad(fmt::format("unknown device '{}' (expected cpu or cuda)", text));
+}
+
+Precision parse_precision_item(const std::string& text) {
+  try {
+    return parse_precision(text);
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  }
+}
+
+Scaling parse_scaling(const std::string& text) {
+  if (text == "weak") return Scaling::kWeak;
+  if (text == "strong") return Scaling::kStrong;
+  bad(fmt::format("unknown scaling mode '{}' (expected weak or strong)", text));
+}
+
+int parse_threads(const std::string& text) {
+  if (text == "auto") return 0;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || v <= 0 || v > INT_MAX) {
+    bad(fmt::format("--threads takes positive integers or auto, got '{}'", text));
+  }
+  return static_cast<int>(v);
+}
+
+int64_t parse_batch(const std::string& text) {
+  const int64_t v = parse_integer(text, "batch", INT64_MIN, INT64_MAX);
+  if (v <= 0) bad(fmt::format("batch must be positive, got {}", v));
+  return v;
+}
+
+double parse_bucket_mb(const std::string& text) {
+  const double v = parse_number(text, "--bucket-mb");
+  if (v < 0) bad(fmt::format("--bucket-mb must be 0 or more, got {}", text));
+  return v;
+}
+
+bool parse_bool(const std::string& text, const char* what) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  bad(fmt::format("{} takes true or false, got '{}'", what, text));
+}
+
+/// A list axis over MatrixSpec::*values and CaseSpec::*field, with a parser and a printer.
+template <typename T>
+Axis list_axis(
+    const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
+    std::vector<T> MatrixSpec::*values, T CaseSpec::*field, std::function<T(const std::string&)> parse,
+    std::function<std::string(const T&)> print,
+    std::function<bool(const CaseSpec&)> in_command = [](const CaseSpec&) { return true; }) {
+  Axis a;
+  a.name = name;
+  a.flag = flag;
+  a.help = std::move(help);
+  a.kind = kind;
+  a.list = true;
+  a.command_position = command_position;
+  a.set = [values, parse](MatrixSpec& m, const std::vector<std::string>& items) {
+    std::vector<T> parsed;
+    for (const std::string& item : items) parsed.push_back(parse(item));
+    m.*values = parsed;
+  };
+  a.copy = [values](const MatrixSpec& from, MatrixSpec& to) { to.*values = from.*values; };
+  a.count = [values](const MatrixSpec& m) { return (m.*values).size(); };
+  a.pick = [values, field](const MatrixSpec& m, size_t i, CaseSpec& c) {
+    if (i < (m.*values).size()) c.*field = (m.*values)[i];
+  };
+  a.print = [field, print](const CaseSpec& c) { return print(c.*field); };
+  a.in_command = std::move(in_command);
+  return a;
+}
+
+/// A single-valued axis: one value for the whole matrix.
+template <typename T>
+Axis scalar_axis(
+    const char* name, const char* flag, std::string help, TomlKind kind, int command_position, T MatrixSpec::*value,
+    T CaseSpec::*field, std::function<T(const std::string&)> parse, std::function<std::string(const T&)> print,
+    std::function<bool(const CaseSpec&)> in_command = [](const CaseSpec&) { return true; }) {
+  Axis a;
+  a.name = name;
+  a.flag = flag;
+  a.help = std::move(help);
+  a.kind = kind;
+  a.list = false;
+  a.command_position = command_position;
+  a.set = [name, value, parse](MatrixSpec& m, const std::vector<std::string>& items) {
+    if (items.size() != 1) bad(fmt::format("{} takes one value, got {}", name, items.size()));
+    m.*value = parse(items.front());
+  };
+  a.copy = [value](const MatrixSpec& from, MatrixSpec& to) { to.*value = from.*value; };
+  a.count = [](const MatrixSpec&) { return size_t{1}; };
+  a.pick = [value, field](const MatrixSpec& m, size_t, CaseSpec& c) { c.*field = m.*value; };
+  a.print = [field, print](const CaseSpec& c) { return print(c.*field); };
+  a.in_command = std::move(in_command);
+  return a;
+}
+
+std::string text(const std::string& s) { return s; }
+template <typename T>
+std::string number(const T& v) {
+  return fmt::format("{}", v);
+}
+
+}  // namespace
+
+const std::vector<Axis>& axes() {
+  // Expansion order; command_position orders the case key (dlscale run -w … -d … --device …).
+  static const std::vector<Axis> table = [] {
+    std::vector<Axis> t;
+    t.push_back(list_axis<std::string>(
+        "workload", "-w,--workload", "workloads, comma-separated (see `dlscale list`)", TomlKind::kString, 0,
+        &MatrixSpec::workloads, &CaseSpec::workload, [](const std::string& s) { return parse_name(s, "workload"); },
+        text));
+    t.back().split = split_workload_list;  // a workload's own overrides contain commas
+    t.push_back(list_axis<std::string>(
+        "driver", "-d,--driver", "drivers, comma-separated", TomlKind::kString, 1, &MatrixSpec::drivers,
+        &CaseSpec::driver, [](const std::string& s) { return parse_name(s, "driver"); }, text));
+    t.push_back(list_axis<DeviceType>("device", "--device",
+                                      "cpu or cuda (default: the driver's own: cuda for -d cuda, else cpu)",
+                                      TomlKind::kString, 2, &MatrixSpec::devices, &CaseSpec::device, parse_device,
+                                      [](const DeviceType& d) { return std::string(device_name(d)); }));
+    t.push_back(list_axis<Precision>(
+        "precision", "--precision", "fp32 (default), tf32 or bf16, comma-separated", TomlKind::kString, 5,
+        &MatrixSpec::precisions, &CaseSpec::precision, parse_precision_item,
+        [](const Precision& p) { return std::string(precision_name(p)); },
+        [](const CaseSpec& c) { return c.precision != Precision::kFp32; }));
+    t.push_back(list_axis<Scaling>("scaling", "--scaling", "weak or strong", TomlKind::kString, 4,
+                                   &MatrixSpec::scalings, &CaseSpec::scaling, parse_scaling,
+                                   [](const Scaling& s) { return std::string(scaling_name(s)); }));
+    t.push_back(list_axis<int64_t>(
+        "batch", "--batch", "batch per rank (weak) or global batch (strong), comma-separated", TomlKind::kInteger, 3,
+        &MatrixSpec::batches, &CaseSpec::batch, parse_batch, number<int64_t>));
+    t.push_back(list_axis<int>("threads", "--threads", "backend threads per rank, comma-separated, or auto",
+                               TomlKind::kIntegerOrAuto, 6, &MatrixSpec::threads, &CaseSpec::threads, parse_threads,
+                               [](const int& n) { return n > 0 ? std::to_string(n) : std::string("auto"); }));
+    t.push_back(list_axis<std::string>(
+        "data", "--data", std::string("training data: synthetic (default) or ") + kDatasetSpecHelp, TomlKind::kString,
+        7, &MatrixSpec::data, &CaseSpec::data, [](const std::string& s) { return parse_name(s, "data"); }, text,
+        [](const CaseSpec& c) { return c.data != "synthetic"; }));
+    t.push_back(list_axis<int>(
+        "ranks", "--ranks", "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1",
+        TomlKind::kInteger, 9, &MatrixSpec::ranks, &CaseSpec::ranks,
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "ranks", 1, INT_MAX)); }, number<int>));
+    t.push_back(list_axis<double>("bucket_mb", "--bucket-mb",
+                                  "gradient buckets of this many MB, reduced during backward where the driver "
+                                  "allows (0: one all-reduce after backward)",
+                                  TomlKind::kNumber, 8, &MatrixSpec::bucket_mb, &CaseSpec::bucket_mb, parse_bucket_mb,
+                                  number<double>, [](const CaseSpec& c) { return c.bucket_mb > 0; }));
+    t.push_back(scalar_axis<int>(
+        "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
+        &CaseSpec::warmup,
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "warmup", 0, INT_MAX)); }, number<int>));
+    t.push_back(scalar_axis<int>(
+        "iterations", "--iterations", "timed iterations", TomlKind::kInteger, 11, &MatrixSpec::iterations,
+        &CaseSpec::iterations,
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "iterations", 1, INT_MAX)); },
+        number<int>));
+    t.push_back(scalar_axis<uint64_t>(
+        "seed", "--seed", "seed of parameters and synthetic data", TomlKind::kInteger, 12, &MatrixSpec::seed,
+        &CaseSpec::seed,
+        [](const std::string& s) {
+          if (!s.empty() && s[0] == '-') bad(fmt::format("seed must be zero or positive, got {}", s));
+          return static_cast<uint64_t>(parse_integer(s, "seed", 0, INT64_MAX));
+        },
+        number<uint64_t>));
+    t.push_back(scalar_axis<bool>(
+        "phases", "--phases", "time forward, backward, all-reduce and update separately", TomlKind::kBoolean, 13,
+        &MatrixSpec::phases, &CaseSpec::phases, [](const std::string& s) { return parse_bool(s, "phases"); },
+        [](const bool& b) { return std::string(b ? "true" : "false"); }, [](const CaseSpec& c) { return c.phases; }));
+    t.back().flag_only = true;
+    return t;
+  }();
+  return table;
+}
+
+void MatrixOverrides::set(const Axis& axis, const std::vector<std::string>& items) {
+  axis.set(values, items);
+  if (std::find(given.begin(), given.end(), &axis) == given.end()) given.push_back(&axis);
+}
+
 void MatrixOverrides::apply(MatrixSpec& m) const {
-  if (workloads) m.workloads = *workloads;
-  if (drivers) m.drivers = *drivers;
-  if (devices) m.devices = *devices;
-  if (precisions) m.precisions = *precisions;
-  if (scalings) m.scalings = *scalings;
-  if (batches) m.batches = *batches;
-  if (threads) m.threads = *threads;
-  if (data) m.data = *data;
-  if (ranks) m.ranks = *ranks;
-  if (bucket_mb) m.bucket_mb = *bucket_mb;
-  if (warmup) m.warmup = *warmup;
-  if (iterations) m.iterations = *iterations;
-  if (seed) m.seed = *seed;
-  if (phases) m.phases = *phases;
+  for (const Axis* axis : given) axis->copy(values, m);
 }
 
 std::string CaseSpec::command() const {
-  std::string cmd = fmt::format("dlscale run -w {} -d {} --device {} --batch {} --scaling {}", workload, driver, device,
-                                batch, scaling);
-  if (precision != "fp32") cmd += fmt::format(" --precision {}", precision);
-  cmd += threads > 0 ? fmt::format(" --threads {}", threads) : std::string(" --threads auto");
-  if (data != "synthetic") cmd += fmt::format(" --data {}", data);
-  if (bucket_mb > 0) cmd += fmt::format(" --bucket-mb {}", bucket_mb);
-  cmd += fmt::format(" --ranks {} --warmup {} --iterations {} --seed {}", ranks, warmup, iterations, seed);
-  if (phases) cmd += " --phases";
+  std::vector<const Axis*> order;
+  for (const Axis& a : axes()) order.push_back(&a);
+  std::sort(order.begin(), order.end(),
+            [](const Axis* x, const Axis* y) { return x->command_position < y->command_position; });
+  std::string cmd = "dlscale run";
+  for (const Axis* a : order) {
+    if (!a->in_command(*this)) continue;
+    const std::string flag(a->flag, std::find(a->flag, a->flag + std::strlen(a->flag), ','));
+    cmd += a->flag_only ? " " + flag : fmt::format(" {} {}", flag, a->print(*this));
+  }
   return cmd;
 }
 
@@ -68,109 +283,54 @@ namespace {
   throw UsageError(fmt::format("{}:{}: {}", source, node.source().begin.line, what));
 }
 
-/// A scalar or an array of scalars of one type, as a list.
-template <typename T>
-std::vector<T> list_of(const toml::node& node, const std::string& key, const std::string& source) {
-  std::vector<T> out;
-  auto take = [&](const toml::node& item) {
-    if (auto v = item.value<T>(); v && item.is<T>()) {
-      out.push_back(*v);
-    } else {
-      toml_fail(source, item,
-                fmt::format("'{}' must be {}", key, std::is_same_v<T, std::string> ? "a string" : "an integer"));
-    }
-  };
-  if (const toml::array* arr = node.as_array()) {
-    if (arr->empty()) toml_fail(source, node, fmt::format("'{}' is an empty list", key));
-    for (const toml::node& item : *arr) take(item);
-  } else {
-    take(node);
+/// One TOML value of `axis` as the text its parser takes, after checking its type.
+std::string toml_item(const toml::node& item, const Axis& axis, const std::string& source) {
+  switch (axis.kind) {
+    case TomlKind::kString:
+      if (!item.is_string()) toml_fail(source, item, fmt::format("'{}' must be a string", axis.name));
+      return *item.value<std::string>();
+    case TomlKind::kInteger:
+      if (!item.is_integer()) toml_fail(source, item, fmt::format("'{}' must be an integer", axis.name));
+      return std::to_string(*item.value<int64_t>());
+    case TomlKind::kNumber:
+      if (!item.is_number()) toml_fail(source, item, fmt::format("'{}' must be a number", axis.name));
+      return fmt::format("{}", *item.value<double>());
+    case TomlKind::kBoolean:
+      if (!item.is_boolean()) toml_fail(source, item, fmt::format("'{}' must be true or false", axis.name));
+      return *item.value<bool>() ? "true" : "false";
+    case TomlKind::kIntegerOrAuto:
+      if (item.is_integer()) return std::to_string(*item.value<int64_t>());
+      if (item.is_string() && *item.value<std::string>() == "auto") return "auto";
+      toml_fail(source, item, fmt::format("'{}' must be a positive integer or \"auto\"", axis.name));
   }
-  return out;
-}
-
-/// threads: integers, or "auto" for the rank's CPU set size.
-std::vector<int> threads_of(const toml::node& node, const std::string& source) {
-  std::vector<int> out;
-  auto take = [&](const toml::node& item) {
-    if (item.is_integer() && *item.value<int64_t>() > 0) {
-      out.push_back(static_cast<int>(*item.value<int64_t>()));
-    } else if (item.is_string() && *item.value<std::string>() == "auto") {
-      out.push_back(0);
-    } else {
-      toml_fail(source, item, "'threads' must be a positive integer or \"auto\"");
-    }
-  };
-  if (const toml::array* arr = node.as_array()) {
-    if (arr->empty()) toml_fail(source, node, "'threads' is an empty list");
-    for (const toml::node& item : *arr) take(item);
-  } else {
-    take(node);
-  }
-  return out;
-}
-
-template <typename T>
-T scalar_of(const toml::node& node, const std::string& key, const std::string& source) {
-  if (!node.is<T>()) {
-    toml_fail(source, node,
-              fmt::format("'{}' must be {}", key, std::is_same_v<T, bool> ? "true or false" : "an integer"));
-  }
-  return *node.value<T>();
+  toml_fail(source, item, fmt::format("'{}': unknown kind", axis.name));
 }
 
 /// Applies the keys of one TOML table on top of `m`.
 void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& source, bool allow_matrix_key) {
   for (const auto& [key_view, node] : table) {
     const std::string key(key_view.str());
-    if (key == "workload") {
-      m.workloads = list_of<std::string>(node, key, source);
-    } else if (key == "driver") {
-      m.drivers = list_of<std::string>(node, key, source);
-    } else if (key == "device") {
-      m.devices = list_of<std::string>(node, key, source);
-    } else if (key == "precision") {
-      m.precisions = list_of<std::string>(node, key, source);
-    } else if (key == "scaling") {
-      m.scalings = list_of<std::string>(node, key, source);
-    } else if (key == "batch") {
-      m.batches = list_of<int64_t>(node, key, source);
-    } else if (key == "threads") {
-      m.threads = threads_of(node, source);
-    } else if (key == "bucket_mb") {
-      m.bucket_mb.clear();
-      const auto take = [&](const toml::node& item) {
-        if (!item.is_number() || *item.value<double>() < 0)
-          toml_fail(source, item, "'bucket_mb' must be a number >= 0");
-        m.bucket_mb.push_back(*item.value<double>());
-      };
-      if (const toml::array* arr = node.as_array()) {
-        for (const toml::node& item : *arr) take(item);
-      } else {
-        take(node);
-      }
-    } else if (key == "ranks") {
-      for (int64_t r : list_of<int64_t>(node, key, source)) m.ranks.push_back(static_cast<int>(r));
-    } else if (key == "data") {
-      m.data = list_of<std::string>(node, key, source);
-    } else if (key == "warmup") {
-      m.warmup = static_cast<int>(scalar_of<int64_t>(node, key, source));
-    } else if (key == "iterations") {
-      m.iterations = static_cast<int>(scalar_of<int64_t>(node, key, source));
-    } else if (key == "seed") {
-      const int64_t seed = scalar_of<int64_t>(node, key, source);
-      if (seed < 0) toml_fail(source, node, "'seed' must be zero or positive");
-      m.seed = static_cast<uint64_t>(seed);
-    } else if (key == "phases") {
-      m.phases = scalar_of<bool>(node, key, source);
-    } else if (key == "matrix" && allow_matrix_key) {
-      continue;  // handled by the caller
-    } else {
+    if (key == "matrix" && allow_matrix_key) continue;  // handled by the caller
+    const auto& all = axes();
+    const auto axis = std::find_if(all.begin(), all.end(), [&](const Axis& a) { return key == a.name; });
+    if (axis == all.end()) {
+      std::string known;
+      for (const Axis& a : all) known += fmt::format("{}{}", known.empty() ? "" : ", ", a.name);
       toml_fail(source, node,
-                fmt::format("unknown key '{}' (known: workload, driver, device, precision, scaling, batch, threads, "
-                            "data, ranks, bucket_mb, "
-                            "warmup, iterations, seed, phases{})",
-                            key, allow_matrix_key ? ", [[matrix]]" : ""));
+                fmt::format("unknown key '{}' (known: {}{})", key, known, allow_matrix_key ? ", [[matrix]]" : ""));
+    }
+    std::vector<std::string> items;
+    const toml::array* arr = axis->list ? node.as_array() : nullptr;
+    if (arr != nullptr) {
+      if (arr->empty()) toml_fail(source, node, fmt::format("'{}' is an empty list", key));
+      for (const toml::node& item : *arr) items.push_back(toml_item(item, *axis, source));
+    } else {
+      items.push_back(toml_item(node, *axis, source));
+    }
+    try {
+      axis->set(m, items);
+    } catch (const UsageError& e) {
+      toml_fail(source, node, e.what());
     }
   }
 }
@@ -204,37 +364,32 @@ std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::st
 
 std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size) {
   std::vector<CaseSpec> cases;
+  const std::vector<Axis>& all = axes();
   for (const MatrixSpec& m : matrices) {
-    const std::vector<int> rank_counts = m.ranks.empty() ? std::vector<int>{world_size} : m.ranks;
-    // "" stands for the driver's own device until assign_default_devices() knows the drivers.
-    const std::vector<std::string> devices = m.devices.empty() ? std::vector<std::string>{""} : m.devices;
-    for (const std::string& workload : m.workloads)
-      for (const std::string& driver : m.drivers)
-        for (const std::string& device : devices)
-          for (const std::string& precision : m.precisions)
-            for (const std::string& scaling : m.scalings)
-              for (int64_t batch : m.batches)
-                for (int threads : m.threads)
-                  for (const std::string& data : m.data)
-                    for (int ranks : rank_counts)
-                      for (double bucket_mb : m.bucket_mb) {
-                        CaseSpec c;
-                        c.data = data;
-                        c.workload = workload;
-                        c.driver = driver;
-                        c.device = device;
-                        c.precision = precision;
-                        c.scaling = scaling;
-                        c.batch = batch;
-                        c.threads = threads;
-                        c.warmup = m.warmup;
-                        c.iterations = m.iterations;
-                        c.seed = m.seed;
-                        c.phases = m.phases;
-                        c.ranks = ranks;
-                        c.bucket_mb = bucket_mb;
-                        cases.push_back(c);
-                      }
+    // An odometer over the axes, the last varying fastest; an empty list gives one case with
+    // the field's "unset" meaning (below).
+    std::vector<size_t> counts, at(all.size(), 0);
+    bool none = false;
+    for (const Axis& a : all) {
+      counts.push_back(std::max<size_t>(a.count(m), 1));
+      none |= a.list && a.count(m) == 0 && std::string(a.name) == "workload";  // no workload, no case
+    }
+    if (none) continue;
+    for (bool more = true; more;) {
+      CaseSpec c;
+      for (size_t k = 0; k < all.size(); ++k) all[k].pick(m, at[k], c);
+      if (m.ranks.empty()) c.ranks = world_size;  // every rank of the job
+      c.device_from_driver = m.devices.empty();   // assign_default_devices() knows the drivers
+      cases.push_back(c);
+      more = false;
+      for (size_t k = all.size(); k-- > 0;) {
+        if (++at[k] < counts[k]) {
+          more = true;
+          break;
+        }
+        at[k] = 0;
+      }
+    }
   }
   return cases;
 }
@@ -242,7 +397,10 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
 void assign_default_devices(std::vector<CaseSpec>& cases, const Registry& drivers) {
   for (CaseSpec& c : cases) {
     const Driver* d = drivers.find(c.driver);
-    if (c.device.empty() && d != nullptr) c.device = d->default_device() == DeviceType::kCuda ? "cuda" : "cpu";
+    if (c.device_from_driver && d != nullptr) {
+      c.device = d->default_device();
+      c.device_from_driver = false;
+    }
   }
 }
 
@@ -265,27 +423,16 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
       throw UsageError(
           fmt::format("unknown driver '{}' (this build has: {})", c.driver, known.empty() ? "none" : known));
     }
-    if (c.device != "cpu" && c.device != "cuda") {
-      throw UsageError(fmt::format("unknown device '{}' (expected cpu or cuda)", c.device));
-    }
-    Precision precision = Precision::kFp32;
-    try {
-      precision = parse_precision(c.precision);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    const DeviceType device = c.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
     const Driver& driver = *drivers.find(c.driver);
-    Support available = driver.device_available(device);
-    if (available.ok) available = driver.supports_precision(make_workload(c.workload), device, precision);
+    Support available = driver.device_available(c.device);
+    if (available.ok) available = driver.supports_precision(make_workload(c.workload), c.device, c.precision);
     if (available.ok) {
       ++runnable;
     } else if (unavailable.empty()) {
-      unavailable = fmt::format("-d {} --device {}{}: {}", c.driver, c.device,
-                                c.precision == "fp32" ? "" : " --precision " + c.precision, available.reason);
-    }
-    if (c.scaling != "weak" && c.scaling != "strong") {
-      throw UsageError(fmt::format("unknown scaling mode '{}' (expected weak or strong)", c.scaling));
+      unavailable =
+          fmt::format("-d {} --device {}{}: {}", c.driver, device_name(c.device),
+                      c.precision == Precision::kFp32 ? "" : std::string(" --precision ") + precision_name(c.precision),
+                      available.reason);
     }
     if (c.ranks <= 0 || c.ranks > world_size) {
       throw UsageError(
@@ -293,7 +440,7 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     }
     if (c.bucket_mb < 0) throw UsageError(fmt::format("--bucket-mb must be 0 or more, got {}", c.bucket_mb));
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));
-    if (c.scaling == "strong" && c.batch % c.ranks != 0) {
+    if (c.scaling == Scaling::kStrong && c.batch % c.ranks != 0) {
       throw UsageError(fmt::format("strong scaling: global batch {} does not divide by {} ranks", c.batch, c.ranks));
     }
     if (c.threads < 0) throw UsageError(fmt::format("threads must be positive or auto, got {}", c.threads));
@@ -318,17 +465,30 @@ std::string cases_to_toml(const std::vector<CaseSpec>& cases) {
   toml::table root;
   toml::array list;
   for (const CaseSpec& c : cases) {
-    toml::table t{{"workload", c.workload},     {"driver", c.driver},
-                  {"device", c.device},         {"precision", c.precision},
-                  {"scaling", c.scaling},       {"batch", c.batch},
-                  {"ranks", c.ranks},           {"warmup", c.warmup},
-                  {"iterations", c.iterations}, {"seed", static_cast<int64_t>(c.seed)},
-                  {"phases", c.phases},         {"data", c.data},
-                  {"bucket_mb", c.bucket_mb}};
-    if (c.threads > 0) {
-      t.insert("threads", c.threads);
-    } else {
-      t.insert("threads", "auto");
+    toml::table t;
+    for (const Axis& a : axes()) {
+      const std::string value = a.print(c);
+      switch (a.kind) {
+        case TomlKind::kString:
+          t.insert(a.name, value);
+          break;
+        case TomlKind::kInteger:
+          t.insert(a.name, static_cast<int64_t>(std::stoll(value)));
+          break;
+        case TomlKind::kNumber:
+          t.insert(a.name, std::stod(value));
+          break;
+        case TomlKind::kBoolean:
+          t.insert(a.name, value == "true");
+          break;
+        case TomlKind::kIntegerOrAuto:
+          if (value == "auto") {
+            t.insert(a.name, value);
+          } else {
+            t.insert(a.name, static_cast<int64_t>(std::stoll(value)));
+          }
+          break;
+      }
     }
     list.push_back(std::move(t));
   }

@@ -1,9 +1,12 @@
 // The run matrix: what a user asks for (CLI flags, a TOML file or a built-in suite) and its
-// expansion into cases, the cartesian product of the list-valued fields.
+// expansion into cases, the cartesian product of the list-valued fields. Every field is an axis
+// declared once (run_matrix.cpp, `axes()`): its name (the TOML key), CLI flag, parser and printer,
+// which the command line, the TOML reader, the expansion, the case key and the recorded config all
+// use.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,14 +14,21 @@
 
 namespace dlscale {
 
+enum class Scaling { kWeak, kStrong };
+
+/// "weak", "strong".
+const char* scaling_name(Scaling s);
+/// "cpu", "cuda".
+const char* device_name(DeviceType d);
+
 /// One run matrix. List fields expand as a cartesian product; 0 threads means "the size of the
 /// rank's CPU set".
 struct MatrixSpec {
   std::vector<std::string> workloads;
   std::vector<std::string> drivers{"libtorch"};
-  std::vector<std::string> devices;  ///< empty: each driver's own device (cuda for cuda, else cpu)
-  std::vector<std::string> precisions{"fp32"};
-  std::vector<std::string> scalings{"weak"};
+  std::vector<DeviceType> devices;  ///< empty: each driver's own device (cuda for cuda, else cpu)
+  std::vector<Precision> precisions{Precision::kFp32};
+  std::vector<Scaling> scalings{Scaling::kWeak};
   std::vector<int64_t> batches{64};
   std::vector<int> threads{0};
   std::vector<std::string> data{"synthetic"};  ///< "synthetic" or a dataset spec (suite/datasets.h)
@@ -30,24 +40,13 @@ struct MatrixSpec {
   bool phases = false;
 };
 
-/// Fields given explicitly on the command line; they override every matrix of a config file or
-/// suite.
-struct MatrixOverrides {
-  std::optional<std::vector<std::string>> workloads, drivers, devices, precisions, scalings;
-  std::optional<std::vector<int64_t>> batches;
-  std::optional<std::vector<int>> threads;
-  std::optional<std::vector<std::string>> data;
-  std::optional<std::vector<int>> ranks;
-  std::optional<std::vector<double>> bucket_mb;
-  std::optional<int> warmup, iterations;
-  std::optional<uint64_t> seed;
-  std::optional<bool> phases;
-  void apply(MatrixSpec& m) const;
-};
-
 /// One benchmark case: everything needed to run it and to rerun it.
 struct CaseSpec {
-  std::string workload, driver, device, precision = "fp32", scaling;
+  std::string workload, driver;
+  DeviceType device = DeviceType::kCpu;
+  bool device_from_driver = false;  ///< no device was asked for: assign_default_devices() sets it
+  Precision precision = Precision::kFp32;
+  Scaling scaling = Scaling::kWeak;
   std::string data = "synthetic";  ///< or a dataset spec such as "mnist:data/mnist"
   int64_t batch = 0;               ///< per rank (weak) or global (strong), as the user gave it
   int threads = 0;                 ///< 0: the rank's CPU set size
@@ -57,10 +56,53 @@ struct CaseSpec {
   int ranks = 1;         ///< ranks this case runs on: world ranks 0..ranks-1
   double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
 
-  int64_t batch_per_rank() const { return scaling == "strong" ? batch / ranks : batch; }
-  int64_t global_batch() const { return scaling == "strong" ? batch : batch * ranks; }
-  /// A `dlscale run …` command line that reruns exactly this case.
+  int64_t batch_per_rank() const { return scaling == Scaling::kStrong ? batch / ranks : batch; }
+  int64_t global_batch() const { return scaling == Scaling::kStrong ? batch : batch * ranks; }
+  /// A `dlscale run …` command line that reruns exactly this case (also its key for --resume).
   std::string command() const;
+};
+
+/// What TOML value one item of an axis must be.
+enum class TomlKind { kString, kInteger, kNumber, kBoolean, kIntegerOrAuto };
+
+/// One field of the run matrix, declared once: how it is named, asked for, parsed and printed.
+struct Axis {
+  const char* name;  ///< the TOML key and the CaseSpec field ("bucket_mb")
+  const char* flag;  ///< the CLI option(s), CLI11 syntax ("--bucket-mb", "-w,--workload")
+  std::string help;
+  TomlKind kind;
+  bool list;                 ///< several values expand into several cases; else one value for the matrix
+  bool flag_only = false;    ///< a CLI flag without a value (--phases)
+  int command_position = 0;  ///< where the case's command line names it (the case key's order)
+  /// How the CLI's items split into values; nullptr: at commas (workloads keep their overrides'
+  /// commas: split_workload_list).
+  std::function<std::vector<std::string>(const std::string& item)> split;
+  /// Sets the field of `m` from its textual items (a CLI list, or TOML values as text); throws
+  /// UsageError naming a bad item.
+  std::function<void(MatrixSpec& m, const std::vector<std::string>& items)> set;
+  /// Copies the field from one matrix to another (command-line overrides).
+  std::function<void(const MatrixSpec& from, MatrixSpec& to)> copy;
+  /// List axes: how many values `m` holds (0: one case with the field's "unset" meaning).
+  std::function<size_t(const MatrixSpec& m)> count;
+  /// Puts value `i` (scalars: the value) of `m` into a case.
+  std::function<void(const MatrixSpec& m, size_t i, CaseSpec& c)> pick;
+  /// The case's value as text (command line, recorded config).
+  std::function<std::string(const CaseSpec& c)> print;
+  /// Whether the case's command line names this axis (defaults such as fp32 are left out).
+  std::function<bool(const CaseSpec& c)> in_command;
+};
+
+/// Every axis, in expansion order (the first varies slowest).
+const std::vector<Axis>& axes();
+
+/// Fields given explicitly on the command line; they override every matrix of a config file or
+/// suite.
+struct MatrixOverrides {
+  MatrixSpec values;
+  std::vector<const Axis*> given;
+  /// Parses `items` for `axis` into the overrides; throws UsageError naming a bad item.
+  void set(const Axis& axis, const std::vector<std::string>& items);
+  void apply(MatrixSpec& m) const;
 };
 
 /// Splits a comma-separated workload list where a workload may carry several overrides:
@@ -72,7 +114,7 @@ std::vector<std::string> split_workload_list(const std::string& text);
 /// [[matrix]] table when there are some. Throws UsageError "SOURCE:LINE: problem".
 std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::string& source);
 
-/// Expands matrices into cases for a job of `world_size` ranks, in matrix order, then field order.
+/// Expands matrices into cases for a job of `world_size` ranks, in matrix order, then axis order.
 std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size);
 
 /// Gives every case without a device its driver's default device (cases of unknown drivers are

@@ -147,10 +147,10 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   Setup s;
   s.driver = drivers_.find(spec.driver);
   s.workload = make_workload(spec.workload);
-  s.device = spec.device == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+  s.device = spec.device;
   s.threads = spec.threads > 0 ? spec.threads : mpi_.default_threads();
   const Driver& driver = *s.driver;
-  const Precision precision = parse_precision(spec.precision);
+  const Precision precision = spec.precision;
   const int ranks = spec.ranks;
   if (s.device == DeviceType::kCuda) {
     s.gpu = gpu_index_for(mpi_.local_rank(), driver.device_count(DeviceType::kCuda, nullptr));
@@ -282,10 +282,10 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   const int ranks = spec.ranks;
   const bool root = mpi_.rank() == 0;
   const int threads = spec.threads > 0 ? spec.threads : mpi_.default_threads();
-  progress_.case_started(
-      index, total,
-      fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, spec.device, spec.batch_per_rank(), threads),
-      spec.command());
+  progress_.case_started(index, total,
+                         fmt::format("{} {} {} b{}/rank t{}", spec.workload, spec.driver, device_name(spec.device),
+                                     spec.batch_per_rank(), threads),
+                         spec.command());
 
   // Describe: what the case is, before anything can fail.
   CaseOutcome outcome;
@@ -297,9 +297,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   const double train_flops = flops_per_sample(workload).train() * static_cast<double>(spec.global_batch());
   add(a, "workload", spec.workload);
   add(a, "driver", spec.driver);
-  add(a, "device_type", spec.device);
-  add(a, "precision", spec.precision);
-  add(a, "scaling", spec.scaling);
+  add(a, "device_type", std::string(device_name(spec.device)));
+  add(a, "precision", std::string(precision_name(spec.precision)));
+  add(a, "scaling", std::string(scaling_name(spec.scaling)));
   add(a, "ranks", int64_t{ranks});
   add(a, "participants", ranks == 1 ? std::string("0") : fmt::format("0-{}", ranks - 1));
   add(a, "batch_per_rank", spec.batch_per_rank());
@@ -400,11 +400,11 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
     const bool gpu_case = setup.device == DeviceType::kCuda;
     const Projection projection = project_steps(
-        compute_s, ranks, spec.scaling == "strong", grad_bytes, microbenchmark->alpha_s,
+        compute_s, ranks, spec.scaling == Scaling::kStrong, grad_bytes, microbenchmark->alpha_s,
         microbenchmark->beta_s_per_byte, gpu_case ? 1 : threads,
         gpu_case ? mpi_.local_size() : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), mpi_.local_size(), targets);
     outcome.projection = projection_group(projection, microbenchmark->alpha_s, microbenchmark->beta_s_per_byte, ranks,
-                                          compute_s, grad_bytes, spec.scaling);
+                                          compute_s, grad_bytes, scaling_name(spec.scaling));
   }
   add(a, "wall_s", seconds_between(wall_start, Clock::now()));
   return outcome;

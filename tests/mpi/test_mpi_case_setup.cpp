@@ -57,8 +57,8 @@ TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
   CaseSpec spec;
   spec.workload = "fcn5:features=16,width=8";
   spec.driver = "gpu_on_rank_1";
-  spec.device = "cuda";
-  spec.scaling = "weak";
+  spec.device = DeviceType::kCuda;
+  spec.scaling = Scaling::kWeak;
   spec.batch = 2;
   spec.warmup = 1;
   spec.iterations = 1;

@@ -25,6 +25,21 @@ std::string usage_error_of(const std::function<void()>& f) {
   return "";
 }
 
+const Axis& axis(const std::string& name) {
+  for (const Axis& a : axes()) {
+    if (name == a.name) return a;
+  }
+  throw std::invalid_argument("no axis " + name);
+}
+
+/// The UsageError of giving `item` to axis `name` (as the command line and TOML do), or "".
+std::string parse_error(const std::string& name, const std::string& item) {
+  return usage_error_of([&] {
+    MatrixOverrides o;
+    o.set(axis(name), {item});
+  });
+}
+
 TEST(RunMatrix, ListFieldsExpandAsCartesianProduct) {
   const auto m = parse_matrix_toml(R"(
 workload = ["fcn5", "mnist_fnn"]
@@ -74,8 +89,8 @@ batch = [80, 160]
 TEST(RunMatrix, OverridesReplaceFieldsOfEveryMatrix) {
   auto m = parse_matrix_toml(find_suite("quick").toml, "quick");
   MatrixOverrides o;
-  o.batches = std::vector<int64_t>{4};
-  o.iterations = 2;
+  o.set(axis("batch"), {"4"});
+  o.set(axis("iterations"), {"2"});
   for (auto& x : m) o.apply(x);
   for (const auto& c : expand(m, 1)) {
     EXPECT_EQ(c.batch, 4);
@@ -95,10 +110,10 @@ TEST(RunMatrix, WeakAndStrongBatchArithmetic) {
   CaseSpec c;
   c.batch = 64;
   c.ranks = 4;
-  c.scaling = "weak";
+  c.scaling = Scaling::kWeak;
   EXPECT_EQ(c.batch_per_rank(), 64);
   EXPECT_EQ(c.global_batch(), 256);
-  c.scaling = "strong";
+  c.scaling = Scaling::kStrong;
   EXPECT_EQ(c.batch_per_rank(), 16);
   EXPECT_EQ(c.global_batch(), 64);
 }
@@ -121,8 +136,8 @@ CaseSpec good_case() {
   CaseSpec c;
   c.workload = "mnist_fnn";
   c.driver = "reference";  // compiled into every build
-  c.device = "cpu";
-  c.scaling = "weak";
+  c.device = DeviceType::kCpu;
+  c.scaling = Scaling::kWeak;
   c.batch = 8;
   c.iterations = 2;
   return c;
@@ -143,20 +158,24 @@ TEST(RunMatrix, ValidateRejectsEachBadInput) {
   EXPECT_NE(bad([](CaseSpec& c) { c.batch = 0; }).find("batch must be positive"), std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) { c.batch = -4; }).find("batch must be positive"), std::string::npos);
   EXPECT_NE(bad([](CaseSpec& c) {
-              c.scaling = "strong";
+              c.scaling = Scaling::kStrong;
               c.batch = 10;
               c.ranks = 3;
             }).find("does not divide by 3 ranks"),
             std::string::npos);
-  EXPECT_NE(bad([](CaseSpec& c) { c.device = "tpu"; }).find("unknown device 'tpu'"), std::string::npos);
-  EXPECT_NE(bad([](CaseSpec& c) { c.precision = "fp64"; }).find("unknown precision 'fp64'"), std::string::npos);
+  // Names a typed field cannot hold are refused by the axis's parser, before any case exists.
+  EXPECT_NE(parse_error("device", "tpu").find("unknown device 'tpu'"), std::string::npos);
+  EXPECT_NE(parse_error("precision", "fp64").find("unknown precision 'fp64'"), std::string::npos);
+  EXPECT_NE(parse_error("scaling", "weakest").find("unknown scaling mode 'weakest'"), std::string::npos);
   // A request nothing of which can run here is bad input; one runnable case makes it a sweep
   // that records the rest as unsupported.
-  EXPECT_NE(bad([](CaseSpec& c) { c.device = "cuda"; }).find("-d reference --device cuda: "), std::string::npos);
-  EXPECT_NE(bad([](CaseSpec& c) { c.precision = "bf16"; }).find("--precision bf16: reference driver: only fp32"),
+  EXPECT_NE(bad([](CaseSpec& c) { c.device = DeviceType::kCuda; }).find("-d reference --device cuda: "),
             std::string::npos);
+  EXPECT_NE(
+      bad([](CaseSpec& c) { c.precision = Precision::kBf16; }).find("--precision bf16: reference driver: only fp32"),
+      std::string::npos);
   CaseSpec gpu = good_case();
-  gpu.device = "cuda";
+  gpu.device = DeviceType::kCuda;
   EXPECT_EQ(usage_error_of([&] { validate({good_case(), gpu}, drivers, 4); }), "");
   EXPECT_NE(bad([](CaseSpec& c) { c.iterations = 0; }).find("iterations must be positive"), std::string::npos);
   EXPECT_NE(usage_error_of([&] { validate({}, drivers, 4); }).find("nothing to run"), std::string::npos);
@@ -173,7 +192,8 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
     const std::string problem = usage_error_of([&] { validate(cases, drivers, 1); });
     // A suite that runs on GPUs only is refused, with the reason, where the device is missing;
     // mixed suites run their CPU cases and record the rest.
-    const bool gpu_only = std::all_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == "cuda"; });
+    const bool gpu_only =
+        std::all_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; });
     if (gpu_only && !drivers.find("libtorch")->device_available(DeviceType::kCuda).ok) {
       EXPECT_NE(problem.find("--device cuda"), std::string::npos) << s.name << ": " << problem;
     } else {
@@ -208,6 +228,41 @@ TEST(RunMatrix, CommandLineRerunsTheCase) {
   EXPECT_EQ(c.command(),
             "dlscale run -w mnist_fnn -d reference --device cpu --batch 8 --scaling weak --threads 2 --ranks 1 "
             "--warmup 0 --iterations 2 --seed 0 --phases");
+}
+
+TEST(RunMatrix, EveryAxisParsesWhatItPrints) {
+  // A case through every axis's printer and back through its parser: the command line, the TOML
+  // config and the case key all use these, so each must read what it writes.
+  CaseSpec c = good_case();
+  c.precision = Precision::kBf16;
+  c.scaling = Scaling::kStrong;
+  c.threads = 0;  // auto
+  c.bucket_mb = 2.5;
+  c.seed = 9007199254740993ULL;  // above 2^53: stays exact as text
+  c.phases = true;
+  for (const Axis& a : axes()) {
+    MatrixSpec m;
+    a.set(m, {a.print(c)});
+    CaseSpec back;
+    a.pick(m, 0, back);
+    EXPECT_EQ(a.print(back), a.print(c)) << a.name;
+  }
+}
+
+TEST(RunMatrix, BadAxisItemsAreUsageErrorsNamingThem) {
+  EXPECT_NE(parse_error("batch", "big").find("batch takes integers, got 'big'"), std::string::npos);
+  EXPECT_NE(parse_error("batch", "-4").find("batch must be positive, got -4"), std::string::npos);
+  // 2^32 + 1 iterations would wrap to 1 in a 32-bit int: refused instead.
+  EXPECT_NE(parse_error("iterations", "4294967297").find("iterations must be"), std::string::npos);
+  EXPECT_NE(parse_error("batch", "99999999999999999999").find("batch takes integers"), std::string::npos);
+  EXPECT_NE(parse_error("threads", "0").find("--threads takes positive integers or auto, got '0'"), std::string::npos);
+  EXPECT_NE(parse_error("bucket_mb", "nan").find("--bucket-mb takes numbers, got 'nan'"), std::string::npos);
+  EXPECT_NE(parse_error("seed", "-1").find("seed must be zero or positive"), std::string::npos);
+  EXPECT_NE(parse_error("driver", "").find("driver: an empty item"), std::string::npos);
+  EXPECT_NE(usage_error_of([] {
+              parse_matrix_toml("workload = \"fcn5\"\niterations = 4294967297\n", "w.toml");
+            }).rfind("w.toml:2: iterations must be", 0),
+            std::string::npos);
 }
 
 }  // namespace
