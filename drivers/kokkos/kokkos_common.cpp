@@ -19,14 +19,39 @@ Floats slice(const Floats& v, int64_t offset, int64_t count) {
 }
 
 void bias_grad(Floats dy, Floats db, int64_t rows, int64_t out, int64_t inner) {
-  // One team per output feature; its members sum the feature's rows*inner values in double.
+  if (inner == 1) {
+    // Column sums of a row-major [rows, out] matrix: each work item owns a block of adjacent
+    // columns and walks the rows, reading contiguous runs (a team per column would stride
+    // through memory by a whole row per element).
+    constexpr int64_t kBlock = 16;
+    Kokkos::parallel_for(
+        "kokkos_driver::bias_grad", Range(0, (out + kBlock - 1) / kBlock), KOKKOS_LAMBDA(int64_t block) {
+          const int64_t first = block * kBlock, width = out - first < kBlock ? out - first : kBlock;
+          double sum[kBlock] = {};
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < width; ++j) sum[j] += dy(r * out + first + j);
+          }
+          for (int64_t j = 0; j < width; ++j) db(first + j) = static_cast<float>(sum[j]);
+        });
+    return;
+  }
+  // One team per output channel: its threads over the rows, their vector lanes along the
+  // contiguous inner extent, summing in double.
   Kokkos::parallel_for(
-      "kokkos_driver::bias_grad", Team(static_cast<int>(out), Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+      "kokkos_driver::bias_grad", Team(static_cast<int>(out), Kokkos::AUTO, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m) {
         const int64_t o = m.league_rank();
         double sum = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, rows * inner),
-            [&](int64_t j, double& s) { s += dy(((j / inner) * out + o) * inner + j % inner); }, sum);
+            Kokkos::TeamThreadRange(m, rows),
+            [&](int64_t r, double& s) {
+              const int64_t base = (r * out + o) * inner;
+              double part = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(m, inner), [&](int64_t i, double& t) { t += dy(base + i); }, part);
+              s += part;
+            },
+            sum);
         Kokkos::single(Kokkos::PerTeam(m), [&] { db(o) = static_cast<float>(sum); });
       });
 }

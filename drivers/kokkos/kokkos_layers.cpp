@@ -29,11 +29,24 @@ namespace layer_kernels {
 
 constexpr double kBatchNormEps = 1e-5;
 
-/// y[r, o, i] += b[o] over [rows, out, inner] (Linear: inner 1; convolution: inner = H*W).
+/// y[r, o, i] += b[o] over [rows, out, inner] (Linear: inner 1; convolution: inner = H*W). One
+/// team per row r, so no element pays for index arithmetic and the innermost extent, which the
+/// vector lanes walk, is contiguous.
 void add_bias(Floats y, Floats b, int64_t rows, int64_t out, int64_t inner) {
   Kokkos::parallel_for(
-      "kokkos_driver::add_bias", Range(0, rows * out * inner),
-      KOKKOS_LAMBDA(int64_t i) { y(i) += b((i / inner) % out); });
+      "kokkos_driver::add_bias", Team(static_cast<int>(rows), Kokkos::AUTO, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m) {
+        const int64_t row = m.league_rank() * out;
+        if (inner == 1) {
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, out), [&](int64_t o) { y(row + o) += b(o); });
+          return;
+        }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, out), [&](int64_t o) {
+          const float bias = b(o);
+          const int64_t base = (row + o) * inner;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, inner), [&](int64_t i) { y(base + i) += bias; });
+        });
+      });
 }
 
 void activation_forward(LayerKind kind, Floats x, Floats y) {
@@ -71,40 +84,47 @@ struct Window {
   int64_t channels, height, width, kernel, stride, padding, out_height, out_width;
 };
 
-/// col[(c, ky, kx), (oy, ox)] = x[sample](c, oy*s - p + ky, ox*s - p + kx), zero outside.
+/// col[(c, ky, kx), (oy, ox)] = x[sample](c, oy*s - p + ky, ox*s - p + kx), zero outside. One
+/// work item per output row (c, ky, kx, oy), so the index arithmetic is paid per row, not per
+/// element, and the inner loop runs along contiguous memory.
 void im2col(Floats x, int64_t sample, Window w, Floats col) {
-  const int64_t plane = w.out_height * w.out_width, k2 = w.kernel * w.kernel;
+  const int64_t k2 = w.kernel * w.kernel;
   const int64_t base = sample * w.channels * w.height * w.width;
   Kokkos::parallel_for(
-      "kokkos_driver::im2col", Range(0, w.channels * k2 * plane), KOKKOS_LAMBDA(int64_t i) {
-        const int64_t p = i % plane, row = i / plane;
+      "kokkos_driver::im2col", Range(0, w.channels * k2 * w.out_height), KOKKOS_LAMBDA(int64_t r) {
+        const int64_t oy = r % w.out_height, row = r / w.out_height;
         const int64_t c = row / k2, ky = (row % k2) / w.kernel, kx = row % w.kernel;
-        const int64_t iy = (p / w.out_width) * w.stride - w.padding + ky;
-        const int64_t ix = (p % w.out_width) * w.stride - w.padding + kx;
-        const bool inside = iy >= 0 && iy < w.height && ix >= 0 && ix < w.width;
-        col(i) = inside ? x(base + (c * w.height + iy) * w.width + ix) : 0.0f;
+        const int64_t iy = oy * w.stride - w.padding + ky, dst = r * w.out_width;
+        const int64_t src = base + (c * w.height + iy) * w.width - w.padding + kx;
+        const bool row_inside = iy >= 0 && iy < w.height;
+        for (int64_t ox = 0; ox < w.out_width; ++ox) {
+          const int64_t ix = ox * w.stride - w.padding + kx;
+          col(dst + ox) = row_inside && ix >= 0 && ix < w.width ? x(src + ox * w.stride) : 0.0f;
+        }
       });
 }
 
-/// dx[sample](c, iy, ix) = the sum of dcol over every window position that read (c, iy, ix);
-/// gathered per input element, so overlapping windows need no atomics.
+/// dx[sample](c, iy, ·) = the sum of dcol over every window position that read input row
+/// (c, iy). One work item owns one input row and adds into it alone, so overlapping windows
+/// need no atomics.
 void col2im(Floats dcol, int64_t sample, Window w, Floats dx) {
   const int64_t plane = w.out_height * w.out_width, k = w.kernel;
   const int64_t base = sample * w.channels * w.height * w.width;
   Kokkos::parallel_for(
-      "kokkos_driver::col2im", Range(0, w.channels * w.height * w.width), KOKKOS_LAMBDA(int64_t i) {
-        const int64_t ix = i % w.width, iy = (i / w.width) % w.height, c = i / (w.width * w.height);
-        float sum = 0;
+      "kokkos_driver::col2im", Range(0, w.channels * w.height), KOKKOS_LAMBDA(int64_t r) {
+        const int64_t iy = r % w.height, c = r / w.height, dst = base + r * w.width;
+        for (int64_t ix = 0; ix < w.width; ++ix) dx(dst + ix) = 0.0f;
         for (int64_t ky = 0; ky < k; ++ky) {
           const int64_t ty = iy + w.padding - ky;  // oy * stride for a window row that reads iy
           if (ty < 0 || ty % w.stride != 0 || ty / w.stride >= w.out_height) continue;
           for (int64_t kx = 0; kx < k; ++kx) {
-            const int64_t tx = ix + w.padding - kx;
-            if (tx < 0 || tx % w.stride != 0 || tx / w.stride >= w.out_width) continue;
-            sum += dcol(((c * k + ky) * k + kx) * plane + (ty / w.stride) * w.out_width + tx / w.stride);
+            const int64_t src = ((c * k + ky) * k + kx) * plane + (ty / w.stride) * w.out_width;
+            for (int64_t ox = 0; ox < w.out_width; ++ox) {
+              const int64_t ix = ox * w.stride - w.padding + kx;
+              if (ix >= 0 && ix < w.width) dx(dst + ix) += dcol(src + ox);
+            }
           }
         }
-        dx(base + i) = sum;
       });
 }
 
@@ -200,25 +220,42 @@ void multiply(Floats a, Floats b, Floats out) {
       KOKKOS_LAMBDA(int64_t i) { out(i) = a(i) * b(i); });
 }
 
-/// Batch norm in training mode over [N, C, HW], one team per channel: the batch mean and the
-/// biased variance (two passes, in double), then y = gamma x_hat + beta, with ReLU applied when
-/// `relu` (the bottleneck's BN-ReLU pairs). Keeps the mean and 1/std for the backward pass,
-/// which recomputes x_hat from the input instead of storing it.
+/// Batch norm in training mode over [N, C, HW], one team per channel, its threads over the
+/// samples and their vector lanes along each contiguous H*W plane: the batch mean and the biased
+/// variance (two passes, in double), then y = gamma x_hat + beta, with ReLU applied when `relu`
+/// (the bottleneck's BN-ReLU pairs). Keeps the mean and 1/std for the backward pass, which
+/// recomputes x_hat from the input instead of storing it.
 void batch_norm_forward(Floats x, Floats gamma, Floats beta, Doubles mean, Doubles inv_std, Floats y, int64_t n,
                         int64_t channels, int64_t hw, bool relu) {
   Kokkos::parallel_for(
-      "kokkos_driver::batch_norm", Team(static_cast<int>(channels), Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+      "kokkos_driver::batch_norm", Team(static_cast<int>(channels), Kokkos::AUTO, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m) {
         const int64_t c = m.league_rank(), count = n * hw;
-        auto at = [&](int64_t j) { return ((j / hw) * channels + c) * hw + j % hw; };
         double sum = 0, sq = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, count), [&](int64_t j, double& s) { s += x(at(j)); }, sum);
+            Kokkos::TeamThreadRange(m, n),
+            [&](int64_t b, double& s) {
+              const int64_t base = (b * channels + c) * hw;
+              double plane = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(m, hw), [&](int64_t j, double& t) { t += x(base + j); }, plane);
+              s += plane;
+            },
+            sum);
         const double mu = sum / static_cast<double>(count);
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, count),
-            [&](int64_t j, double& s) {
-              const double d = x(at(j)) - mu;
-              s += d * d;
+            Kokkos::TeamThreadRange(m, n),
+            [&](int64_t b, double& s) {
+              const int64_t base = (b * channels + c) * hw;
+              double plane = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(m, hw),
+                  [&](int64_t j, double& t) {
+                    const double d = x(base + j) - mu;
+                    t += d * d;
+                  },
+                  plane);
+              s += plane;
             },
             sq);
         const double is = 1.0 / math::sqrt(sq / static_cast<double>(count) + kBatchNormEps);
@@ -227,9 +264,12 @@ void batch_norm_forward(Floats x, Floats gamma, Floats beta, Doubles mean, Doubl
           inv_std(c) = is;
         });
         const auto scale = static_cast<float>(gamma(c) * is), shift = static_cast<float>(beta(c) - gamma(c) * mu * is);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, count), [&](int64_t j) {
-          const float v = scale * x(at(j)) + shift;
-          y(at(j)) = relu && v < 0 ? 0.0f : v;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, n), [&](int64_t b) {
+          const int64_t base = (b * channels + c) * hw;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, hw), [&](int64_t j) {
+            const float v = scale * x(base + j) + shift;
+            y(base + j) = relu && v < 0 ? 0.0f : v;
+          });
         });
       });
 }
@@ -240,20 +280,31 @@ void batch_norm_backward(Floats x, Floats y, Floats dy, Floats gamma, Doubles me
                          Floats dbeta, Floats dx, int64_t n, int64_t channels, int64_t hw, bool relu) {
   const bool want_dx = dx.extent(0) > 0;
   Kokkos::parallel_for(
-      "kokkos_driver::batch_norm_backward", Team(static_cast<int>(channels), Kokkos::AUTO),
+      "kokkos_driver::batch_norm_backward", Team(static_cast<int>(channels), Kokkos::AUTO, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m) {
         const int64_t c = m.league_rank(), count = n * hw;
         const double mu = mean(c), is = inv_std(c);
-        auto at = [&](int64_t j) { return ((j / hw) * channels + c) * hw + j % hw; };
         auto grad = [&](int64_t i) { return relu && !(y(i) > 0) ? 0.0f : dy(i); };
         double sum_g = 0, sum_gx = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, count), [&](int64_t j, double& s) { s += grad(at(j)); }, sum_g);
+            Kokkos::TeamThreadRange(m, n),
+            [&](int64_t b, double& s) {
+              const int64_t base = (b * channels + c) * hw;
+              double plane = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(m, hw), [&](int64_t j, double& t) { t += grad(base + j); }, plane);
+              s += plane;
+            },
+            sum_g);
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, count),
-            [&](int64_t j, double& s) {
-              const int64_t i = at(j);
-              s += grad(i) * (x(i) - mu) * is;
+            Kokkos::TeamThreadRange(m, n),
+            [&](int64_t b, double& s) {
+              const int64_t base = (b * channels + c) * hw;
+              double plane = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(m, hw),
+                  [&](int64_t j, double& t) { t += grad(base + j) * (x(base + j) - mu); }, plane);
+              s += plane * is;
             },
             sum_gx);
         Kokkos::single(Kokkos::PerTeam(m), [&] {
@@ -261,11 +312,15 @@ void batch_norm_backward(Floats x, Floats y, Floats dy, Floats gamma, Doubles me
           dbeta(c) = static_cast<float>(sum_g);
         });
         if (!want_dx) return;
+        // dx = a g + b (x - mean) + d, with the per-channel constants folded once (x - mean
+        // stays a difference, so a large mean cancels exactly rather than in the constants).
         const double scale = gamma(c) * is / static_cast<double>(count);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, count), [&](int64_t j) {
-          const int64_t i = at(j);
-          const double x_hat = (x(i) - mu) * is;
-          dx(i) = static_cast<float>(scale * (static_cast<double>(count) * grad(i) - sum_g - x_hat * sum_gx));
+        const auto a = static_cast<float>(gamma(c) * is), mean_f = static_cast<float>(mu);
+        const auto bx = static_cast<float>(-scale * sum_gx * is), d = static_cast<float>(-scale * sum_g);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, n), [&](int64_t b) {
+          const int64_t base = (b * channels + c) * hw;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, hw),
+                               [&](int64_t j) { dx(base + j) = a * grad(base + j) + bx * (x(base + j) - mean_f) + d; });
         });
       });
 }

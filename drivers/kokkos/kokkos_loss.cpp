@@ -33,14 +33,18 @@ void softmax_cross_entropy(Floats logits, Ids labels, Doubles log_sum_exp, Scala
       KOKKOS_LAMBDA(int64_t r, double& s) { s += (log_sum_exp(r) - logits(r * classes + labels(r))) * scale; }, loss);
 }
 
+/// d_logits = (softmax - onehot) / rows, one team per row.
 void softmax_cross_entropy_backward(Floats logits, Ids labels, Doubles log_sum_exp, Floats d_logits, int64_t rows,
                                     int64_t classes) {
   const auto scale = static_cast<float>(1.0 / static_cast<double>(rows));
   Kokkos::parallel_for(
-      "kokkos_driver::cross_entropy_backward", Range(0, rows * classes), KOKKOS_LAMBDA(int64_t i) {
-        const int64_t r = i / classes;
-        const float softmax = math::exp(static_cast<float>(logits(i) - log_sum_exp(r)));
-        d_logits(i) = (softmax - (i % classes == labels(r) ? 1.0f : 0.0f)) * scale;
+      "kokkos_driver::cross_entropy_backward", Team(static_cast<int>(rows), Kokkos::AUTO, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m) {
+        const int64_t r = m.league_rank(), base = r * classes, label = labels(r);
+        const auto lse = static_cast<float>(log_sum_exp(r));
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, classes), [&](int64_t c) {
+          d_logits(base + c) = (math::exp(logits(base + c) - lse) - (c == label ? 1.0f : 0.0f)) * scale;
+        });
       });
 }
 
