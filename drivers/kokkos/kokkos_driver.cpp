@@ -22,7 +22,6 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdlib>
-#include <limits>
 #include <mutex>
 #include <new>
 #include <stdexcept>
