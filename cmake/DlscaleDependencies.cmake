@@ -1,7 +1,8 @@
 # Finds every dependency. Backends default to "on if found"; a backend forced ON
 # (-DDLSCALE_WITH_X=ON) that cannot be found stops the configure with a clear message.
 # Cluster hints: Torch_DIR or CMAKE_PREFIX_PATH for a CUDA LibTorch, dnnl_DIR, Kokkos_ROOT,
-# CUDAToolkit_ROOT, CUDNN_ROOT, NCCL_ROOT, MPI_HOME, HDF5_ROOT (see docs/building.md).
+# KokkosKernels_ROOT, CUDAToolkit_ROOT, CUDNN_ROOT, NCCL_ROOT, MPI_HOME, HDF5_ROOT (see
+# docs/building.md).
 
 find_package(MPI REQUIRED COMPONENTS C CXX)
 set(HDF5_PREFER_PARALLEL ON)
@@ -87,10 +88,49 @@ if(DLSCALE_WITH_CUDA)
   enable_language(CUDA)
 endif()
 
-# Kokkos (OpenMP or CUDA on clusters; Debian's Trilinos build is Serial-only). Until the Kokkos
-# driver exists only its version is recorded, which needs no headers: Debian's Kokkos::kokkos
-# target carries an include path that does not exist.
+# Kokkos Core and Kokkos Kernels: the kokkos driver needs both (hints Kokkos_ROOT and
+# KokkosKernels_ROOT; Debian's Trilinos build is Serial-only, with Kokkos Kernels' BLAS TPL).
+# dlscale::kokkos is what the driver links: Kokkos::kokkos plus the Kokkos Kernels target, which
+# is Kokkos::kokkoskernels in a standalone install and trilinos_kokkoskernels inside Trilinos.
+set(_kokkos_found FALSE)
 if(DLSCALE_WITH_KOKKOS)
   find_package(Kokkos QUIET)
+  find_package(KokkosKernels QUIET)
+  if(TARGET Kokkos::kokkoskernels)
+    set(_kokkos_kernels_target Kokkos::kokkoskernels)
+  elseif(TARGET trilinos_kokkoskernels)
+    set(_kokkos_kernels_target trilinos_kokkoskernels)
+  endif()
+  if(Kokkos_FOUND AND KokkosKernels_FOUND AND TARGET Kokkos::kokkos AND _kokkos_kernels_target)
+    set(_kokkos_found TRUE)
+  endif()
 endif()
-dlscale_resolve_backend(KOKKOS "${Kokkos_FOUND}")
+dlscale_resolve_backend(KOKKOS "${_kokkos_found}")
+if(DLSCALE_WITH_KOKKOS)
+  # Debian's Trilinos config computes Kokkos::kokkos's include directory from its own location
+  # and gets /usr/lib/include, which does not exist (the headers are in /usr/include/trilinos);
+  # CMake refuses to use an imported target naming a missing directory. Only such entries are
+  # dropped: generator expressions and existing directories, all a normal install has, stay.
+  get_target_property(_kokkos_aliased Kokkos::kokkos ALIASED_TARGET)
+  get_target_property(_kokkos_includes Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT _kokkos_aliased AND _kokkos_includes)
+    set(_kokkos_kept "")
+    foreach(_dir IN LISTS _kokkos_includes)
+      if(_dir MATCHES "\\$<" OR EXISTS "${_dir}")
+        list(APPEND _kokkos_kept "${_dir}")
+      else()
+        message(STATUS "Kokkos::kokkos names a missing include directory, dropped: ${_dir}")
+      endif()
+    endforeach()
+    set_property(TARGET Kokkos::kokkos PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${_kokkos_kept}")
+  endif()
+  add_library(dlscale::kokkos INTERFACE IMPORTED)
+  set_property(TARGET dlscale::kokkos PROPERTY INTERFACE_LINK_LIBRARIES Kokkos::kokkos ${_kokkos_kernels_target})
+  # TriBITS (Trilinos) configs name their header directory only in these variables; their
+  # targets carry none. Standalone installs do not set them.
+  foreach(_dir IN LISTS Kokkos_INCLUDE_DIRS KokkosKernels_INCLUDE_DIRS)
+    if(EXISTS "${_dir}")
+      set_property(TARGET dlscale::kokkos APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${_dir}")
+    endif()
+  endforeach()
+endif()

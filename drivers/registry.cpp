@@ -11,6 +11,9 @@
 #ifdef DLSCALE_WITH_CUDA
 #include "drivers/cuda/cuda_driver.h"
 #endif
+#ifdef DLSCALE_WITH_KOKKOS
+#include "drivers/kokkos/kokkos_driver.h"
+#endif
 
 #include <fmt/format.h>
 
@@ -98,6 +101,9 @@ void register_drivers(Registry& registry) {
 #endif
 #ifdef DLSCALE_WITH_CUDA
   register_cuda(registry);
+#endif
+#ifdef DLSCALE_WITH_KOKKOS
+  register_kokkos(registry);
 #endif
 }
 

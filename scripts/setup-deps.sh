@@ -11,6 +11,7 @@ packages=(
   # backends; LibTorch runs whatever libblas.so.3 is selected: OpenBLAS (OpenMP) instead of the
   # reference BLAS, which is ~19x slower on FCN-5
   libtorch-dev libopenblas0-openmp libdnnl-dev ocl-icd-opencl-dev libtrilinos-kokkos-dev
+  libtrilinos-kokkos-kernels-dev
   # C++ libraries
   libcli11-dev libtomlplusplus-dev libfmt-dev libgtest-dev libbenchmark-dev
   # results/ (use /usr/bin/python3, which sees these)
