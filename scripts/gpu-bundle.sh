@@ -45,47 +45,54 @@ is_base() {
   return 1
 }
 
-# The run-time closure: breadth first over Depends and Pre-Depends, the first of each group of
-# alternatives, virtual packages (<name>) skipped.
+# The run-time closure: breadth first over Depends and Pre-Depends, one apt-cache call per level,
+# the first of each group of alternatives, virtual packages (<name>) skipped.
 declare -A wanted=()
-for p in "${dev_packages[@]}"; do wanted[$p]=1; done
-queue=("${runtime_packages[@]}")
-while [ ${#queue[@]} -gt 0 ]; do
-  p=${queue[0]}
-  queue=("${queue[@]:1}")
-  if [ -n "${wanted[$p]:-}" ] && [ "${wanted[$p]}" = run ]; then continue; fi
-  wanted[$p]=run
+for p in "${dev_packages[@]}"; do wanted[$p]=dev; done
+frontier=("${runtime_packages[@]}")
+while [ ${#frontier[@]} -gt 0 ]; do
+  for p in "${frontier[@]}"; do wanted[$p]=run; done
+  next=()
   alternative=0
   while read -r kind dep; do
     case "$kind" in
       "|Depends:" | "|PreDepends:") first=$((alternative == 0)); alternative=1 ;;
       Depends: | PreDepends:) first=$((alternative == 0)); alternative=0 ;;
-      *) continue ;;
+      *) alternative=0; continue ;;  # the next package's name
     esac
     [ "$first" -eq 1 ] || continue
     case "$dep" in "<"*) continue ;; esac
     dep=${dep%%:*}  # libfoo:any -> libfoo
-    is_base "$dep" || queue+=("$dep")
+    if ! is_base "$dep" && [ "${wanted[$dep]:-}" != run ]; then next+=("$dep"); fi
   done < <(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
-             --no-enhances "$p" | tail -n +2)
+             --no-enhances "${frontier[@]}")
+  frontier=()
+  if [ ${#next[@]} -gt 0 ]; then mapfile -t frontier < <(printf '%s\n' "${next[@]}" | sort -u); fi
 done
 
+# Candidate versions, in one call.
+declare -A candidate=()
+while read -r p v; do candidate[$p]=$v; done < <(apt-cache policy "${!wanted[@]}" |
+  awk '/^[^ ]/ {sub(":$", "", $1); p = $1} /^  Candidate:/ {print p, $2}')
+
 mkdir -p "$bundle/debs"
-declare -A keep=()
-for p in $(printf '%s\n' "${!wanted[@]}" | sort); do
-  version=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
+declare -A keep=()  # file names of the current versions
+missing=()          # name=version of those not downloaded yet
+for p in "${!wanted[@]}"; do
+  version=${candidate[$p]:-}
   if [ -z "$version" ] || [ "$version" = "(none)" ]; then
     echo "gpu-bundle: Debian has no package $p" >&2
     exit 1
   fi
-  file="${p}_${version//:/%3a}_amd64.deb"
-  [ -f "$bundle/debs/$file" ] || file="${p}_${version//:/%3a}_all.deb"
-  if [ ! -f "$bundle/debs/$file" ]; then
-    (cd "$bundle/debs" && apt-get download -qq "$p=$version")
-    file=$(cd "$bundle/debs" && ls "${p}_${version//:/%3a}_"*.deb)
-  fi
-  keep[$file]=1
+  present=""
+  for arch in amd64 all; do
+    file="${p}_${version//:/%3a}_$arch.deb"
+    keep[$file]=1
+    [ -f "$bundle/debs/$file" ] && present=1
+  done
+  [ -n "$present" ] || missing+=("$p=$version")
 done
+if [ ${#missing[@]} -gt 0 ]; then (cd "$bundle/debs" && apt-get download -qq "${missing[@]}"); fi
 for f in "$bundle"/debs/*.deb; do
   [ -n "${keep[$(basename "$f")]:-}" ] || rm -f "$f"
 done
