@@ -39,6 +39,12 @@ if [ -z "$(apt-cache policy libopenmpi3 | awk '/Candidate:/ {print $2}' | grep -
   $sudo apt-get update -qq
 fi
 
+is_root() {
+  local p
+  for p in "${dev_packages[@]}" "${runtime_packages[@]}"; do [ "$1" = "$p" ] && return 0; done
+  return 1
+}
+
 is_base() {
   local p
   for p in "${base_packages[@]}"; do [ "$1" = "$p" ] && return 0; done
@@ -76,25 +82,34 @@ while read -r p v; do candidate[$p]=$v; done < <(apt-cache policy "${!wanted[@]}
   awk '/^[^ ]/ {sub(":$", "", $1); p = $1} /^  Candidate:/ {print p, $2}')
 
 mkdir -p "$bundle/debs"
-declare -A keep=()  # file names of the current versions
-missing=()          # name=version of those not downloaded yet
+declare -A keep=()  # folder/file names of the current versions
+missing=()          # "folder name=version" of those not downloaded yet
+# The packages asked for go to debs/, what they depend on to deps/: gpu-check.sh unpacks a deps/
+# package only where the machine lacks one of its libraries, so that the machine's own (usually
+# newer) copies of common libraries (libssl, libcurl, libxml2, …) stay the ones it loads.
+mkdir -p "$bundle/deps"
 for p in "${!wanted[@]}"; do
   version=${candidate[$p]:-}
   if [ -z "$version" ] || [ "$version" = "(none)" ]; then
     echo "gpu-bundle: Debian has no package $p" >&2
     exit 1
   fi
+  folder=deps
+  is_root "$p" && folder=debs
   present=""
   for arch in amd64 all; do
-    file="${p}_${version//:/%3a}_$arch.deb"
+    file="$folder/${p}_${version//:/%3a}_$arch.deb"
     keep[$file]=1
-    [ -f "$bundle/debs/$file" ] && present=1
+    [ -f "$bundle/$file" ] && present=1
   done
-  [ -n "$present" ] || missing+=("$p=$version")
+  [ -n "$present" ] || missing+=("$folder $p=$version")
 done
-if [ ${#missing[@]} -gt 0 ]; then (cd "$bundle/debs" && apt-get download -qq "${missing[@]}"); fi
-for f in "$bundle"/debs/*.deb; do
-  [ -n "${keep[$(basename "$f")]:-}" ] || rm -f "$f"
+for folder in debs deps; do  # one download per folder
+  mapfile -t get < <(printf '%s\n' "${missing[@]}" | awk -v f="$folder" '$1 == f {print $2}')
+  if [ ${#get[@]} -gt 0 ]; then (cd "$bundle/$folder" && apt-get download -qq "${get[@]}"); fi
+done
+for f in "$bundle"/debs/*.deb "$bundle"/deps/*.deb; do
+  [ -n "${keep[$(basename "$(dirname "$f")")/$(basename "$f")]:-}" ] || rm -f "$f"
 done
 
 # cuDNN and NCCL headers, as a fallback for wheels that ship none.
@@ -108,7 +123,7 @@ nccl_version=$(awk '/define NCCL_(MAJOR|MINOR|PATCH) / {printf "%s%s", sep, $3; 
 {
   echo "# dlscale GPU bundle, made by scripts/gpu-bundle.sh on $(date -u +%Y-%m-%dT%H:%MZ) from $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "# name version sha256 (cuda-headers: version of the headers, sha256 of their concatenation)"
-  for f in "$bundle"/debs/*.deb; do
+  for f in "$bundle"/debs/*.deb "$bundle"/deps/*.deb; do
     echo "$(dpkg-deb -f "$f" Package) $(dpkg-deb -f "$f" Version) $(sha256sum "$f" | cut -d' ' -f1)"
   done
   echo "cudnn-headers $cudnn_version $(cat "$bundle"/cuda-headers/cudnn/include/*.h | sha256sum | cut -d' ' -f1)"
@@ -116,7 +131,7 @@ nccl_version=$(awk '/define NCCL_(MAJOR|MINOR|PATCH) / {printf "%s%s", sep, $3; 
 } > "$bundle/MANIFEST"
 
 size_kib=$(du -sk "$bundle" | cut -f1)
-echo "gpu-bundle: $(ls "$bundle"/debs/*.deb | wc -l) packages, cuDNN $cudnn_version and NCCL $nccl_version headers," \
+echo "gpu-bundle: $(ls "$bundle"/debs/*.deb | wc -l) packages and $(ls "$bundle"/deps/*.deb | wc -l) dependencies, cuDNN $cudnn_version and NCCL $nccl_version headers," \
      "$((size_kib / 1024)) MiB in $bundle (MANIFEST lists them)"
 if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
   echo "gpu-bundle: $((size_kib / 1024)) MiB is over the ${limit_mib} MiB that may travel beside the tree" >&2

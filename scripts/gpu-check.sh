@@ -21,7 +21,9 @@
 # (build/gpu), CUDA_HOME (/usr/local/cuda), PYTHON (the first of python3 and /usr/bin/python3 that has
 # h5py and numpy), TABLE_CASES
 # ("fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256": batch 64 and the largest of Shi et
-# al.'s GPU sweep), PRECISIONS (fp32,tf32,bf16), WARMUP (5), ITERATIONS (20).
+# al.'s GPU sweep), PRECISIONS (fp32,tf32,bf16), WARMUP (5), ITERATIONS (20), STAGES ("tests
+# table": what runs on the GPU after the build; "tests" or "table" alone splits the work over two
+# device calls, the second finding the build done while the machine is still warm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -33,6 +35,9 @@ if [ "${1:-}" = --no-gpu ]; then no_gpu=1; shift; fi
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 exec > >(tee "$out/gpu-check.log") 2>&1
+tee_pid=$!
+# The log is complete only once tee has read everything: close its pipe and wait at exit.
+trap 'exec >&- 2>&-; wait "$tee_pid"' EXIT
 
 bundle=${GPU_BUNDLE:-$repo/.gpu-bundle}
 prefix=${GPU_PREFIX:-/tmp/dlscale-gpu-prefix}
@@ -42,6 +47,7 @@ table_cases=${TABLE_CASES:-fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256}
 precisions=${PRECISIONS:-fp32,tf32,bf16}
 warmup=${WARMUP:-5}
 iterations=${ITERATIONS:-20}
+stages=${STAGES:-tests table}
 multiarch=x86_64-linux-gnu
 started=$SECONDS
 
@@ -51,17 +57,21 @@ fail() { echo "gpu-check: $*" >&2; exit 1; }
 # --- What the machine must have -------------------------------------------------------------
 step "checking the machine"
 [ -f "$bundle/MANIFEST" ] || fail "no bundle at $bundle: run scripts/gpu-bundle.sh where Debian's archive is reachable, and carry .gpu-bundle"
-for tool in cmake ninja dpkg-deb ldd; do
+for tool in cmake ninja dpkg-deb ldd objdump; do
   command -v "$tool" >/dev/null || fail "$tool is not on PATH"
 done
 [ -x "$cuda_home/bin/nvcc" ] || fail "no nvcc at $cuda_home/bin/nvcc (set CUDA_HOME)"
 # The bundle's libraries come from Debian 12, built against glibc 2.36.
 glibc=$(ldd --version | awk 'NR == 1 {print $NF}')
 [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" = 2.36 ] || fail "glibc $glibc is older than the bundle's 2.36"
-# The Python for the tests, the table and PyTorch eager: the first with h5py and numpy.
-for candidate in ${PYTHON:-python3 /usr/bin/python3}; do
-  if "$candidate" -c 'import h5py, numpy' 2>/dev/null; then python=$(command -v "$candidate"); break; fi
-  python=""
+# The Python for the tests, the table and PyTorch eager: the first with h5py and numpy (on a GPU,
+# and with torch too where one has it).
+python=""
+for needs in "h5py, numpy, torch" "h5py, numpy"; do
+  [ "$no_gpu" -eq 1 ] && [ "$needs" != "h5py, numpy" ] && continue
+  for candidate in ${PYTHON:-python3 /usr/bin/python3}; do
+    if "$candidate" -c "import $needs" 2>/dev/null; then python=$(command -v "$candidate"); break 2; fi
+  done
 done
 [ -n "$python" ] || fail "no Python with h5py and numpy among: ${PYTHON:-python3 /usr/bin/python3} (set PYTHON)"
 if [ "$no_gpu" -eq 0 ]; then
@@ -76,6 +86,21 @@ if ! cmp -s "$bundle/MANIFEST" "$stamp"; then
   rm -rf "$prefix"
   mkdir -p "$prefix"
   for deb in "$bundle"/debs/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+  # A dependency only where this machine lacks one of its libraries: the machine's own copies of
+  # common libraries (libssl, libcurl, …) stay the ones every process loads.
+  taken=0
+  for deb in "$bundle"/deps/*.deb; do
+    lacking=""
+    while read -r lib; do
+      found=""
+      for dir in /usr/lib/$multiarch /lib/$multiarch /usr/lib64 /lib64 /usr/lib /lib; do
+        if [ -s "$dir/$lib" ]; then found=1; break; fi
+      done
+      [ -n "$found" ] || { lacking=1; break; }
+    done < <(dpkg-deb -c "$deb" | awk '{print $6}' | grep -E '^\./usr/lib/[^/]+/lib[^/]*\.so\.[0-9]+$' | xargs -rn1 basename)
+    if [ -n "$lacking" ]; then dpkg-deb -x "$deb" "$prefix"; taken=$((taken + 1)); fi
+  done
+  echo "unpacked $(ls "$bundle"/debs/*.deb | wc -l) packages and $taken of $(ls "$bundle"/deps/*.deb | wc -l) dependencies (the others' libraries are on this machine)"
   # What Debian's maintainer scripts would do (dpkg -x runs none): the update-alternatives links.
   for tool in mpicc mpicxx mpic++ mpiexec mpirun; do ln -sfn "$tool.openmpi" "$prefix/usr/bin/$tool"; done
   cp "$bundle/MANIFEST" "$stamp"
@@ -84,7 +109,7 @@ usr=$prefix/usr
 # Open MPI finds its plugins, help texts and orted relative to OPAL_PREFIX. Debian's PMIx has its
 # plugin and help folders configured as absolute paths, so they are named one by one.
 pmix=$usr/lib/$multiarch/pmix2
-export OPAL_PREFIX=$usr PMIX_PREFIX=$pmix PMIX_PKGLIBDIR=$pmix/lib/pmix PMIX_PKGDATADIR=$pmix/share/pmix
+export OPAL_PREFIX=$usr PMIX_PKGLIBDIR=$pmix/lib/pmix PMIX_PKGDATADIR=$pmix/share/pmix
 export PATH=$usr/bin:$PATH
 # The bundle's run-time libraries (MPI's own dependencies, HDF5's) for every process started below.
 export LD_LIBRARY_PATH=$usr/lib/$multiarch/openmpi/lib:$usr/lib/$multiarch:$usr/lib/$multiarch/hdf5/openmpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -102,14 +127,22 @@ cmake_args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLSCALE_WITH_
             "-DMPI_C_COMPILER=$usr/bin/mpicc.openmpi" "-DMPI_CXX_COMPILER=$usr/bin/mpicxx.openmpi"
             "-DMPIEXEC_EXECUTABLE=$usr/bin/mpiexec.openmpi"
             "-DHDF5_ROOT=$usr/lib/$multiarch/hdf5/openmpi" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON
-            "-DDLSCALE_PYTHON=$python")
+            "-DDLSCALE_PYTHON=$python"
+            # RPATH, not RUNPATH: searched before LD_LIBRARY_PATH, so that a CUDA folder there
+            # cannot put a second copy of a CUDA library into the process.
+            -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags)
 if [ "$no_gpu" -eq 0 ]; then cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=native); fi
 
 # PyTorch's own copies (its libraries carry an RPATH into the pip wheels nvidia/*): when dlscale
 # links the same files, the loader keeps that one copy of each soname for both.
 torch_lib=$("$python" -c 'import os, torch
 ok = torch.version.cuda is not None and torch.compiled_with_cxx11_abi()
-print(os.path.join(os.path.dirname(torch.__file__), "lib") if ok else "")' 2>/dev/null || true)
+print(os.path.join(os.path.dirname(torch.__file__), "lib") if ok else "")' 2>"$out/torch-probe.err" || true)
+if [ -s "$out/torch-probe.err" ]; then
+  echo "python's torch could not be asked (building without LibTorch):"
+  cat "$out/torch-probe.err"
+fi
+rm -f "$out/torch-probe.err"
 declare -A want=()  # CUDA soname -> the file every part of the process must load
 if [ -n "$torch_lib" ] && [ -f "$torch_lib/libtorch_cuda.so" ]; then
   torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
@@ -151,7 +184,9 @@ step "configuring $build"
 cmake "${cmake_args[@]}"
 if [ ${#want[@]} -eq 0 ]; then  # the toolkit's files CMake chose are the ones to expect
   for var in CUDA_cudart_LIBRARY CUDA_cublas_LIBRARY CUDA_cublasLt_LIBRARY CUDNN_LIBRARY NCCL_LIBRARY; do
-    path=$(readlink -f "$(sed -n "s/^$var:[A-Z]*=//p" "$build/CMakeCache.txt")")
+    path=$(sed -n "s/^$var:[A-Z]*=//p" "$build/CMakeCache.txt")
+    [ -n "$path" ] && [ -f "$path" ] || fail "configure chose no file for $var"
+    path=$(readlink -f "$path")
     want[$(objdump -p "$path" | awk '/SONAME/ {print $2}')]=$path
   done
 fi
@@ -198,11 +233,16 @@ PY
 fi
 
 # --- 4b. On the GPU: the gpu tests, then the step-time table --------------------------------
-step "tests labelled gpu"
-tests_status=0
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 > "$out/tests.log" 2>&1 || tests_status=$?
-tail -n 25 "$out/tests.log"
+tests_status=0 run_status=0 pytorch_status=0 table_status=0
+if [[ " $stages " == *" tests "* ]]; then
+  step "tests labelled gpu"
+  # Each test at most 300 s (gpu_e2e declares its own 900), so that one stuck test cannot take
+  # the whole device call.
+  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300 > "$out/tests.log" 2>&1 || tests_status=$?
+  tail -n 25 "$out/tests.log"
+fi
 
+if [[ " $stages " == *" table "* ]]; then
 step "step times: cuda, LibTorch CUDA, PyTorch eager"
 drivers=$("$build/dlscale" list | awk '/^Drivers/ {on = 1; next} /^$/ {on = 0} on && $2 ~ /cuda/ {print $1}' | paste -sd, -)
 config=$out/gpu-check.toml
@@ -216,14 +256,14 @@ config=$out/gpu-check.toml
     printf '[[matrix]]\nworkload = "%s"\nbatch = [%s]\n' "${case%%:*}" "${case#*:}"
   done
 } > "$config"
-run_status=0
 "$build/dlscale" run --config "$config" --out "$out/gpu-check.h5" --overwrite || run_status=$?
-pytorch_status=0
 "$python" bench/pytorch_eager.py --dlscale "$build/dlscale" --cases-from "$out/gpu-check.h5" \
   --warmup "$warmup" --iterations "$iterations" > "$out/pytorch.jsonl" || pytorch_status=$?
-"$python" bench/gpu_step_table.py "$out/gpu-check.h5" "$out/pytorch.jsonl" | tee "$out/table.txt"
+"$python" bench/gpu_step_table.py "$out/gpu-check.h5" "$out/pytorch.jsonl" | tee "$out/table.txt" ||
+  table_status=$?
+fi
 
 step "done in $((SECONDS - started)) s"
-if [ "$tests_status" -ne 0 ] || [ "$run_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ]; then
-  fail "gpu tests exit $tests_status, dlscale run exit $run_status, PyTorch eager exit $pytorch_status"
+if [ "$tests_status" -ne 0 ] || [ "$run_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ] || [ "$table_status" -ne 0 ]; then
+  fail "gpu tests exit $tests_status, dlscale run exit $run_status, PyTorch eager exit $pytorch_status, table exit $table_status"
 fi

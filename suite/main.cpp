@@ -38,6 +38,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     const dlscale::Axis& a = axes[k];
     CLI::Option* o = a.flag_only ? run->add_flag(a.flag, a.help) : run->add_option(a.flag, axis_items[k], a.help);
     if (a.list && !a.split) o->delimiter(',');
+    if (!a.list && !a.flag_only) o->expected(1);
     axis_options.push_back(o);
   }
   run->add_option("--out", out, "results file (HDF5)");

@@ -124,10 +124,11 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
 
   Progress progress(root);
   RankInfo mine = mpi.info();
-  if (const int gpus = visible_gpus(drivers);
-      gpus > 0 &&
-      std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; })) {
-    mine.device = describe_gpu(drivers, gpu_index_for(mpi.local_rank(), gpus));
+  // Only runs with GPU cases ask the drivers about GPUs (that initialises CUDA on every rank).
+  if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; })) {
+    if (const int gpus = visible_gpus(drivers); gpus > 0) {
+      mine.device = describe_gpu(drivers, gpu_index_for(mpi.local_rank(), gpus));
+    }
   }
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
   if (root) {

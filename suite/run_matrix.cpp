@@ -200,6 +200,8 @@ const std::vector<Axis>& axes() {
         "data", "--data", std::string("training data: synthetic (default) or ") + kDatasetSpecHelp, TomlKind::kString,
         7, &MatrixSpec::data, &CaseSpec::data, [](const std::string& s) { return parse_name(s, "data"); }, text,
         [](const CaseSpec& c) { return c.data != "synthetic"; }));
+    // One dataset per --data (a folder name may hold a comma); TOML lists give several.
+    t.back().split = [](const std::string& item) { return std::vector<std::string>{item}; };
     t.push_back(list_axis<int>(
         "ranks", "--ranks", "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1",
         TomlKind::kInteger, 9, &MatrixSpec::ranks, &CaseSpec::ranks,

@@ -74,8 +74,8 @@ struct Axis {
   bool list;                 ///< several values expand into several cases; else one value for the matrix
   bool flag_only = false;    ///< a CLI flag without a value (--phases)
   int command_position = 0;  ///< where the case's command line names it (the case key's order)
-  /// How the CLI's items split into values; nullptr: at commas (workloads keep their overrides'
-  /// commas: split_workload_list).
+  /// How one CLI item splits into values; nullptr: at commas (workloads keep their overrides'
+  /// commas: split_workload_list; a --data item stays whole).
   std::function<std::vector<std::string>(const std::string& item)> split;
   /// Sets the field of `m` from its textual items (a CLI list, or TOML values as text); throws
   /// UsageError naming a bad item.

@@ -131,7 +131,7 @@ struct Runner::Setup {
   int gpu = 0;                               ///< the GPU of this rank, for GPU cases
   std::unique_ptr<GradientReducer> reducer;  ///< a driver's own (NCCL), else MPI on host memory
   std::unique_ptr<Model> model;
-  std::unique_ptr<StepTimer> timer;  ///< the model's own (CUDA events), else the host clock
+  std::unique_ptr<StepTimer> timer;  ///< the model's own (CUDA events), else the host clock's
   std::shared_ptr<const Dataset> dataset;
   std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
   bool overlap = false;
@@ -175,47 +175,45 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
                    "two ranks of this case would share a GPU, which NCCL refuses (one GPU per rank)"};
     }
   }
-  if (s.outcome.ok()) {
-    try {
-      const MpiRankGroup group(comm);
-      s.reducer = driver.make_reducer(s.device, s.gpu, group);
-    } catch (const std::exception& e) {
-      // The other ranks may be inside the reducer's collective set-up (NCCL), which has no way back.
-      fmt::print(stderr, "dlscale: rank {}: case {}: set-up of the gradient reduction failed: {}\n", mpi_.rank(),
-                 spec.command(), e.what());
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+  // Agreed on every rank already: going on would only prefix the message a second time.
+  if (!s.outcome.ok()) return s;
+  try {
+    const MpiRankGroup group(comm);
+    s.reducer = driver.make_reducer(s.device, s.gpu, group);
+  } catch (const std::exception& e) {
+    // The other ranks may be inside the reducer's collective set-up (NCCL), which has no way back.
+    fmt::print(stderr, "dlscale: rank {}: case {}: set-up of the gradient reduction failed: {}\n", mpi_.rank(),
+               spec.command(), e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  if (s.outcome.ok()) {
-    try {
-      // Each rank draws its own dropout masks, as data-parallel training does.
-      const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
-      s.model = driver.create(s.workload, {s.device, s.gpu, s.threads, rank_seed, precision});
-      s.model->load_parameters(canonical_parameters(s.workload, spec.seed));
-      if (spec.data == "synthetic") {
-        s.model->set_batch(synthetic_batch(s.workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
-      } else {
-        std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
-        if (!cached) cached = open_dataset(spec.data);
-        s.dataset = cached;
-        // The first batch now, so that building the network (and running out of memory doing
-        // so) happens here rather than inside the timed loop.
-        s.model->set_batch(s.dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
-      }
-      if (s.model->grad_buffer().on_device && !s.reducer && ranks > 1) {
-        // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.
-        s.outcome = {Status::kUnsupported,
-                     fmt::format("the {} driver keeps gradients in device memory and gives no reducer for them "
-                                 "(drivers/driver.h), so it runs on one rank only",
-                                 driver.name())};
-      }
-    } catch (const OutOfMemory& e) {
-      s.outcome = {Status::kOom, e.what()};
-    } catch (const std::bad_alloc&) {
-      s.outcome = {Status::kOom, "host allocation failed (std::bad_alloc)"};
-    } catch (const std::exception& e) {
-      s.outcome = {Status::kError, e.what()};
+  try {
+    // Each rank draws its own dropout masks, as data-parallel training does.
+    const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
+    s.model = driver.create(s.workload, {s.device, s.gpu, s.threads, rank_seed, precision});
+    s.model->load_parameters(canonical_parameters(s.workload, spec.seed));
+    if (spec.data == "synthetic") {
+      s.model->set_batch(synthetic_batch(s.workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
+    } else {
+      std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
+      if (!cached) cached = open_dataset(spec.data);
+      s.dataset = cached;
+      // The first batch now, so that building the network (and running out of memory doing
+      // so) happens here rather than inside the timed loop.
+      s.model->set_batch(s.dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
     }
+    if (s.model->grad_buffer().on_device && !s.reducer && ranks > 1) {
+      // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.
+      s.outcome = {Status::kUnsupported,
+                   fmt::format("the {} driver keeps gradients in device memory and gives no reducer for them "
+                               "(drivers/driver.h), so it runs on one rank only",
+                               driver.name())};
+    }
+  } catch (const OutOfMemory& e) {
+    s.outcome = {Status::kOom, e.what()};
+  } catch (const std::bad_alloc&) {
+    s.outcome = {Status::kOom, "host allocation failed (std::bad_alloc)"};
+  } catch (const std::exception& e) {
+    s.outcome = {Status::kError, e.what()};
   }
   s.outcome = agree(comm, s.outcome);
   if (!s.outcome.ok()) {
@@ -224,6 +222,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   }
   if (s.reducer) s.reducer->bind(*s.model);
   s.timer = s.model->make_step_timer();
+  if (!s.timer) s.timer = make_host_step_timer(*s.model);
   if (spec.bucket_mb > 0 && ranks > 1) {
     s.buckets = std::make_unique<BucketedAllreduce>(s.model->grad_buffer(), comm, spec.bucket_mb);
     BucketedAllreduce& buckets = *s.buckets;
