@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "drivers/gpu/cuda_check.h"
 #include "drivers/cuda/cuda_kernels.h"
+#include "drivers/gpu/cuda_check.h"
 
 namespace dlscale::cuda {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "drivers/gpu/cuda_resources.h"
 #include "drivers/driver.h"
+#include "drivers/gpu/cuda_resources.h"
 #include "workloads/workload.h"
 
 namespace dlscale::cuda {
