@@ -312,4 +312,37 @@ Workload make_workload(const std::string& spec) {
   throw std::invalid_argument(fmt::format("unknown workload '{}' (known: {})", name, known));
 }
 
+std::string describe_layer(const Layer& l, size_t index) {
+  const auto at = [&](const std::string& what) { return fmt::format("layer {} ({})", index, what); };
+  switch (l.kind) {
+    case LayerKind::kLinear:
+      return at(fmt::format("Linear {}->{}", l.in, l.out));
+    case LayerKind::kConv2d:
+      return at(fmt::format("Conv2d {}->{} k{} s{} p{}", l.in, l.out, l.kernel, l.stride, l.padding));
+    case LayerKind::kMaxPool2d:
+      return at(fmt::format("MaxPool2d k{} s{} p{}", l.kernel, l.stride, l.padding));
+    case LayerKind::kGlobalAvgPool:
+      return at("GlobalAvgPool");
+    case LayerKind::kReLU:
+      return at("ReLU");
+    case LayerKind::kSigmoid:
+      return at("Sigmoid");
+    case LayerKind::kTanh:
+      return at("Tanh");
+    case LayerKind::kDropout:
+      return at(fmt::format("Dropout {}", l.p));
+    case LayerKind::kBatchNorm2d:
+      return at(fmt::format("BatchNorm2d {}", l.in));
+    case LayerKind::kBottleneck:
+      return at(fmt::format("Bottleneck {}->{}->{} s{}", l.in, l.mid, l.out, l.stride));
+    case LayerKind::kFlatten:
+      return at("Flatten");
+    case LayerKind::kEmbedding:
+      return at(fmt::format("Embedding {}x{}", l.in, l.out));
+    case LayerKind::kLstm:
+      return at(fmt::format("LSTM {}->{} x{}", l.in, l.out, l.num_layers));
+  }
+  return at("unknown");
+}
+
 }  // namespace dlscale

@@ -137,4 +137,7 @@ FlopCounts flops_per_sample(const Workload& w);
 /// can share, so driver-conformance runs compare networks without it.
 Workload without_dropout(const Workload& w);
 
+/// "layer 3 (Conv2d 64->192 k5 s1 p2)": a layer named in drivers' messages.
+std::string describe_layer(const Layer& l, size_t index);
+
 }  // namespace dlscale

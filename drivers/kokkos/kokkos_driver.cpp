@@ -227,39 +227,6 @@ void ensure_kokkos(const DriverContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // The model.
 
-std::string describe(const Layer& l, size_t index) {
-  const auto at = [&](const std::string& what) { return fmt::format("layer {} ({})", index, what); };
-  switch (l.kind) {
-    case LayerKind::kLinear:
-      return at(fmt::format("Linear {}->{}", l.in, l.out));
-    case LayerKind::kConv2d:
-      return at(fmt::format("Conv2d {}->{} k{} s{} p{}", l.in, l.out, l.kernel, l.stride, l.padding));
-    case LayerKind::kMaxPool2d:
-      return at(fmt::format("MaxPool2d k{} s{} p{}", l.kernel, l.stride, l.padding));
-    case LayerKind::kGlobalAvgPool:
-      return at("GlobalAvgPool");
-    case LayerKind::kReLU:
-      return at("ReLU");
-    case LayerKind::kSigmoid:
-      return at("Sigmoid");
-    case LayerKind::kTanh:
-      return at("Tanh");
-    case LayerKind::kDropout:
-      return at(fmt::format("Dropout {}", l.p));
-    case LayerKind::kBatchNorm2d:
-      return at(fmt::format("BatchNorm2d {}", l.in));
-    case LayerKind::kBottleneck:
-      return at(fmt::format("Bottleneck {}->{}->{} s{}", l.in, l.mid, l.out, l.stride));
-    case LayerKind::kFlatten:
-      return at("Flatten");
-    case LayerKind::kEmbedding:
-      return at(fmt::format("Embedding {}x{}", l.in, l.out));
-    case LayerKind::kLstm:
-      return at(fmt::format("LSTM {}->{} x{}", l.in, l.out, l.num_layers));
-  }
-  return at("unknown");
-}
-
 template <typename T>
 using HostView = Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
@@ -285,7 +252,7 @@ class KokkosModel final : public Model {
     first_param_ = w.layers.size();
     for (size_t i = 0; i < w.layers.size(); ++i) {
       if (!slots[i].empty() && first_param_ == w.layers.size()) first_param_ = i;
-      layers_.push_back(kk::make_layer(describe(w.layers[i], i), w.layers[i], slots[i], &tokens_, ctx.seed, i));
+      layers_.push_back(kk::make_layer(describe_layer(w.layers[i], i), w.layers[i], slots[i], &tokens_, ctx.seed, i));
     }
   }
 
@@ -422,16 +389,17 @@ std::string unsupported_reason(const Workload& w) {
     const std::vector<int64_t>& in = i == 0 ? w.input_shape : shapes[i - 1];
     const bool window_too_large = (l.kind == LayerKind::kConv2d || l.kind == LayerKind::kMaxPool2d) &&
                                   (in[1] + 2 * l.padding < l.kernel || in[2] + 2 * l.padding < l.kernel);
-    if (window_too_large) return fmt::format("{}: the window is larger than the padded input", describe(l, i));
+    if (window_too_large) return fmt::format("{}: the window is larger than the padded input", describe_layer(l, i));
     if (l.kind == LayerKind::kMaxPool2d && (l.padding < 0 || 2 * l.padding > l.kernel)) {
-      return fmt::format("{}: padding exceeds kernel / 2", describe(l, i));
+      return fmt::format("{}: padding exceeds kernel / 2", describe_layer(l, i));
     }
     if (l.kind == LayerKind::kDropout && !(l.p >= 0 && l.p <= 1)) {
-      return fmt::format("{}: dropout probability not in [0, 1]", describe(l, i));
+      return fmt::format("{}: dropout probability not in [0, 1]", describe_layer(l, i));
     }
-    if (l.kind == LayerKind::kLstm && l.num_layers < 1) return fmt::format("{}: no stacked layer", describe(l, i));
+    if (l.kind == LayerKind::kLstm && l.num_layers < 1)
+      return fmt::format("{}: no stacked layer", describe_layer(l, i));
     if (l.kind == LayerKind::kEmbedding && (i != 0 || w.input_kind != InputKind::kTokens)) {
-      return fmt::format("{} must be the first layer of a token workload", describe(l, i));
+      return fmt::format("{} must be the first layer of a token workload", describe_layer(l, i));
     }
   }
   int64_t outputs = 1;

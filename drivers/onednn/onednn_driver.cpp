@@ -140,39 +140,6 @@ void sgd(float* p, const float* g, float lr, int64_t n) {
   }
 }
 
-std::string describe(const Layer& l, size_t index) {
-  const auto at = [&](const std::string& what) { return fmt::format("layer {} ({})", index, what); };
-  switch (l.kind) {
-    case LayerKind::kLinear:
-      return at(fmt::format("Linear {}->{}", l.in, l.out));
-    case LayerKind::kConv2d:
-      return at(fmt::format("Conv2d {}->{} k{} s{} p{}", l.in, l.out, l.kernel, l.stride, l.padding));
-    case LayerKind::kMaxPool2d:
-      return at(fmt::format("MaxPool2d k{} s{} p{}", l.kernel, l.stride, l.padding));
-    case LayerKind::kGlobalAvgPool:
-      return at("GlobalAvgPool");
-    case LayerKind::kReLU:
-      return at("ReLU");
-    case LayerKind::kSigmoid:
-      return at("Sigmoid");
-    case LayerKind::kTanh:
-      return at("Tanh");
-    case LayerKind::kDropout:
-      return at(fmt::format("Dropout {}", l.p));
-    case LayerKind::kBatchNorm2d:
-      return at(fmt::format("BatchNorm2d {}", l.in));
-    case LayerKind::kBottleneck:
-      return at(fmt::format("Bottleneck {}->{}->{} s{}", l.in, l.mid, l.out, l.stride));
-    case LayerKind::kFlatten:
-      return at("Flatten");
-    case LayerKind::kEmbedding:
-      return at(fmt::format("Embedding {}x{}", l.in, l.out));
-    case LayerKind::kLstm:
-      return at(fmt::format("LSTM {}->{} x{}", l.in, l.out, l.num_layers));
-  }
-  return at("unknown");
-}
-
 class OnednnModel final : public Model {
  public:
   OnednnModel(const Workload& w, const DriverContext& ctx)
@@ -251,7 +218,7 @@ class OnednnModel final : public Model {
   std::unique_ptr<NetLayer> make_layer(const Layer& l, size_t index, const std::vector<ParamSlot>& slots,
                                        uint64_t seed) {
     using namespace onednn;
-    const std::string name = describe(l, index);
+    const std::string name = describe_layer(l, index);
     const ParamSlot none;
     switch (l.kind) {
       case LayerKind::kLinear:
@@ -403,11 +370,11 @@ class OnednnDriver final : public Driver {
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const Layer& l = w.layers[i];
       if (l.kind == LayerKind::kLstm && l.num_layers < 1) {
-        return Support::no(fmt::format("onednn driver: {} has no stacked layer", describe(l, i)));
+        return Support::no(fmt::format("onednn driver: {} has no stacked layer", describe_layer(l, i)));
       }
       if (l.kind == LayerKind::kEmbedding && (i != 0 || w.input_kind != InputKind::kTokens)) {
         return Support::no(
-            fmt::format("onednn driver: {} must be the first layer of a token workload", describe(l, i)));
+            fmt::format("onednn driver: {} must be the first layer of a token workload", describe_layer(l, i)));
       }
     }
     if (w.input_kind == InputKind::kTokens && (w.layers.empty() || w.layers.front().kind != LayerKind::kEmbedding)) {
