@@ -41,17 +41,7 @@ void bias_grad(Floats dy, Floats db, int64_t rows, int64_t out, int64_t inner) {
       "kokkos_driver::bias_grad", Team(static_cast<int>(out), Kokkos::AUTO, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m) {
         const int64_t o = m.league_rank();
-        double sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, rows),
-            [&](int64_t r, double& s) {
-              const int64_t base = (r * out + o) * inner;
-              double part = 0;
-              Kokkos::parallel_reduce(
-                  Kokkos::ThreadVectorRange(m, inner), [&](int64_t i, double& t) { t += dy(base + i); }, part);
-              s += part;
-            },
-            sum);
+        const double sum = channel_sum(m, rows, out, o, inner, [&](int64_t i) { return dy(i); });
         Kokkos::single(Kokkos::PerTeam(m), [&] { db(o) = static_cast<float>(sum); });
       });
 }

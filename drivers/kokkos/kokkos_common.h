@@ -38,6 +38,26 @@ using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>;
 using Team = Kokkos::TeamPolicy<ExecSpace>;
 using Member = Team::member_type;
 
+/// The sum, in double, of `value(i)` over one channel of a [rows][channels][inner] tensor: the
+/// team's threads over the rows, their vector lanes along the contiguous inner extent. Every
+/// member of the team gets the sum.
+template <class Value>
+KOKKOS_INLINE_FUNCTION double channel_sum(const Member& m, int64_t rows, int64_t channels, int64_t channel,
+                                          int64_t inner, const Value& value) {
+  double sum = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(m, rows),
+      [&](int64_t r, double& s) {
+        const int64_t base = (r * channels + channel) * inner;
+        double part = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(m, inner), [&](int64_t i, double& t) { t += value(base + i); }, part);
+        s += part;
+      },
+      sum);
+  return sum;
+}
+
 // The math functions moved from Kokkos::Experimental to Kokkos in 3.7.
 #if KOKKOS_VERSION >= 30700
 namespace math = Kokkos;

@@ -231,33 +231,12 @@ void batch_norm_forward(Floats x, Floats gamma, Floats beta, Doubles mean, Doubl
       "kokkos_driver::batch_norm", Team(static_cast<int>(channels), Kokkos::AUTO, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m) {
         const int64_t c = m.league_rank(), count = n * hw;
-        double sum = 0, sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, n),
-            [&](int64_t b, double& s) {
-              const int64_t base = (b * channels + c) * hw;
-              double plane = 0;
-              Kokkos::parallel_reduce(
-                  Kokkos::ThreadVectorRange(m, hw), [&](int64_t j, double& t) { t += x(base + j); }, plane);
-              s += plane;
-            },
-            sum);
-        const double mu = sum / static_cast<double>(count);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, n),
-            [&](int64_t b, double& s) {
-              const int64_t base = (b * channels + c) * hw;
-              double plane = 0;
-              Kokkos::parallel_reduce(
-                  Kokkos::ThreadVectorRange(m, hw),
-                  [&](int64_t j, double& t) {
-                    const double d = x(base + j) - mu;
-                    t += d * d;
-                  },
-                  plane);
-              s += plane;
-            },
-            sq);
+        const double mu =
+            channel_sum(m, n, channels, c, hw, [&](int64_t i) { return x(i); }) / static_cast<double>(count);
+        const double sq = channel_sum(m, n, channels, c, hw, [&](int64_t i) {
+          const double d = x(i) - mu;
+          return d * d;
+        });
         const double is = 1.0 / math::sqrt(sq / static_cast<double>(count) + kBatchNormEps);
         Kokkos::single(Kokkos::PerTeam(m), [&] {
           mean(c) = mu;
@@ -285,28 +264,8 @@ void batch_norm_backward(Floats x, Floats y, Floats dy, Floats gamma, Doubles me
         const int64_t c = m.league_rank(), count = n * hw;
         const double mu = mean(c), is = inv_std(c);
         auto grad = [&](int64_t i) { return relu && !(y(i) > 0) ? 0.0f : dy(i); };
-        double sum_g = 0, sum_gx = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, n),
-            [&](int64_t b, double& s) {
-              const int64_t base = (b * channels + c) * hw;
-              double plane = 0;
-              Kokkos::parallel_reduce(
-                  Kokkos::ThreadVectorRange(m, hw), [&](int64_t j, double& t) { t += grad(base + j); }, plane);
-              s += plane;
-            },
-            sum_g);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(m, n),
-            [&](int64_t b, double& s) {
-              const int64_t base = (b * channels + c) * hw;
-              double plane = 0;
-              Kokkos::parallel_reduce(
-                  Kokkos::ThreadVectorRange(m, hw),
-                  [&](int64_t j, double& t) { t += grad(base + j) * (x(base + j) - mu); }, plane);
-              s += plane * is;
-            },
-            sum_gx);
+        const double sum_g = channel_sum(m, n, channels, c, hw, [&](int64_t i) { return grad(i); });
+        const double sum_gx = channel_sum(m, n, channels, c, hw, [&](int64_t i) { return grad(i) * (x(i) - mu); }) * is;
         Kokkos::single(Kokkos::PerTeam(m), [&] {
           dgamma(c) = static_cast<float>(sum_gx);
           dbeta(c) = static_cast<float>(sum_g);
