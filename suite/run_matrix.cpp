@@ -104,20 +104,33 @@ bool parse_bool(const std::string& text, const char* what) {
   bad(fmt::format("{} takes true or false, got '{}'", what, text));
 }
 
-/// A list axis over MatrixSpec::*values and CaseSpec::*field, with a parser and a printer.
+using InCommand = std::function<bool(const CaseSpec&)>;
+
+bool always(const CaseSpec&) { return true; }
+
+/// What every axis has, list or not: its names, its place in the case key, its printer.
 template <typename T>
-Axis list_axis(
-    const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
-    std::vector<T> MatrixSpec::*values, T CaseSpec::*field, std::function<T(const std::string&)> parse,
-    std::function<std::string(const T&)> print,
-    std::function<bool(const CaseSpec&)> in_command = [](const CaseSpec&) { return true; }) {
+Axis described_axis(const char* name, const char* flag, std::string help, TomlKind kind, bool list,
+                    int command_position, T CaseSpec::*field, std::function<std::string(const T&)> print,
+                    InCommand in_command) {
   Axis a;
   a.name = name;
   a.flag = flag;
   a.help = std::move(help);
   a.kind = kind;
-  a.list = true;
+  a.list = list;
   a.command_position = command_position;
+  a.print = [field, print](const CaseSpec& c) { return print(c.*field); };
+  a.in_command = std::move(in_command);
+  return a;
+}
+
+/// A list axis over MatrixSpec::*values and CaseSpec::*field, with a parser and a printer.
+template <typename T>
+Axis list_axis(const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
+               std::vector<T> MatrixSpec::*values, T CaseSpec::*field, std::function<T(const std::string&)> parse,
+               std::function<std::string(const T&)> print, InCommand in_command = always) {
+  Axis a = described_axis(name, flag, std::move(help), kind, true, command_position, field, print, in_command);
   a.set = [values, parse](MatrixSpec& m, const std::vector<std::string>& items) {
     std::vector<T> parsed;
     for (const std::string& item : items) parsed.push_back(parse(item));
@@ -128,24 +141,15 @@ Axis list_axis(
   a.pick = [values, field](const MatrixSpec& m, size_t i, CaseSpec& c) {
     if (i < (m.*values).size()) c.*field = (m.*values)[i];
   };
-  a.print = [field, print](const CaseSpec& c) { return print(c.*field); };
-  a.in_command = std::move(in_command);
   return a;
 }
 
 /// A single-valued axis: one value for the whole matrix.
 template <typename T>
-Axis scalar_axis(
-    const char* name, const char* flag, std::string help, TomlKind kind, int command_position, T MatrixSpec::*value,
-    T CaseSpec::*field, std::function<T(const std::string&)> parse, std::function<std::string(const T&)> print,
-    std::function<bool(const CaseSpec&)> in_command = [](const CaseSpec&) { return true; }) {
-  Axis a;
-  a.name = name;
-  a.flag = flag;
-  a.help = std::move(help);
-  a.kind = kind;
-  a.list = false;
-  a.command_position = command_position;
+Axis scalar_axis(const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
+                 T MatrixSpec::*value, T CaseSpec::*field, std::function<T(const std::string&)> parse,
+                 std::function<std::string(const T&)> print, InCommand in_command = always) {
+  Axis a = described_axis(name, flag, std::move(help), kind, false, command_position, field, print, in_command);
   a.set = [name, value, parse](MatrixSpec& m, const std::vector<std::string>& items) {
     if (items.size() != 1) bad(fmt::format("{} takes one value, got {}", name, items.size()));
     m.*value = parse(items.front());
@@ -153,8 +157,6 @@ Axis scalar_axis(
   a.copy = [value](const MatrixSpec& from, MatrixSpec& to) { to.*value = from.*value; };
   a.count = [](const MatrixSpec&) { return size_t{1}; };
   a.pick = [value, field](const MatrixSpec& m, size_t, CaseSpec& c) { c.*field = m.*value; };
-  a.print = [field, print](const CaseSpec& c) { return print(c.*field); };
-  a.in_command = std::move(in_command);
   return a;
 }
 
