@@ -20,6 +20,7 @@ DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
+from catalog_runs import WORKLOADS_MD_PARAMS  # noqa: E402
 
 SMALL = "mnist_fnn:width=16"
 
@@ -236,12 +237,6 @@ class Matrices(Workdir):
         np.testing.assert_allclose(p.sum(axis=2), t, rtol=1e-9)
 
 
-# WORKLOADS.md's parameter counts: the specification, independent of the catalog code.
-WORKLOADS_MD_PARAMS = {
-    "fcn5": 117997696, "fcn8": 130586752, "alexnet": 61100840, "resnet50": 25557032,
-    "lstm32": 6180624, "lstm64": 6180624, "mnist_cnn": 225034, "cifar10_cnn": 315722,
-    "mnist_fnn": 669706, "vgg16_cifar": 33638218, "imdb_lstm": 213301, "mnist_cnn_nayak": 1669002,
-}
 
 
 def write_idx(directory, images, labels, prefix="train"):

@@ -10,30 +10,12 @@ CTest sets DLSCALE_BIN and MPIEXEC; run by hand with those exported. Timings are
 
 import os
 import shutil
-import subprocess
+import sys
 import tempfile
 import unittest
 
-import h5py
-
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
-
-# Parameter counts of WORKLOADS.md (biases included).
-CATALOG = {
-    "fcn5": 117997696,
-    "fcn8": 130586752,
-    "alexnet": 61100840,
-    "resnet50": 25557032,
-    "lstm32": 6180624,
-    "lstm64": 6180624,
-    "mnist_cnn": 225034,
-    "cifar10_cnn": 315722,
-    "mnist_fnn": 669706,
-    "vgg16_cifar": 33638218,
-    "imdb_lstm": 213301,
-    "mnist_cnn_nayak": 1669002,
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from catalog_runs import train_catalog  # noqa: E402
 
 
 class KokkosEndToEnd(unittest.TestCase):
@@ -44,26 +26,7 @@ class KokkosEndToEnd(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def run_catalog(self, ranks):
-        out = os.path.join(self.dir, f"all_{ranks}.h5")
-        cmd = [MPIEXEC, "-n", str(ranks), DLSCALE, "run", "-w", ",".join(CATALOG), "-d", "kokkos", "--batch", "2",
-               "--warmup", "0", "--iterations", "1", "--out", out]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        with h5py.File(out, "r") as f:
-            got = [dict(f["cases"][k].attrs) for k in sorted(f["cases"])]
-            losses = [f["cases"][k]["loss"][()] for k in sorted(f["cases"])]
-            software = dict(f["system/software"].attrs)
-        self.assertEqual([c["workload"] for c in got], list(CATALOG))
-        for c, loss in zip(got, losses):
-            with self.subTest(workload=c["workload"], ranks=ranks):
-                self.assertEqual(c["status"], "ok", c["message"])
-                self.assertEqual(c["driver"], "kokkos")
-                self.assertEqual(c["params"], CATALOG[c["workload"]])
-                self.assertEqual(c["ranks"], ranks)
-                self.assertEqual(c["batch_per_rank"], 2)
-                self.assertEqual(loss.shape, (1,))
-                self.assertTrue(loss[0] > 0)
-        return software
+        return train_catalog(self, "kokkos", ranks, os.path.join(self.dir, f"all_{ranks}.h5"))
 
     def test_every_catalog_workload_trains_at_batch_2_on_one_rank(self):
         software = self.run_catalog(1)

@@ -16,24 +16,11 @@ import unittest
 
 import h5py
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from catalog_runs import train_catalog  # noqa: E402
+
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
-
-# Parameter counts of WORKLOADS.md (biases included).
-CATALOG = {
-    "fcn5": 117997696,
-    "fcn8": 130586752,
-    "alexnet": 61100840,
-    "resnet50": 25557032,
-    "lstm32": 6180624,
-    "lstm64": 6180624,
-    "mnist_cnn": 225034,
-    "cifar10_cnn": 315722,
-    "mnist_fnn": 669706,
-    "vgg16_cifar": 33638218,
-    "imdb_lstm": 213301,
-    "mnist_cnn_nayak": 1669002,
-}
 
 
 def dlscale(args, ranks, launcher_flags=(), timeout=900):
@@ -54,25 +41,7 @@ class OnednnEndToEnd(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_every_catalog_workload_trains_at_batch_2_on_two_ranks(self):
-        out = os.path.join(self.dir, "all.h5")
-        proc = dlscale(["run", "-w", ",".join(CATALOG), "-d", "onednn", "--batch", "2", "--warmup", "0",
-                        "--iterations", "1", "--out", out], ranks=2)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        got = cases(out)
-        self.assertEqual([c["workload"] for c in got], list(CATALOG))
-        for c in got:
-            with self.subTest(workload=c["workload"]):
-                self.assertEqual(c["status"], "ok", c["message"])
-                self.assertEqual(c["driver"], "onednn")
-                self.assertEqual(c["params"], CATALOG[c["workload"]])
-                self.assertEqual(c["ranks"], 2)
-                self.assertEqual(c["batch_per_rank"], 2)
-        with h5py.File(out, "r") as f:
-            software = dict(f["system/software"].attrs)
-            for k in sorted(f["cases"]):
-                loss = f["cases"][k]["loss"][()]
-                self.assertEqual(loss.shape, (1,))
-                self.assertTrue(loss[0] > 0, k)
+        software = train_catalog(self, "onednn", 2, os.path.join(self.dir, "all.h5"))
         # The driver reports its library itself, once: version with hash, ISA, threading runtime.
         self.assertRegex(software["onednn"], r"^\d+\.\d+\.\d+ \(.+\)$")
         self.assertTrue(software["onednn_isa"])
