@@ -6,7 +6,7 @@
 // comes from; the last column is the Kokkos step over the fastest other driver's.
 //
 //   build/<preset>/bench/bench_kokkos_vs_cpu_drivers [--cases fcn5:64,alexnet:16] [--threads 1,2]
-//       [--iterations 5] [--warmup 1] [--drivers onednn,libtorch]
+//       [--iterations 5] [--warmup 1] [--drivers onednn,libtorch] [--denormals flush|ieee]
 //
 // The Kokkos driver's matrix products run in the BLAS behind Kokkos Kernels (Debian: OpenBLAS
 // 0.3.21), which falls back to older kernels on CPUs it does not recognise (on the KVM guest of
@@ -31,13 +31,14 @@ namespace {
 namespace bench = dlscale::bench;
 
 void run(const dlscale::Registry& registry, const std::vector<std::string>& drivers, const std::string& workload,
-         int64_t batch, int threads, int warmup, int iterations) {
+         int64_t batch, int threads, dlscale::Denormals denormals, int warmup, int iterations) {
   const dlscale::Workload w = dlscale::make_workload(workload);
   const std::vector<float> params = dlscale::canonical_parameters(w, 42);
   const dlscale::Batch b = dlscale::synthetic_batch(w, batch, 42, 0);
   std::vector<std::unique_ptr<dlscale::Model>> models;
   for (const std::string& d : drivers) {
-    models.push_back(registry.find(d)->create(w, {dlscale::DeviceType::kCpu, 0, threads, 42}));
+    models.push_back(
+        registry.find(d)->create(w, {dlscale::DeviceType::kCpu, 0, threads, 42, dlscale::Precision::kFp32, denormals}));
     models.back()->load_parameters(params);
     models.back()->set_batch(b);
   }
@@ -53,7 +54,7 @@ void run(const dlscale::Registry& registry, const std::vector<std::string>& driv
   for (const auto& t : times) stats.push_back(bench::step_stats(t));
   double fastest_other = std::numeric_limits<double>::infinity();
   for (size_t m = 1; m < stats.size(); ++m) fastest_other = std::min(fastest_other, stats[m].total);
-  fmt::print("  {} batch {} threads {}\n", workload, batch, threads);
+  fmt::print("  {} batch {} threads {} denormals {}\n", workload, batch, threads, dlscale::denormals_name(denormals));
   for (size_t m = 0; m < stats.size(); ++m) {
     const bench::StepStats& s = stats[m];
     fmt::print("    {:<9} step {:9.2f} ms   forward {:9.2f}   backward {:9.2f}   update {:8.2f}", drivers[m],
@@ -66,12 +67,14 @@ void run(const dlscale::Registry& registry, const std::vector<std::string>& driv
 
 /// Parses the command line and runs the benchmark; main() turns an exception into exit code 1.
 int run_main(int argc, char** argv) {
-  std::string cases = "fcn5:64,alexnet:16,resnet50:16,lstm32:128", threads = "1", others = "onednn,libtorch";
+  std::string cases = "fcn5:64,alexnet:16,resnet50:16,lstm32:128", threads = "1", others = "onednn,libtorch",
+              denormals = "flush";
   int iterations = 5, warmup = 1;
   CLI::App app{"Kokkos driver against the other CPU drivers, alternating in one process"};
   app.add_option("--cases", cases, "workload:batch pairs, comma-separated (a workload's own overrides use ';')");
   app.add_option("--threads", threads, "comma-separated thread counts");
   app.add_option("--drivers", others, "the drivers to compare with, where this build has them");
+  app.add_option("--denormals", denormals, "flush (the CPU default of dlscale run) or ieee, for every driver");
   app.add_option("--iterations", iterations);
   app.add_option("--warmup", warmup);
   CLI11_PARSE(app, argc, argv);
@@ -93,10 +96,9 @@ int run_main(int argc, char** argv) {
   fmt::print("{} timed alternating steps after {} warm-up per case; medians\n", iterations, warmup);
   for (const std::string& t : bench::split(threads)) {
     for (const std::string& c : bench::split(cases)) {
-      const size_t colon = c.rfind(':');
-      std::string workload = c.substr(0, colon);
-      std::replace(workload.begin(), workload.end(), ';', ',');
-      run(registry, drivers, workload, std::stoll(c.substr(colon + 1)), std::stoi(t), warmup, iterations);
+      const bench::BenchCase bc = bench::parse_case(c);
+      run(registry, drivers, bc.workload, bc.batch, std::stoi(t), dlscale::parse_denormals(denormals), warmup,
+          iterations);
     }
   }
   return 0;

@@ -30,6 +30,21 @@ inline std::vector<std::string> split(const std::string& text, char sep = ',') {
   return out;
 }
 
+/// A benchmark case "workload:batch", where the workload's own overrides are separated by ';'
+/// (they would otherwise split the list of cases): "fcn5:features=64;width=32:16".
+struct BenchCase {
+  std::string workload;
+  int64_t batch = 0;
+};
+inline BenchCase parse_case(const std::string& item) {
+  const size_t colon = item.rfind(':');
+  BenchCase c{item.substr(0, colon), std::stoll(item.substr(colon + 1))};
+  for (char& ch : c.workload) {
+    if (ch == ';') ch = ',';
+  }
+  return c;
+}
+
 /// One training step's phases, in seconds.
 struct StepTime {
   double forward = 0, backward = 0, update = 0;

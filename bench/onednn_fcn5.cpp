@@ -7,6 +7,7 @@
 // over the GEMMs alternating so that drift in the shared machine hits both. Goal: ratio >= 0.9.
 //
 //   build/<preset>/bench/bench_onednn_fcn5 [-w fcn5] [--batch 64] [--threads 1,2] [--iterations 10]
+//       [--denormals flush|ieee]
 //
 // Run it on an otherwise idle machine, without a launcher binding it to one core.
 //
@@ -14,8 +15,8 @@
 // plus backward reaches 0.96 (1 thread) and 0.98 (2 threads) of the matmul rate (93 and 170
 // GFLOP/s); the whole step 0.83, because the SGD update streams 12 bytes per parameter (1.4 GB
 // for FCN-5) at the memory's pace, 71 ms of 498 on one thread and 39 of 271 on two, work no
-// GEMM baseline contains. With DLSCALE_ONEDNN_DENORMALS=ieee the backward pass grows by half
-// (denormal sigmoid outputs and gradients) and the whole step falls to 0.66-0.68.
+// GEMM baseline contains. With --denormals ieee the backward pass grows by half (denormal
+// sigmoid outputs and gradients) and the whole step falls to 0.66-0.68.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -93,11 +94,13 @@ std::vector<Gemm> step_gemms(const dnnl::engine& engine, const dlscale::Workload
   return fwd;
 }
 
-void run(const std::string& workload, int64_t batch, int threads, int warmup, int iterations) {
+void run(const std::string& workload, int64_t batch, int threads, dlscale::Denormals denormals, int warmup,
+         int iterations) {
   dlscale::Registry registry;
   dlscale::register_drivers(registry);
   const dlscale::Workload w = dlscale::make_workload(workload);
-  auto model = registry.find("onednn")->create(w, {dlscale::DeviceType::kCpu, 0, threads, 42});
+  auto model = registry.find("onednn")->create(
+      w, {dlscale::DeviceType::kCpu, 0, threads, 42, dlscale::Precision::kFp32, denormals});
   model->load_parameters(dlscale::canonical_parameters(w, 42));
   model->set_batch(dlscale::synthetic_batch(w, batch, 42, 0));
   const dlscale::Optimizer opt;
@@ -120,8 +123,8 @@ void run(const std::string& workload, int64_t batch, int threads, int warmup, in
     if (i >= warmup) steps.push_back(s);
   }
 
-  fmt::print("{} batch {} threads {} ({} iterations after {} warm-up; medians)\n", workload, batch, threads, iterations,
-             warmup);
+  fmt::print("{} batch {} threads {} denormals {} ({} iterations after {} warm-up; medians)\n", workload, batch,
+             threads, dlscale::denormals_name(denormals), iterations, warmup);
   fmt::print("  {:<28} {:>6} {:>6} {:>6} {:>10} {:>9}\n", "oneDNN matmul", "M", "N", "K", "time ms", "GFLOP/s");
   double gemm_time = 0, gemm_flops = 0;
   for (const Gemm& g : gemms) {
@@ -150,17 +153,20 @@ void run(const std::string& workload, int64_t batch, int threads, int warmup, in
 
 /// Parses the command line and runs the benchmark; main() turns an exception into exit code 1.
 int run_main(int argc, char** argv) {
-  std::string workload = "fcn5", threads = "1,2";
+  std::string workload = "fcn5", threads = "1,2", denormals = "flush";
   int64_t batch = 64;
   int iterations = 10, warmup = 2;
   CLI::App app{"oneDNN driver on FCN-5 against oneDNN's matmul on the same GEMMs"};
   app.add_option("-w,--workload", workload, "a fully connected workload");
   app.add_option("--batch", batch);
   app.add_option("--threads", threads, "comma-separated thread counts");
+  app.add_option("--denormals", denormals, "flush (the CPU default of dlscale run) or ieee, for every driver");
   app.add_option("--iterations", iterations);
   app.add_option("--warmup", warmup);
   CLI11_PARSE(app, argc, argv);
-  for (const std::string& t : dlscale::bench::split(threads)) run(workload, batch, std::stoi(t), warmup, iterations);
+  for (const std::string& t : dlscale::bench::split(threads)) {
+    run(workload, batch, std::stoi(t), dlscale::parse_denormals(denormals), warmup, iterations);
+  }
   return 0;
 }
 

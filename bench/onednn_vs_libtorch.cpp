@@ -10,13 +10,13 @@
 // implementation, layouts and time; LibTorch's convolutions go through the same libdnnl and show
 // up there too.
 //
-// Expected (2-core avx512_core KVM guest, Debian's LibTorch 1.13.1 and oneDNN 2.6.3, step-time
-// ratios onednn/libtorch at 1 and 2 threads): fcn5 0.18/0.18, alexnet 0.7/0.7, resnet50
-// 0.67/0.63, lstm32 0.20/0.18, mnist_cnn 0.5/0.4. Both drivers run the same oneDNN convolution
-// kernels; LibTorch adds an nchw <-> nChw16c reorder around each of them (1.4 s of its 7.7 s
-// ResNet-50 step) and does its matrix products in OpenBLAS 0.3.21, which does not recognise this
-// CPU and runs its SSE3 "Prescott" kernels: with OPENBLAS_CORETYPE=SkylakeX the fcn5 ratio is
-// 0.60 and lstm32 0.58 (0.72 for fcn5 when the oneDNN driver also keeps IEEE denormals).
+// Both drivers run in the same floating-point mode (--denormals, default flush as in dlscale
+// run). Measured (2-vCPU KVM guest, Intel Xeon family 6 model 207 with AVX-512, Debian's LibTorch
+// 1.13.1 and oneDNN 2.6.3, fcn5 at batch 64 and 2 threads, flush): onednn/libtorch = 0.29 with
+// the OpenBLAS kernels Debian's OpenBLAS 0.3.21 picks for this CPU, which it does not recognise
+// (SSE3 "Prescott"; LibTorch's matrix products run there), and 0.79 with
+// OPENBLAS_CORETYPE=SkylakeX. Both drivers run the same oneDNN convolution kernels; LibTorch adds
+// an nchw <-> nChw16c reorder around each of them.
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -35,13 +35,14 @@ void print_row(const char* driver, const bench::StepStats& s) {
              1e3 * s.forward, 1e3 * s.backward, 1e3 * s.update);
 }
 
-void run(const dlscale::Registry& registry, const std::string& workload, int64_t batch, int threads, int warmup,
-         int iterations) {
+void run(const dlscale::Registry& registry, const std::string& workload, int64_t batch, int threads,
+         dlscale::Denormals denormals, int warmup, int iterations) {
   const dlscale::Workload w = dlscale::make_workload(workload);
   const std::vector<float> params = dlscale::canonical_parameters(w, 42);
   const dlscale::Batch b = dlscale::synthetic_batch(w, batch, 42, 0);
   auto make = [&](const char* driver) {
-    auto m = registry.find(driver)->create(w, {dlscale::DeviceType::kCpu, 0, threads, 42});
+    auto m = registry.find(driver)->create(
+        w, {dlscale::DeviceType::kCpu, 0, threads, 42, dlscale::Precision::kFp32, denormals});
     m->load_parameters(params);
     m->set_batch(b);
     return m;
@@ -59,8 +60,10 @@ void run(const dlscale::Registry& registry, const std::string& workload, int64_t
     ratios.push_back(a.total() / c.total());
   }
   const bench::StepStats so = bench::step_stats(t_onednn), sl = bench::step_stats(t_libtorch);
-  fmt::print("  {} batch {} threads {}: onednn/libtorch = {:.3f} (of medians), {:.3f} (median of paired ratios)\n",
-             workload, batch, threads, so.total / sl.total, dlscale::median(ratios));
+  fmt::print(
+      "  {} batch {} threads {} denormals {}: onednn/libtorch = {:.3f} (of medians), {:.3f} (median of paired "
+      "ratios)\n",
+      workload, batch, threads, dlscale::denormals_name(denormals), so.total / sl.total, dlscale::median(ratios));
   print_row("onednn", so);
   print_row("libtorch", sl);
   std::fflush(stdout);
@@ -68,11 +71,12 @@ void run(const dlscale::Registry& registry, const std::string& workload, int64_t
 
 /// Parses the command line and runs the benchmark; main() turns an exception into exit code 1.
 int run_main(int argc, char** argv) {
-  std::string cases = "fcn5:64,alexnet:16,resnet50:16,lstm32:128,mnist_cnn:16", threads = "1,2";
+  std::string cases = "fcn5:64,alexnet:16,resnet50:16,lstm32:128,mnist_cnn:16", threads = "1,2", denormals = "flush";
   int iterations = 5, warmup = 1;
   CLI::App app{"oneDNN driver against the LibTorch driver, alternating in one process"};
   app.add_option("--cases", cases, "workload:batch pairs, comma-separated (a workload's own overrides use ';')");
   app.add_option("--threads", threads, "comma-separated thread counts");
+  app.add_option("--denormals", denormals, "flush (the CPU default of dlscale run) or ieee, for every driver");
   app.add_option("--iterations", iterations);
   app.add_option("--warmup", warmup);
   CLI11_PARSE(app, argc, argv);
@@ -88,12 +92,8 @@ int run_main(int argc, char** argv) {
   fmt::print("{} timed alternating steps after {} warm-up per case; medians\n", iterations, warmup);
   for (const std::string& t : bench::split(threads)) {
     for (const std::string& c : bench::split(cases)) {
-      const size_t colon = c.rfind(':');
-      std::string workload = c.substr(0, colon);
-      for (char& ch : workload) {
-        if (ch == ';') ch = ',';
-      }
-      run(registry, workload, std::stoll(c.substr(colon + 1)), std::stoi(t), warmup, iterations);
+      const bench::BenchCase bc = bench::parse_case(c);
+      run(registry, bc.workload, bc.batch, std::stoi(t), dlscale::parse_denormals(denormals), warmup, iterations);
     }
   }
   return 0;

@@ -31,6 +31,22 @@ const char* precision_name(Precision p);
 /// The precision named `name`; throws std::invalid_argument for anything else.
 Precision parse_precision(const std::string& name);
 
+/// How the CPU threads of a case treat float denormals (values below 1.2e-38). kFlush: flush
+/// results to zero and read denormal inputs as zero (x86 FTZ+DAZ), as oneDNN and TensorFlow do;
+/// kIeee: gradual underflow, as IEEE 754 and PyTorch's default. Networks with saturated units
+/// (FCN-5's sigmoids) produce many denormals, which microcode assists make several times slower,
+/// so comparing drivers in different modes compares floating-point modes, not drivers: every
+/// CPU case runs every driver in the same mode (docs/metrics.md, "Floating-point mode").
+enum class Denormals { kFlush, kIeee };
+
+/// "flush", "ieee".
+const char* denormals_name(Denormals d);
+/// The mode named `name`; throws std::invalid_argument for anything else.
+Denormals parse_denormals(const std::string& name);
+/// A case's mode when the user names none: kFlush on the CPU; kIeee on GPUs, whose libraries
+/// (cuBLAS, cuDNN) keep IEEE arithmetic in fp32.
+Denormals default_denormals(DeviceType device);
+
 /// Where a rank trains and how.
 struct DriverContext {
   DeviceType device = DeviceType::kCpu;
@@ -38,6 +54,9 @@ struct DriverContext {
   int threads = 1;       ///< CPU threads for the backend's math library
   uint64_t seed = 0;     ///< for any randomness inside the backend (dropout)
   Precision precision = Precision::kFp32;
+  /// The floating-point mode of every CPU thread that computes for the model, applied by the
+  /// driver for the length of each of its calls (drivers/cpu/denormal_scope.h).
+  Denormals denormals = Denormals::kIeee;
 };
 
 /// A contiguous float buffer holding every gradient in the backend's own order.
@@ -182,6 +201,10 @@ class Driver {
   virtual Support supports(const Workload& w, DeviceType device) const = 0;
   /// Whether the driver computes `w` on `device` in `precision`; only fp32 unless overridden.
   virtual Support supports_precision(const Workload& w, DeviceType device, Precision precision) const;
+  /// Whether the driver runs `device` in `mode`. The default accepts kIeee only, the mode of a
+  /// driver that leaves its threads' floating-point mode alone; CPU drivers that apply either
+  /// mode (drivers/cpu/denormal_scope.h) override it.
+  virtual Support supports_denormals(DeviceType device, Denormals mode) const;
   /// Whether `device` can be used at all on this machine (a GPU is visible, the library was built
   /// with it). Asking for a device that is not there is bad input, refused before any case runs.
   virtual Support device_available(DeviceType device) const;

@@ -38,6 +38,19 @@ Precision parse_precision(const std::string& name) {
   throw std::invalid_argument(fmt::format("unknown precision '{}' (expected fp32, tf32 or bf16)", name));
 }
 
+const char* denormals_name(Denormals d) { return d == Denormals::kFlush ? "flush" : "ieee"; }
+
+Denormals parse_denormals(const std::string& name) {
+  for (Denormals d : {Denormals::kFlush, Denormals::kIeee}) {
+    if (name == denormals_name(d)) return d;
+  }
+  throw std::invalid_argument(fmt::format("unknown denormals mode '{}' (expected flush or ieee)", name));
+}
+
+Denormals default_denormals(DeviceType device) {
+  return device == DeviceType::kCpu ? Denormals::kFlush : Denormals::kIeee;
+}
+
 const char* status_name(Status s) {
   switch (s) {
     case Status::kOk:
@@ -69,6 +82,11 @@ std::unique_ptr<GradientReducer> Driver::make_reducer(DeviceType, int, const Ran
 Support Driver::supports_precision(const Workload&, DeviceType, Precision precision) const {
   if (precision == Precision::kFp32) return Support::yes();
   return Support::no(fmt::format("{} driver: only fp32 is implemented, not {}", name(), precision_name(precision)));
+}
+
+Support Driver::supports_denormals(DeviceType, Denormals mode) const {
+  if (mode == Denormals::kIeee) return Support::yes();
+  return Support::no(fmt::format("{} driver: denormals are kept (IEEE); it cannot flush them", name()));
 }
 
 Support Driver::device_available(DeviceType device) const {

@@ -243,6 +243,9 @@ std::string ResultsFile::write_case(const CaseRecord& r) {
     Dataset ds(DLSCALE_CHECK_H5(H5Dopen2(g.get(), "phase_time_s", H5P_DEFAULT)));
     h5::set_attr(ds.get(), "phases", std::string(kPhaseNames));
   }
+  if (!r.exposed_allreduce_s.empty()) {
+    h5::write_doubles(g.get(), "exposed_allreduce_s", {ranks, iters}, r.exposed_allreduce_s);
+  }
   h5::write_doubles(g.get(), "loss", {static_cast<hsize_t>(r.loss.size())}, r.loss);
   if (!r.memory.columns.empty()) write_table(g.get(), "memory", r.memory);
   if (!r.summary.empty()) {
@@ -262,6 +265,9 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
   r.ranks = static_cast<int64_t>(dims.at(0));
   r.iterations = static_cast<int64_t>(dims.at(1));
   if (h5::exists(g.get(), "phase_time_s")) r.phase_time_s = h5::read_doubles(g.get(), "phase_time_s", nullptr);
+  if (h5::exists(g.get(), "exposed_allreduce_s")) {
+    r.exposed_allreduce_s = h5::read_doubles(g.get(), "exposed_allreduce_s", nullptr);
+  }
   r.loss = h5::read_doubles(g.get(), "loss", nullptr);
   if (h5::exists(g.get(), "memory")) r.memory = read_table(g.get(), "memory");
   if (h5::exists(g.get(), "summary")) {

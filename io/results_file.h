@@ -63,12 +63,13 @@ struct GroupRecord {
 struct CaseRecord {
   Attrs attrs;  ///< workload, driver, …, status, message
   int64_t ranks = 0;
-  int64_t iterations = 0;            ///< timed iterations actually recorded
-  std::vector<double> iter_time_s;   ///< [ranks][iterations]
-  std::vector<double> phase_time_s;  ///< [ranks][iterations][4], empty without --phases
-  std::vector<double> loss;          ///< [iterations]
-  Table memory;                      ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
-  Attrs summary;                     ///< empty unless the case succeeded
+  int64_t iterations = 0;                   ///< timed iterations actually recorded
+  std::vector<double> iter_time_s;          ///< [ranks][iterations]
+  std::vector<double> phase_time_s;         ///< [ranks][iterations][4], empty without --phases
+  std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], empty on one rank
+  std::vector<double> loss;                 ///< [iterations]
+  Table memory;                             ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
+  Attrs summary;                            ///< empty unless the case succeeded
 };
 
 class ResultsFile {

@@ -44,9 +44,20 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
     buckets_.push_back(b);
   }
   requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  int level = MPI_THREAD_SINGLE;
+  DLSCALE_CHECK_MPI(MPI_Query_thread(&level));
+  if (level >= MPI_THREAD_SERIALIZED) thread_ = std::thread([this] { communicate(); });
 }
 
 BucketedAllreduce::~BucketedAllreduce() {
+  if (thread_.joinable()) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();  // it completes every bucket it started before it returns
+  }
   // Never leave a collective in flight (only possible when a step failed halfway).
   for (MPI_Request& r : requests_) {
     if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
@@ -58,13 +69,70 @@ void BucketedAllreduce::start_step() {
     b.pending = b.count;
     b.started = false;
   }
+  const std::lock_guard<std::mutex> lock(mutex_);
+  completed_ = 0;
 }
 
 void BucketedAllreduce::start(size_t index) {
   Bucket& b = buckets_[index];
   b.started = true;
+  if (thread_.joinable()) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      to_start_.push_back(index);
+    }
+    wake_.notify_one();
+    return;
+  }
   DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM, comm_,
                                    &requests_[index]));
+}
+
+void BucketedAllreduce::communicate() {
+  std::vector<size_t> in_flight;
+  std::vector<size_t> starting;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    if (in_flight.empty()) wake_.wait(lock, [&] { return stop_ || !to_start_.empty(); });
+    if (stop_ && to_start_.empty() && in_flight.empty()) return;
+    starting.swap(to_start_);
+    lock.unlock();
+    size_t finished = 0;
+    try {
+      for (size_t i : starting) {
+        const Bucket& b = buckets_[i];
+        DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM,
+                                         comm_, &requests_[i]));
+        in_flight.push_back(i);
+      }
+      for (auto it = in_flight.begin(); it != in_flight.end();) {
+        int done = 0;
+        DLSCALE_CHECK_MPI(MPI_Test(&requests_[*it], &done, MPI_STATUS_IGNORE));
+        if (done) {
+          it = in_flight.erase(it);
+          ++finished;
+        } else {
+          ++it;
+        }
+      }
+    } catch (const std::exception& e) {
+      // An MPI error with MPI_ERRORS_RETURN: hand it to finish(), which throws it on the main
+      // thread; the communicator is then unusable, and the case with it.
+      lock.lock();
+      error_ = e.what();
+      in_flight.clear();
+      to_start_.clear();
+      done_.notify_all();
+      wake_.wait(lock, [&] { return stop_; });
+      return;
+    }
+    starting.clear();
+    // Nothing completed: let the compute threads have the core before the next poll.
+    if (finished == 0 && !in_flight.empty()) std::this_thread::yield();
+    lock.lock();
+    completed_ += finished;
+    if (finished > 0) done_.notify_all();
+  }
 }
 
 void BucketedAllreduce::ready(size_t first, size_t count) {
@@ -75,7 +143,8 @@ void BucketedAllreduce::ready(size_t first, size_t count) {
     b.pending -= std::min(b.pending, overlap);
     if (b.pending == 0 && !b.started) start(i);
   }
-  // Open MPI progresses non-blocking collectives only inside MPI calls: give it one here.
+  if (thread_.joinable()) return;
+  // No communication thread: give MPI one chance to progress here.
   int done = 0;
   DLSCALE_CHECK_MPI(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
 }
@@ -84,7 +153,13 @@ void BucketedAllreduce::finish() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     if (!buckets_[i].started) start(i);
   }
-  DLSCALE_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  if (thread_.joinable()) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return completed_ == buckets_.size() || !error_.empty(); });
+    if (!error_.empty()) throw std::runtime_error("bucketed all-reduce: " + error_);
+  } else {
+    DLSCALE_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  }
   const float scale = 1.0f / static_cast<float>(size_);
   const auto n = static_cast<int64_t>(buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count);
   float* g = data_;

@@ -5,7 +5,11 @@
 
 #include <mpi.h>
 
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "drivers/driver.h"
@@ -23,6 +27,15 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
 /// during backward (Model::set_gradient_ready_callback) so overlaps the reduction with the rest
 /// of the backward pass; otherwise every bucket starts when backward returns. Buckets start in the
 /// same order on every rank because every rank runs the same graph.
+///
+/// Progress: Open MPI advances a non-blocking collective only inside MPI calls, so a bucket
+/// started during backward would mostly wait for finish(). Where MPI provides at least
+/// MPI_THREAD_SERIALIZED, a communication thread owned by this object starts the buckets and
+/// polls them while the compute threads run backward; between start_step() and the end of
+/// finish() it is the only thread that calls MPI, which is all SERIALIZED asks. It is one extra
+/// thread per rank, not taken from the case's compute threads, and yields the core whenever a
+/// poll finds nothing done. Below SERIALIZED, ready() starts buckets itself and gives MPI one
+/// MPI_Testall per report (progress_thread() is false).
 class BucketedAllreduce {
  public:
   BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb);
@@ -34,16 +47,20 @@ class BucketedAllreduce {
   void start_step();
   /// Elements [first, first + count) of the buffer hold their final values for this step.
   void ready(size_t first, size_t count);
-  /// After backward: starts the buckets still waiting, completes all, scales by 1/P.
+  /// After backward: starts the buckets still waiting, completes all, scales by 1/P. Throws
+  /// when an MPI call failed (in either thread).
   void finish();
   size_t bucket_count() const { return buckets_.size(); }
+  bool progress_thread() const { return thread_.joinable(); }
 
  private:
   struct Bucket {
     size_t first = 0, count = 0, pending = 0;
-    bool started = false;
+    bool started = false;  ///< handed to MPI (or to the communication thread)
   };
+  /// Hands bucket `index` over: to the communication thread, else straight to MPI.
   void start(size_t index);
+  void communicate();  ///< the communication thread's loop
 
   float* data_;
   MPI_Comm comm_;
@@ -51,6 +68,15 @@ class BucketedAllreduce {
   std::vector<Bucket> buckets_;
   std::vector<MPI_Request> requests_;  // one per bucket; MPI_REQUEST_NULL when idle or complete
   size_t bucket_elems_ = 1;
+
+  // Shared with the communication thread, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<size_t> to_start_;  ///< buckets ready for MPI_Iallreduce, in readiness order
+  size_t completed_ = 0;          ///< buckets of this step whose reduction completed
+  bool stop_ = false;
+  std::string error_;  ///< the communication thread's failure, rethrown by finish()
+  std::thread thread_;
 };
 
 }  // namespace dlscale

@@ -30,8 +30,11 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
-  // Only the main thread calls MPI; backends may run their own thread pools.
-  DLSCALE_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  // SERIALIZED: the bucketed all-reduce's communication thread calls MPI while the main thread
+  // runs backward, never at the same time as another thread (suite/gradient_allreduce.h). With
+  // less, buckets progress only when the main thread calls MPI; /system/software records the
+  // level provided.
+  DLSCALE_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
 }
 
 MpiSession::~MpiSession() { MPI_Finalize(); }

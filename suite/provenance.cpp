@@ -115,6 +115,12 @@ Attrs software_attributes(const Registry& drivers) {
   MPI_Get_library_version(mpi, &len);
   std::string mpi_version(mpi, static_cast<size_t>(len));
   a.emplace_back("mpi", mpi_version.substr(0, mpi_version.find_first_of("\n,")));
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  a.emplace_back("mpi_thread_level", std::string(level >= MPI_THREAD_MULTIPLE     ? "MPI_THREAD_MULTIPLE"
+                                                 : level >= MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+                                                 : level >= MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+                                                                                  : "MPI_THREAD_SINGLE"));
   a.emplace_back("hdf5", h5::library_version());
   const LoadedMath math = detect_loaded_math();
   a.emplace_back("blas", math.blas.empty() ? std::string("none loaded") : math.blas);
@@ -184,7 +190,7 @@ std::vector<std::string> provenance_warnings(const LoadedMath& math) {
     if (math.blas_core == core) {
       w.push_back(
           fmt::format("OpenBLAS runs its generic '{}' kernels on this CPU (unrecognised, e.g. under a "
-                      "hypervisor): LibTorch's matrix products are slower than the CPU allows; "
+                      "hypervisor): the matrix products of LibTorch and Kokkos are slower than the CPU allows; "
                       "OPENBLAS_CORETYPE=Haswell or SkylakeX selects better ones",
                       math.blas_core));
     }

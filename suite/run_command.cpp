@@ -93,7 +93,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     }
     for (MatrixSpec& m : matrices) args.overrides.apply(m);
     cases = expand(matrices, mpi.size());
-    assign_default_devices(cases, drivers);
+    assign_defaults(cases, drivers);
     validate(cases, drivers, mpi.size());
     out_path = args.out.value_or(default_out(args, suite_name));
     skip.assign(cases.size(), 0);

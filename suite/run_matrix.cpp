@@ -69,6 +69,14 @@ Precision parse_precision_item(const std::string& text) {
   }
 }
 
+Denormals parse_denormals_item(const std::string& text) {
+  try {
+    return parse_denormals(text);
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  }
+}
+
 Scaling parse_scaling(const std::string& text) {
   if (text == "weak") return Scaling::kWeak;
   if (text == "strong") return Scaling::kStrong;
@@ -189,6 +197,13 @@ const std::vector<Axis>& axes() {
         &MatrixSpec::precisions, &CaseSpec::precision, parse_precision_item,
         [](const Precision& p) { return std::string(precision_name(p)); },
         [](const CaseSpec& c) { return c.precision != Precision::kFp32; }));
+    t.push_back(list_axis<Denormals>(
+        "denormals", "--denormals",
+        "flush or ieee, comma-separated: how the CPU threads treat float denormals, the same for every "
+        "driver (default: flush on the CPU, ieee on GPUs; docs/metrics.md)",
+        TomlKind::kString, 14, &MatrixSpec::denormals, &CaseSpec::denormals, parse_denormals_item,
+        [](const Denormals& d) { return std::string(denormals_name(d)); },
+        [](const CaseSpec& c) { return c.denormals != default_denormals(c.device); }));
     t.push_back(list_axis<Scaling>("scaling", "--scaling", "weak or strong", TomlKind::kString, 4,
                                    &MatrixSpec::scalings, &CaseSpec::scaling, parse_scaling,
                                    [](const Scaling& s) { return std::string(scaling_name(s)); }));
@@ -383,7 +398,8 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
       CaseSpec c;
       for (size_t k = 0; k < all.size(); ++k) all[k].pick(m, at[k], c);
       if (m.ranks.empty()) c.ranks = world_size;  // every rank of the job
-      c.device_from_driver = m.devices.empty();   // assign_default_devices() knows the drivers
+      c.device_from_driver = m.devices.empty();   // assign_defaults() knows the drivers
+      c.denormals_from_device = m.denormals.empty();
       cases.push_back(c);
       more = false;
       for (size_t k = all.size(); k-- > 0;) {
@@ -398,12 +414,16 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
   return cases;
 }
 
-void assign_default_devices(std::vector<CaseSpec>& cases, const Registry& drivers) {
+void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers) {
   for (CaseSpec& c : cases) {
     const Driver* d = drivers.find(c.driver);
     if (c.device_from_driver && d != nullptr) {
       c.device = d->default_device();
       c.device_from_driver = false;
+    }
+    if (c.denormals_from_device) {
+      c.denormals = default_denormals(c.device);
+      c.denormals_from_device = false;
     }
   }
 }
@@ -430,13 +450,18 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     const Driver& driver = *drivers.find(c.driver);
     Support available = driver.device_available(c.device);
     if (available.ok) available = driver.supports_precision(make_workload(c.workload), c.device, c.precision);
+    std::string refused_mode;  // named only when the floating-point mode is what the driver refuses
+    if (available.ok) {
+      available = driver.supports_denormals(c.device, c.denormals);
+      if (!available.ok) refused_mode = std::string(" --denormals ") + denormals_name(c.denormals);
+    }
     if (available.ok) {
       ++runnable;
     } else if (unavailable.empty()) {
       unavailable =
-          fmt::format("-d {} --device {}{}: {}", c.driver, device_name(c.device),
+          fmt::format("-d {} --device {}{}{}: {}", c.driver, device_name(c.device),
                       c.precision == Precision::kFp32 ? "" : std::string(" --precision ") + precision_name(c.precision),
-                      available.reason);
+                      refused_mode, available.reason);
     }
     if (c.ranks <= 0 || c.ranks > world_size) {
       throw UsageError(

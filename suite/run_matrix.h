@@ -28,6 +28,7 @@ struct MatrixSpec {
   std::vector<std::string> drivers{"libtorch"};
   std::vector<DeviceType> devices;  ///< empty: each driver's own device (cuda for cuda, else cpu)
   std::vector<Precision> precisions{Precision::kFp32};
+  std::vector<Denormals> denormals;  ///< empty: each device's default (default_denormals)
   std::vector<Scaling> scalings{Scaling::kWeak};
   std::vector<int64_t> batches{64};
   std::vector<int> threads{0};
@@ -44,8 +45,10 @@ struct MatrixSpec {
 struct CaseSpec {
   std::string workload, driver;
   DeviceType device = DeviceType::kCpu;
-  bool device_from_driver = false;  ///< no device was asked for: assign_default_devices() sets it
+  bool device_from_driver = false;  ///< no device was asked for: assign_defaults() sets it
   Precision precision = Precision::kFp32;
+  Denormals denormals = Denormals::kFlush;
+  bool denormals_from_device = false;  ///< none was asked for: assign_defaults() sets the device's
   Scaling scaling = Scaling::kWeak;
   std::string data = "synthetic";  ///< or a dataset spec such as "mnist:data/mnist"
   int64_t batch = 0;               ///< per rank (weak) or global (strong), as the user gave it
@@ -118,8 +121,8 @@ std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::st
 std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size);
 
 /// Gives every case without a device its driver's default device (cases of unknown drivers are
-/// left for validate() to report).
-void assign_default_devices(std::vector<CaseSpec>& cases, const Registry& drivers);
+/// left for validate() to report), then every case without a floating-point mode its device's.
+void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers);
 
 /// Checks every case before any benchmark work, including that its device exists on this
 /// machine; throws UsageError naming the first problem.

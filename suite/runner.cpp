@@ -76,12 +76,17 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
     timer = host.get();
   }
   StepTimes t;
+  int ranks = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks));
+  // The exposed all-reduce is always measured where there is one: two more marks, which cost a
+  // host clock read (CPU models synchronise nothing) or a GPU event.
+  const bool time_allreduce = time_phases || ranks > 1;
   if (buckets != nullptr) buckets->start_step();
   timer->mark(0);
   model.forward();
   if (time_phases) timer->mark(1);
   model.backward();
-  if (time_phases) timer->mark(2);
+  if (time_allreduce) timer->mark(2);
   if (reducer != nullptr) {
     reducer->average(model.grad_buffer());
   } else if (buckets != nullptr) {
@@ -89,7 +94,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   } else {
     allreduce_gradients(model.grad_buffer(), comm);
   }
-  if (time_phases) timer->mark(3);
+  if (time_allreduce) timer->mark(3);
   model.update(opt);
   const int last = time_phases ? kPhaseCount : 1;
   timer->mark(last);
@@ -97,6 +102,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   if (time_phases) {
     for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = timer->seconds(p, p + 1);
   }
+  if (ranks > 1) t.exposed_allreduce = timer->seconds(2, 3);
   return t;
 }
 
@@ -140,6 +146,7 @@ struct Runner::Setup {
 /// What measure() recorded on this rank.
 struct Runner::Samples {
   std::vector<double> times, phase_times, losses;  ///< [iterations], [iterations][4], [iterations]
+  std::vector<double> exposed;                     ///< [iterations], on more than one rank
   int64_t host_peak = -1, device_peak = 0;
 };
 
@@ -158,6 +165,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   Support support = driver.device_available(s.device);
   if (support.ok) support = driver.supports(s.workload, s.device);
   if (support.ok) support = driver.supports_precision(s.workload, s.device, precision);
+  if (support.ok) support = driver.supports_denormals(s.device, spec.denormals);
   if (support.ok && s.device == DeviceType::kCuda && spec.bucket_mb > 0 && ranks > 1) {
     support = Support::no(
         "--bucket-mb: buckets are reduced with MPI on host memory; GPU gradients go through "
@@ -189,7 +197,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   try {
     // Each rank draws its own dropout masks, as data-parallel training does.
     const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
-    s.model = driver.create(s.workload, {s.device, s.gpu, s.threads, rank_seed, precision});
+    s.model = driver.create(s.workload, {s.device, s.gpu, s.threads, rank_seed, precision, spec.denormals});
     s.model->load_parameters(canonical_parameters(s.workload, spec.seed));
     if (spec.data == "synthetic") {
       s.model->set_batch(synthetic_batch(s.workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
@@ -264,6 +272,7 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
       DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
       const StepTimes t = step();
       out.times.push_back(t.total);
+      if (spec.ranks > 1) out.exposed.push_back(t.exposed_allreduce);
       if (spec.phases) out.phase_times.insert(out.phase_times.end(), t.phase, t.phase + kPhaseCount);
       double loss = model.loss() / spec.ranks, mean_loss = 0;
       DLSCALE_CHECK_MPI(MPI_Allreduce(&loss, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, comm));
@@ -301,6 +310,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "driver", spec.driver);
   add(a, "device_type", std::string(device_name(spec.device)));
   add(a, "precision", std::string(precision_name(spec.precision)));
+  add(a, "denormals", std::string(denormals_name(spec.denormals)));
   add(a, "scaling", std::string(scaling_name(spec.scaling)));
   add(a, "ranks", int64_t{ranks});
   add(a, "participants", ranks == 1 ? std::string("0") : fmt::format("0-{}", ranks - 1));
@@ -335,6 +345,11 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     DLSCALE_CHECK_MPI(MPI_Gather(samples.phase_times.data(), iters * kPhaseCount, MPI_DOUBLE, rec.phase_time_s.data(),
                                  iters * kPhaseCount, MPI_DOUBLE, 0, comm));
   }
+  if (ranks > 1 && iters > 0) {
+    if (root) rec.exposed_allreduce_s.resize(static_cast<size_t>(ranks) * static_cast<size_t>(iters));
+    DLSCALE_CHECK_MPI(MPI_Gather(samples.exposed.data(), iters, MPI_DOUBLE, rec.exposed_allreduce_s.data(), iters,
+                                 MPI_DOUBLE, 0, comm));
+  }
   rec.loss = samples.losses;
   const int64_t mem_local[2] = {samples.host_peak, samples.device_peak};
   std::vector<int64_t> mem_all(root ? static_cast<size_t>(ranks) * 2 : 0);
@@ -367,6 +382,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   }
   rec.memory.columns = {host, dev};
   add(a, "overlap", int64_t{setup.overlap ? 1 : 0});
+  add(a, "progress_thread", int64_t{setup.buckets && setup.buckets->progress_thread() ? 1 : 0});
   add(a, "status", std::string(status_name(setup.outcome.status)));
   add(a, "message", setup.outcome.message);
   if (setup.outcome.ok()) {
@@ -384,6 +400,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     add(m, "samples_per_s", static_cast<double>(spec.global_batch()) / s.median);
     add(m, "achieved_flops", train_flops / s.median);
     add(m, "straggler_ratio", s.straggler_ratio);
+    if (!rec.exposed_allreduce_s.empty()) {
+      add(m, "exposed_allreduce_median_s", median(slowest_rank(rec.exposed_allreduce_s, ranks, iters, 1, {0})));
+    }
     if (spec.phases) {
       static const char* const kNames[kPhaseCount] = {"forward_median_s", "backward_median_s", "allreduce_median_s",
                                                       "update_median_s"};
@@ -415,14 +434,18 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
 std::string summary_line(const CaseRecord& r) {
   const auto str = [&](const char* n) { return std::get<std::string>(attr(r.attrs, n)); };
   const auto num = [&](const char* n) { return std::get<int64_t>(attr(r.attrs, n)); };
-  std::string line = fmt::format("{:<10} {:<9} {:<4} {} {} P={} b={}/{} t={}", str("workload"), str("driver"),
-                                 str("device_type"), str("precision"), str("scaling"), num("ranks"),
+  std::string line = fmt::format("{:<10} {:<9} {:<4} {} {} {} P={} b={}/{} t={}", str("workload"), str("driver"),
+                                 str("device_type"), str("precision"), str("denormals"), str("scaling"), num("ranks"),
                                  num("batch_per_rank"), num("global_batch"), num("threads"));
   if (str("status") != "ok") return line + fmt::format(" | {}: {}", str("status"), str("message"));
   const auto sum = [&](const char* n) { return std::get<double>(attr(r.summary, n)); };
-  return line + fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s | ok",
-                            sum("step_median_s") * 1e3, sum("ci95_low_s") * 1e3, sum("ci95_high_s") * 1e3,
-                            sum("samples_per_s"), sum("achieved_flops") / 1e9);
+  line +=
+      fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s", sum("step_median_s") * 1e3,
+                  sum("ci95_low_s") * 1e3, sum("ci95_high_s") * 1e3, sum("samples_per_s"), sum("achieved_flops") / 1e9);
+  if (!r.exposed_allreduce_s.empty()) {
+    line += fmt::format(" | exposed all-reduce {:.2f} ms", sum("exposed_allreduce_median_s") * 1e3);
+  }
+  return line + " | ok";
 }
 
 }  // namespace dlscale

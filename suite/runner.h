@@ -26,14 +26,17 @@ enum Phase { kForward = 0, kBackward = 1, kAllreduce = 2, kUpdate = 3, kPhaseCou
 struct StepTimes {
   double total = 0;
   double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
+  /// From the end of backward to the end of the gradient average: the all-reduce time the
+  /// step did not hide (waiting for slower ranks included); 0 on one rank.
+  double exposed_allreduce = 0;
 };
 
 /// One timed training step, the same on every backend: forward, backward, the gradient average,
-/// the update, timed by `timer` (mark 0 at the start; with `time_phases` marks 1..3 at the phase
-/// boundaries; then the last). `timer` nullptr: the host clock read after model.synchronize(),
-/// as CPU models are timed. The average is `reducer`'s (a driver's own, e.g. NCCL on a GPU
-/// stream), else the MPI `buckets` (started during backward where the driver reports finished
-/// gradients), else one blocking MPI all-reduce over `comm`.
+/// the update, timed by `timer` (mark 0 at the start; with `time_phases` mark 1 after forward;
+/// marks 2 and 3 around the gradient average whenever there is one to time; then the last). `timer` nullptr: the host
+/// clock read after model.synchronize(), as CPU models are timed. The average is `reducer`'s (a driver's own, e.g. NCCL
+/// on a GPU stream), else the MPI `buckets` (started during backward where the driver reports finished gradients), else
+/// one blocking MPI all-reduce over `comm`.
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
                         BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
                         GradientReducer* reducer = nullptr);

@@ -138,6 +138,16 @@ int64_t parameter_count(const Workload& w) {
   return n;
 }
 
+std::vector<ParamRange> layer_parameter_ranges(const Workload& w) {
+  std::vector<ParamRange> ranges(w.layers.size());
+  for (const ParamSpec& p : parameter_layout(w)) {
+    ParamRange& r = ranges.at(static_cast<size_t>(p.layer));
+    if (r.count == 0) r.first = static_cast<size_t>(p.offset);
+    r.count = static_cast<size_t>(p.offset + p.count) - r.first;
+  }
+  return ranges;
+}
+
 std::vector<Shape> activation_shapes(const Workload& w) {
   std::vector<Shape> shapes;
   Shape s = w.input_shape;

@@ -4,6 +4,7 @@
 // PyTorch's (NCHW activations, OIHW conv weights, Linear weights [out, in], LSTM gates i,f,g,o).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -115,6 +116,14 @@ std::vector<ParamSpec> parameter_layout(const Workload& w);
 
 /// Total trainable parameters (biases included).
 int64_t parameter_count(const Workload& w);
+
+/// Where each layer's parameters sit in the canonical vector: elements [first, first + count)
+/// (count 0 for a layer without parameters). A layer's parameters are contiguous, so a driver
+/// that finishes a layer's gradients reports one range (Model::set_gradient_ready_callback).
+struct ParamRange {
+  size_t first = 0, count = 0;
+};
+std::vector<ParamRange> layer_parameter_ranges(const Workload& w);
 
 /// The per-sample activation shape after each layer (entry i is layer i's output); throws
 /// std::invalid_argument when a layer does not fit its input.

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 
@@ -33,6 +34,7 @@
 
 #include <fmt/format.h>
 
+#include "drivers/cpu/denormal_scope.h"
 #include "drivers/kokkos/kokkos_common.h"
 
 namespace dlscale {
@@ -70,6 +72,18 @@ constexpr bool threads_set_at_initialize() {
 #endif
 #if defined(KOKKOS_ENABLE_THREADS)
   if (std::is_same<ExecSpace, Kokkos::Threads>::value) return true;
+#endif
+  return false;
+}
+
+/// Whether the kernels and the BLAS run on threads whose floating-point mode DenormalScope sets:
+/// the calling thread (Serial) or its OpenMP team (OpenMP). Kokkos::Threads keeps its own pool.
+constexpr bool kernels_on_calling_threads() {
+#if defined(KOKKOS_ENABLE_SERIAL)
+  if (std::is_same<ExecSpace, Kokkos::Serial>::value) return true;
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+  if (std::is_same<ExecSpace, Kokkos::OpenMP>::value) return true;
 #endif
   return false;
 }
@@ -241,6 +255,8 @@ class KokkosModel final : public Model {
   KokkosModel(const Workload& w, const DriverContext& ctx)
       : workload_(w),
         threads_(ctx.threads),
+        denormals_(ctx.denormals),
+        ranges_(layer_parameter_ranges(w)),
         params_("kokkos_driver::parameters", static_cast<size_t>(parameter_count(w))),
         grads_("kokkos_driver::gradients", params_.extent(0)),
         loss_(w.loss, w.num_classes) {
@@ -285,31 +301,51 @@ class KokkosModel final : public Model {
 
   void forward() override {
     if (built_batch_ == 0) throw std::logic_error("kokkos driver: forward() before set_batch()");
-    use_threads();
+    const auto scope = use_threads();
     for (auto& layer : layers_) layer->forward();
     loss_.forward();
   }
 
   void backward() override {
-    use_threads();
+    const auto scope = use_threads();
     loss_.backward();
     // Layers below the first parameterised one have nothing to train and no gradient to pass.
-    for (size_t i = layers_.size(); i-- > first_param_;) layers_[i]->backward();
+    for (size_t i = layers_.size(); i-- > first_param_;) {
+      layers_[i]->backward();
+      if (ready_ && ranges_[i].count > 0) {
+        ExecSpace().fence();  // kernels may still be queued; the range is final after the fence
+        ready_(ranges_[i].first, ranges_[i].count);
+      }
+    }
+  }
+
+  /// On the host only: device gradients go through no host-memory reduction.
+  bool set_gradient_ready_callback(std::function<void(size_t, size_t)> ready) override {
+    if (kOnDevice) return false;
+    ready_ = std::move(ready);
+    return true;
   }
 
   double loss() override { return loss_.value(); }
 
   GradBuffer grad_buffer() override { return {grads_.data(), grads_.extent(0), kOnDevice}; }
 
-  void update(const Optimizer& opt) override { kk::sgd(params_, grads_, static_cast<float>(opt.learning_rate)); }
+  void update(const Optimizer& opt) override {
+    const auto scope = use_threads();
+    kk::sgd(params_, grads_, static_cast<float>(opt.learning_rate));
+  }
 
   void synchronize() override { Kokkos::fence(); }
 
   MemoryStats memory() const override { return {kOnDevice ? -1 : 0}; }
 
  private:
-  void use_threads() const {
-    if (!kOnDevice && BlasThreads::get().settable()) BlasThreads::get().apply(threads_);
+  /// At every computing entry point on the host: the case's BLAS threads, and its floating-point
+  /// mode for the length of the call (held by the returned scope).
+  std::optional<DenormalScope> use_threads() const {
+    if (kOnDevice) return std::nullopt;
+    if (BlasThreads::get().settable()) BlasThreads::get().apply(threads_);
+    return std::optional<DenormalScope>(std::in_place, denormals_, threads_);
   }
 
   void check_batch(const Batch& batch) const {
@@ -360,6 +396,9 @@ class KokkosModel final : public Model {
 
   Workload workload_;
   int threads_;
+  Denormals denormals_;
+  std::vector<ParamRange> ranges_;             ///< per layer
+  std::function<void(size_t, size_t)> ready_;  ///< the harness's, or empty
   kk::Floats params_, grads_;
   std::vector<std::unique_ptr<kk::NetLayer>> layers_;
   size_t first_param_ = 0;  // layers below it run no backward pass
@@ -435,6 +474,17 @@ class KokkosDriver final : public Driver {
   }
 
   DeviceType default_device() const override { return kCudaExecution ? DeviceType::kCuda : DeviceType::kCpu; }
+
+  Support supports_denormals(DeviceType device, Denormals mode) const override {
+    if (mode == Denormals::kIeee || kOnDevice) return Driver::supports_denormals(device, mode);
+    if (!kernels_on_calling_threads()) {
+      return Support::no(
+          fmt::format("kokkos driver: Kokkos::{} runs its own thread pool, whose floating-point mode "
+                      "the driver cannot set; use --denormals ieee",
+                      ExecSpace::name()));
+    }
+    return cpu_supports_denormals(mode);
+  }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     const Support ok = supports(w, ctx.device);

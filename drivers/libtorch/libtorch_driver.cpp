@@ -24,9 +24,12 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "drivers/cpu/denormal_scope.h"
 
 namespace dlscale {
 
@@ -88,7 +91,9 @@ class LibTorchModel final : public Model {
   LibTorchModel(const Workload& w, const DriverContext& ctx)
       : workload_(w),
         device_(ctx.device == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(ctx.device_index))
-                                                : at::Device(at::kCPU)) {
+                                                : at::Device(at::kCPU)),
+        threads_(ctx.threads),
+        denormals_(ctx.denormals) {
     at::set_num_threads(ctx.threads);
     at::manual_seed(ctx.seed);  // dropout masks
     if (device_.is_cuda()) {
@@ -156,6 +161,7 @@ class LibTorchModel final : public Model {
   }
 
   void forward() override {
+    const auto scope = cpu_mode();
     at::Tensor h = input_;
     size_t stats = 0;
     for (size_t i = 0; i < workload_.layers.size(); ++i) {
@@ -216,6 +222,7 @@ class LibTorchModel final : public Model {
   }
 
   void backward() override {
+    const auto scope = cpu_mode();
     for (at::Tensor& g : accumulated_) g.zero_();
     loss_.backward();
   }
@@ -227,6 +234,7 @@ class LibTorchModel final : public Model {
   }
 
   void update(const Optimizer& opt) override {
+    const auto scope = cpu_mode();
     at::NoGradGuard no_grad;
     params_.add_(grads_, -opt.learning_rate);
   }
@@ -253,6 +261,13 @@ class LibTorchModel final : public Model {
 #endif
 
  private:
+  /// On the CPU, the case's floating-point mode on LibTorch's intra-op (OpenMP) threads for the
+  /// length of a computing call; nothing on a GPU.
+  std::optional<DenormalScope> cpu_mode() const {
+    if (device_.is_cuda()) return std::nullopt;
+    return std::optional<DenormalScope>(std::in_place, denormals_, threads_);
+  }
+
   void add_running_stats(int64_t channels, const at::TensorOptions& opts) {
     running_mean_.push_back(at::zeros({channels}, opts));
     running_var_.push_back(at::ones({channels}, opts));
@@ -308,6 +323,8 @@ class LibTorchModel final : public Model {
 
   Workload workload_;
   at::Device device_;
+  int threads_;
+  Denormals denormals_;
   at::Tensor params_, grads_, input_, labels_, loss_;
   std::vector<at::Tensor> lstm_zero_bias_;        // per layer: LibTorch's second LSTM bias, held at zero
   std::vector<std::vector<Param>> layer_params_;  // per layer, in canonical order
@@ -355,6 +372,10 @@ class LibTorchDriver final : public Driver {
     return cuda::make_nccl_reducer(ranks, device_index, [](const Model&) -> void* { return nullptr; });
   }
 #endif
+
+  Support supports_denormals(DeviceType device, Denormals mode) const override {
+    return device == DeviceType::kCpu ? cpu_supports_denormals(mode) : Driver::supports_denormals(device, mode);
+  }
 
   Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
     if (precision == Precision::kTf32 && device == DeviceType::kCuda) return Support::yes();

@@ -11,24 +11,14 @@
 // kernels' work split then) and again at every entry point, because another driver in the same
 // process (LibTorch shares libgomp) may have changed it in between.
 //
-// Denormals: on x86 every entry point runs with flush-to-zero and denormals-are-zero on all
-// threads of its OpenMP team, and restores the previous mode on the way out. FCN-5's saturated
-// sigmoids (pre-activations of |x| > 87 with its uniform(-0.5, 0.5) weights) make part of its
-// activations and gradients denormal, and every GEMM touching them slows down on microcode
-// assists: the backward pass at batch 64 on one avx512_core thread takes 423 ms with IEEE
-// denormals and 278 ms flushed, its GEMMs alone 265 ms (bench/onednn_fcn5.cpp). Values below
-// 1.2e-38 become zero, far below anything training or the conformance tolerances can see;
-// TensorFlow flushes too. DLSCALE_ONEDNN_DENORMALS=ieee keeps IEEE denormals; versions()
-// records the mode in force.
+// Floating-point mode: every entry point runs in the case's mode (drivers/cpu/denormal_scope.h),
+// the same for every CPU driver. FCN-5's saturated sigmoids make part of its activations and
+// gradients denormal, and with IEEE denormals every GEMM touching them slows down on microcode
+// assists (bench/onednn_fcn5.cpp).
 #include "drivers/onednn/onednn_driver.h"
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
-#if defined(__x86_64__) || defined(__i386__)
-#include <pmmintrin.h>  // _MM_DENORMALS_ZERO_ON
-#include <xmmintrin.h>
-#define DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS 1
-#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -39,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "drivers/cpu/denormal_scope.h"
 #include "drivers/onednn/onednn_bottleneck.h"
 #include "drivers/onednn/onednn_common.h"
 #include "drivers/onednn/onednn_layers.h"
@@ -73,53 +64,20 @@ class AlignedFloats {
   std::unique_ptr<float, Free> data_;
 };
 
-/// Whether denormals are flushed: DLSCALE_ONEDNN_DENORMALS=flush (the default) or ieee.
-bool flush_denormals() {
-  const char* mode = std::getenv("DLSCALE_ONEDNN_DENORMALS");
-  if (mode == nullptr || std::string(mode).empty() || std::string(mode) == "flush") {
-#ifdef DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS
-    return true;
-#else
-    return false;  // no flush-to-zero control on this architecture
-#endif
-  }
-  if (std::string(mode) == "ieee") return false;
-  throw std::invalid_argument(fmt::format("DLSCALE_ONEDNN_DENORMALS={}: expected flush or ieee", mode));
-}
-
-/// For the length of one driver call: the case's OpenMP thread count and, when `flush`, FTZ+DAZ
-/// on every thread of the team (libgomp keeps the same pool threads from one parallel region to
-/// the next, and oneDNN's regions use at most this many), with each thread's previous MXCSR
-/// restored on the way out so that code outside the driver keeps its own floating-point mode.
+/// For the length of one driver call: the case's OpenMP thread count (oneDNN sizes some kernels'
+/// work split by it, and another driver in the process may have changed it) and its
+/// floating-point mode on every thread of the team.
 class ExecutionScope {
  public:
-  ExecutionScope(int threads, bool flush) : threads_(threads), flush_(flush) {
-    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-#ifdef DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS
-    if (!flush_) return;
-    saved_.assign(static_cast<size_t>(threads), 0);
-#pragma omp parallel num_threads(threads_)
-    {
-      const auto t = static_cast<size_t>(omp_get_thread_num());
-      saved_[t] = _mm_getcsr();
-      _mm_setcsr(saved_[t] | _MM_FLUSH_ZERO_ON | _MM_DENORMALS_ZERO_ON);
-    }
-#endif
-  }
-  ~ExecutionScope() {
-#ifdef DLSCALE_ONEDNN_CAN_FLUSH_DENORMALS
-    if (!flush_) return;
-#pragma omp parallel num_threads(threads_)
-    _mm_setcsr(saved_[static_cast<size_t>(omp_get_thread_num())]);
-#endif
-  }
-  ExecutionScope(const ExecutionScope&) = delete;
-  ExecutionScope& operator=(const ExecutionScope&) = delete;
+  ExecutionScope(int threads, Denormals denormals) : threads_(apply_threads(threads)), mode_(denormals, threads) {}
 
  private:
-  int threads_;
-  bool flush_;
-  std::vector<unsigned> saved_;
+  static int apply_threads(int threads) {
+    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+    return threads;
+  }
+  int threads_;  // set before the mode: the scope's team has the case's size
+  DenormalScope mode_;
 };
 
 // p -= lr g over [begin, end). The update streams 12 bytes per parameter and nothing else, and
@@ -145,11 +103,12 @@ class OnednnModel final : public Model {
   OnednnModel(const Workload& w, const DriverContext& ctx)
       : workload_(w),
         threads_(ctx.threads),
-        flush_denormals_(flush_denormals()),
+        denormals_(ctx.denormals),
         params_(static_cast<size_t>(parameter_count(w))),
         grads_(params_.size()),
+        ranges_(layer_parameter_ranges(w)),
         loss_(w.loss, w.num_classes) {
-    const ExecutionScope scope(threads_, flush_denormals_);
+    const ExecutionScope scope(threads_, denormals_);
     std::vector<std::vector<ParamSlot>> slots(w.layers.size());
     for (const ParamSpec& p : parameter_layout(w)) {
       slots[static_cast<size_t>(p.layer)].push_back({params_.data() + p.offset, grads_.data() + p.offset});
@@ -174,7 +133,7 @@ class OnednnModel final : public Model {
   std::vector<float> export_gradients() override { return grads_.to_vector(); }
 
   void set_batch(const Batch& batch) override {
-    const ExecutionScope scope(threads_, flush_denormals_);
+    const ExecutionScope scope(threads_, denormals_);
     check_batch(batch);
     labels_ = batch.labels;
     tokens_ = batch.tokens;
@@ -186,18 +145,25 @@ class OnednnModel final : public Model {
 
   void forward() override {
     if (built_batch_ == 0) throw std::logic_error("onednn driver: forward() before set_batch()");
-    const ExecutionScope scope(threads_, flush_denormals_);
+    const ExecutionScope scope(threads_, denormals_);
     for (auto& layer : layers_) onednn::with_context(layer->name(), [&] { layer->forward(env_); });
     loss_value_ = onednn::with_context("loss", [&] { return loss_.forward(env_); });
   }
 
   void backward() override {
-    const ExecutionScope scope(threads_, flush_denormals_);
+    const ExecutionScope scope(threads_, denormals_);
     onednn::with_context("loss", [&] { loss_.backward(env_); });
     // Layers below the first parameterised one have nothing to train and no gradient to pass.
     for (size_t i = layers_.size(); i-- > first_param_;) {
       onednn::with_context(layers_[i]->name(), [&] { layers_[i]->backward(env_); });
+      // The layer's gradients are in their slices now (staged ones synced back inside).
+      if (ready_ && ranges_[i].count > 0) ready_(ranges_[i].first, ranges_[i].count);
     }
+  }
+
+  bool set_gradient_ready_callback(std::function<void(size_t, size_t)> ready) override {
+    ready_ = std::move(ready);
+    return true;
   }
 
   double loss() override { return loss_value_; }
@@ -205,7 +171,7 @@ class OnednnModel final : public Model {
   GradBuffer grad_buffer() override { return {grads_.data(), grads_.size(), false}; }
 
   void update(const Optimizer& opt) override {
-    const ExecutionScope scope(threads_, flush_denormals_);
+    const ExecutionScope scope(threads_, denormals_);
     sgd(params_.data(), grads_.data(), static_cast<float>(opt.learning_rate), static_cast<int64_t>(params_.size()));
     ++version_;  // staged weight copies are stale now
   }
@@ -299,9 +265,11 @@ class OnednnModel final : public Model {
 
   Workload workload_;
   int threads_;
-  bool flush_denormals_;
+  Denormals denormals_;
   AlignedFloats params_, grads_;
-  uint64_t version_ = 0;  // bumped whenever params_ changes
+  std::vector<ParamRange> ranges_;             ///< per layer
+  std::function<void(size_t, size_t)> ready_;  ///< the harness's, or empty
+  uint64_t version_ = 0;                       // bumped whenever params_ changes
   onednn::Env env_;
   std::vector<std::unique_ptr<NetLayer>> layers_;
   size_t first_param_ = 0;  // layers below it run no backward pass
@@ -391,6 +359,8 @@ class OnednnDriver final : public Driver {
     return Support::yes();
   }
 
+  Support supports_denormals(DeviceType, Denormals mode) const override { return cpu_supports_denormals(mode); }
+
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     if (ctx.device != DeviceType::kCpu) throw std::invalid_argument("onednn driver: CPU only");
     if (ctx.threads < 1) throw std::invalid_argument("onednn driver: threads must be positive");
@@ -410,8 +380,7 @@ class OnednnDriver final : public Driver {
     const dnnl_version_t* v = dnnl_version();
     return {{"onednn", fmt::format("{}.{}.{} ({})", v->major, v->minor, v->patch, v->hash ? v->hash : "no hash")},
             {"onednn_isa", isa_name(dnnl::get_effective_cpu_isa())},
-            {"onednn_cpu_runtime", runtime_name(v->cpu_runtime)},
-            {"onednn_denormals", flush_denormals() ? "flush-to-zero (FTZ+DAZ)" : "ieee"}};
+            {"onednn_cpu_runtime", runtime_name(v->cpu_runtime)}};
   }
 };
 

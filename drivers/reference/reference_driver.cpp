@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "drivers/cpu/denormal_scope.h"
 #include "drivers/reference/reference_network.h"
 
 namespace dlscale {
@@ -18,7 +19,9 @@ namespace {
 class ReferenceModel final : public Model {
  public:
   ReferenceModel(const Workload& w, const DriverContext& ctx)
-      : network_(w, ctx.seed),
+      : denormals_(ctx.denormals),
+        ranges_(layer_parameter_ranges(w)),
+        network_(w, ctx.seed),
         params_(static_cast<size_t>(network_.parameter_count()), 0.0),
         grads_(params_.size(), 0.0),
         grad_buffer_(params_.size(), 0.0f) {}
@@ -39,6 +42,7 @@ class ReferenceModel final : public Model {
   // calls, and running the forward pass twice would only make this slow driver slower. Its
   // phase timings are therefore not meaningful (forward holds the backward work too).
   void forward() override {
+    const DenormalScope scope(denormals_, 1);
     try {
       loss_ = network_.loss_and_gradients(params_, batch_, &grads_, step_);
     } catch (const std::bad_alloc&) {
@@ -51,8 +55,19 @@ class ReferenceModel final : public Model {
 
   void backward() override {
     if (!has_gradients_) throw std::logic_error("reference driver: backward() without a preceding forward()");
-    for (size_t i = 0; i < grads_.size(); ++i) grad_buffer_[i] = static_cast<float>(grads_[i]);
+    const DenormalScope scope(denormals_, 1);  // the float gradients may be denormal
+    // Layer by layer from the last, as a backward pass finishes them, reporting each.
+    for (size_t layer = ranges_.size(); layer-- > 0;) {
+      const ParamRange r = ranges_[layer];
+      for (size_t i = r.first; i < r.first + r.count; ++i) grad_buffer_[i] = static_cast<float>(grads_[i]);
+      if (ready_ && r.count > 0) ready_(r.first, r.count);
+    }
     has_gradients_ = false;
+  }
+
+  bool set_gradient_ready_callback(std::function<void(size_t, size_t)> ready) override {
+    ready_ = std::move(ready);
+    return true;
   }
 
   double loss() override { return loss_; }
@@ -61,6 +76,7 @@ class ReferenceModel final : public Model {
 
   // Reads the float buffer, not the double gradients: the harness has all-reduced it in place.
   void update(const Optimizer& opt) override {
+    const DenormalScope scope(denormals_, 1);
     for (size_t i = 0; i < params_.size(); ++i) params_[i] -= opt.learning_rate * static_cast<double>(grad_buffer_[i]);
   }
 
@@ -71,6 +87,9 @@ class ReferenceModel final : public Model {
   MemoryStats memory() const override { return {}; }
 
  private:
+  Denormals denormals_;                        ///< single-threaded: the mode of the calling thread
+  std::vector<ParamRange> ranges_;             ///< per layer
+  std::function<void(size_t, size_t)> ready_;  ///< the harness's, or empty
   ReferenceNetwork network_;
   std::vector<double> params_, grads_;
   std::vector<float> grad_buffer_;
@@ -83,6 +102,8 @@ class ReferenceModel final : public Model {
 class ReferenceDriver final : public Driver {
  public:
   std::string_view name() const override { return "reference"; }
+
+  Support supports_denormals(DeviceType, Denormals mode) const override { return cpu_supports_denormals(mode); }
 
   Support supports(const Workload& w, DeviceType device) const override {
     if (device != DeviceType::kCpu) return Support::no("reference driver: CPU only");

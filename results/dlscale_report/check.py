@@ -7,6 +7,8 @@ attributes. Used by `dlscale-report check` and by end-to-end tests.
 
 import math
 
+import numpy as np
+
 from .schema import load_results
 from .stats import PHASE_SUMMARY_KEYS, SUMMARY_KEYS, case_phase_medians, case_stats
 
@@ -47,6 +49,27 @@ def _compare_phase_medians(case, rel_tol, abs_tol):
     return problems
 
 
+def exposed_allreduce_median(case):
+    """Median over iterations of the slowest rank's exposed all-reduce, or None without it."""
+    e = case.exposed_allreduce_s
+    if e is None or e.size == 0:
+        return None
+    return float(np.median(e.max(axis=0)))
+
+
+def _compare_exposed(case, rel_tol, abs_tol):
+    """exposed_allreduce_median_s (newer writers, P > 1) against its raw samples."""
+    recorded = case.summary.get("exposed_allreduce_median_s")
+    recomputed = exposed_allreduce_median(case)
+    if recorded is None and recomputed is None:
+        return []
+    if recorded is None or recomputed is None:
+        return ["exposed_allreduce_median_s and exposed_allreduce_s must come together"]
+    if not math.isclose(float(recorded), recomputed, rel_tol=rel_tol, abs_tol=abs_tol):
+        return [f"exposed_allreduce_median_s = {float(recorded)!r}, recomputed {recomputed!r}"]
+    return []
+
+
 def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
     """Problems found in one loaded Case, each prefixed with file and case."""
     where = f"{case.file}: case {case.name}"
@@ -64,11 +87,15 @@ def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
                 problems.append(f"phase_time_s has shape {shape}, expected ({ranks}, {iterations}, 4)")
         elif case.phase_time_s is not None:
             problems.append("phase_time_s present although phases == 0")
+        e = case.exposed_allreduce_s
+        if e is not None and e.shape != (ranks, iterations):
+            problems.append(f"exposed_allreduce_s has shape {e.shape}, expected ({ranks}, {iterations})")
         if case.summary is None:
             problems.append("summary group missing")
         elif not problems:
             problems += compare_summary(case.summary, case_stats(case), rel_tol, abs_tol)
             problems += _compare_phase_medians(case, rel_tol, abs_tol)
+            problems += _compare_exposed(case, rel_tol, abs_tol)
     elif case.summary is not None:
         problems.append(f"summary group present although status is {case.status}")
     return [f"{where}: {p}" for p in problems]

@@ -58,6 +58,7 @@ class Case:
     memory: object             # structured array [ranks] or None
     summary: object            # dict of the summary group's attrs, or None
     projection: object = None  # Projection, when the case holds /projection
+    exposed_allreduce_s: object = None  # float64 [ranks, iterations] (P > 1, newer files) or None
     index: int = 0             # position in a Study (all files together); 0 when loaded alone
 
     def get(self, key):
@@ -153,6 +154,10 @@ def _read_case(path, name, group):
     if phase_time is not None and (phase_time.ndim != 3 or phase_time.shape[2] != 4):
         raise ReportError(f"{path}: case {name}: phase_time_s has shape {phase_time.shape}, "
                           "expected [ranks, iterations, 4]")
+    exposed = _dataset(group, "exposed_allreduce_s", np.float64)
+    if exposed is not None and exposed.ndim != 2:
+        raise ReportError(f"{path}: case {name}: exposed_allreduce_s has shape {exposed.shape}, "
+                          "expected [ranks, iterations]")
     summary = group.get("summary")
     projection = group.get("projection")
     return Case(
@@ -166,6 +171,7 @@ def _read_case(path, name, group):
         summary=attrs_dict(summary) if isinstance(summary, h5py.Group) else None,
         projection=_read_projection(f"{path}: case {name}", projection)
         if isinstance(projection, h5py.Group) else None,
+        exposed_allreduce_s=exposed,
     )
 
 

@@ -73,24 +73,25 @@ def comm_key(case):
 def experiment_key(case):
     """Everything but the rank count: the cases of one scaling series share it."""
     return (case.get("workload"), case.get("driver"), case.get("device_type"),
-            case.get("precision"), case.get("scaling"), batch_as_given(case),
+            case.get("precision"), case.attrs.get("denormals"), case.get("scaling"), batch_as_given(case),
             requested_threads(case)) + comm_key(case)
 
 
 def match_key(case):
     """Cases of two runs that are the same measurement (used by `compare`)."""
     return (case.get("workload"), case.get("driver"), case.get("device_type"),
-            case.get("precision"), case.get("scaling"), case.get("ranks"),
+            case.get("precision"), case.attrs.get("denormals"), case.get("scaling"), case.get("ranks"),
             case.get("batch_per_rank"), case.get("threads")) + comm_key(case)
 
 
 def describe(case, without=()):
-    """Short human label of a case's configuration, e.g. "fcn5 libtorch cpu fp32 weak b=8 t=1".
+    """Short human label of a case's configuration, e.g. "fcn5 libtorch cpu fp32 flush weak b=8 t=1".
 
     `without` drops parts that a table shows in their own column (e.g. "ranks").
     """
     parts = [("workload", case.get("workload")), ("driver", case.get("driver")),
              ("device", case.get("device_type")), ("precision", case.get("precision")),
+             ("denormals", case.attrs.get("denormals", "")),
              ("scaling", case.get("scaling")), ("ranks", f"P={case.get('ranks')}"),
              ("batch", f"b={batch_as_given(case)}"), ("threads", f"t={requested_threads(case)}")]
     # Shown only when set (0 = the default: one all-reduce after backward), to keep
@@ -100,7 +101,7 @@ def describe(case, without=()):
         parts.append(("bucket", f"bucket={bucket:g}MB"))
     if overlap:
         parts.append(("overlap", f"overlap={overlap}"))
-    return " ".join(str(v) for k, v in parts if k not in without)
+    return " ".join(str(v) for k, v in parts if k not in without and v != "")
 
 
 def case_ref(case):

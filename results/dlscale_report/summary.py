@@ -18,6 +18,7 @@ COLUMNS = (
     ("driver", "driver", False),
     ("device", "device", False),
     ("precision", "precision", False),
+    ("denormals", "denormals", False),
     ("scaling", "scaling", False),
     ("ranks", "ranks", True),
     ("batch_per_rank", "batch/rank", True),
@@ -26,14 +27,15 @@ COLUMNS = (
     ("step_median_ms", "step ms [95% CI]", True),
     ("samples_per_s", "samples/s", True),
     ("achieved_gflops", "GFLOP/s", True),
+    ("exposed_allreduce_ms", "exposed all-reduce ms", True),
     ("status", "status", False),
 )
 
 # CSV keeps the CI bounds and the message as separate machine-readable columns.
-CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "scaling",
+CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "denormals", "scaling",
                "ranks", "batch_per_rank", "global_batch", "threads",
                "step_median_ms", "ci95_low_ms", "ci95_high_ms",
-               "samples_per_s", "achieved_gflops", "status", "message")
+               "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "status", "message")
 
 
 def case_row(case):
@@ -46,6 +48,7 @@ def case_row(case):
         "driver": a.get("driver"),
         "device": a.get("device_type"),
         "precision": a.get("precision"),
+        "denormals": a.get("denormals", ""),
         "scaling": a.get("scaling"),
         "ranks": a.get("ranks"),
         "batch_per_rank": a.get("batch_per_rank"),
@@ -54,7 +57,7 @@ def case_row(case):
         "status": case.status,
         "message": a.get("message", ""),
         "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None,
-        "samples_per_s": None, "achieved_gflops": None,
+        "samples_per_s": None, "achieved_gflops": None, "exposed_allreduce_ms": None,
     }
     # Show what the benchmark recorded; fall back to recomputing when an ok
     # case somehow lacks its summary group.
@@ -65,7 +68,8 @@ def case_row(case):
                                 ("ci95_low_ms", "ci95_low_s", 1e3),
                                 ("ci95_high_ms", "ci95_high_s", 1e3),
                                 ("samples_per_s", "samples_per_s", 1.0),
-                                ("achieved_gflops", "achieved_flops", 1e-9)):
+                                ("achieved_gflops", "achieved_flops", 1e-9),
+                                ("exposed_allreduce_ms", "exposed_allreduce_median_s", 1e3)):
             if s.get(src) is not None:
                 row[key] = float(s[src]) * scale
     return row
@@ -96,7 +100,7 @@ def _cell(row, key):
         return "-"
     if key == "samples_per_s":
         return f"{v:.1f}"
-    if key == "achieved_gflops":
+    if key in ("achieved_gflops", "exposed_allreduce_ms"):
         return f"{v:.2f}"
     return str(v)
 

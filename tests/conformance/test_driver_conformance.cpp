@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -154,6 +155,97 @@ INSTANTIATE_TEST_SUITE_P(EveryDriver, DriverConformance,
                            }
                            return name;
                          });
+
+#ifndef DLSCALE_CONFORMANCE_ON_GPU
+// Every CPU driver computes in the floating-point mode its case asks for, on every thread it
+// computes on (two here). The input is all denormal (1e-39): flushing reads it as zero (DAZ), so
+// the first layer's weight gradient, the outer product of its output gradient and the input, is
+// exactly zero; IEEE arithmetic keeps the denormal products, and some of them are not zero.
+class DenormalsMode : public ::testing::TestWithParam<std::string> {};
+
+std::vector<std::string> cpu_drivers() {
+  std::vector<std::string> names;
+  for (const auto& d : registry().all()) {
+    if (d->default_device() == DeviceType::kCpu) names.emplace_back(d->name());
+  }
+  return names;
+}
+
+TEST_P(DenormalsMode, FirstLayerGradientOfADenormalInput) {
+  const Driver& driver = *registry().find(GetParam());
+  const Workload w = make_workload("mnist_fnn:width=16");
+  Batch batch = synthetic_batch(w, 8, kSeed, 0);
+  for (float& x : batch.features) x = 1e-39f;
+  const ParamSpec first = parameter_layout(w).front();
+  for (Denormals mode : {Denormals::kFlush, Denormals::kIeee}) {
+    SCOPED_TRACE(denormals_name(mode));
+    const Support support = driver.supports_denormals(DeviceType::kCpu, mode);
+    if (!support.ok) {
+      EXPECT_EQ(mode, Denormals::kFlush) << "every CPU driver computes in IEEE mode";
+      continue;
+    }
+    auto model = driver.create(w, {DeviceType::kCpu, 0, 2, kSeed, Precision::kFp32, mode});
+    model->load_parameters(canonical_parameters(w, kSeed));
+    model->set_batch(batch);
+    model->forward();
+    model->backward();
+    const std::vector<float> grads = model->export_gradients();
+    size_t nonzero = 0;
+    const auto begin = static_cast<size_t>(first.offset), end = begin + static_cast<size_t>(first.count);
+    for (size_t i = begin; i < end; ++i) nonzero += grads[i] != 0.0f;
+    if (mode == Denormals::kFlush) {
+      EXPECT_EQ(nonzero, 0U) << "a flushed input must give an exactly zero weight gradient";
+    } else {
+      EXPECT_GT(nonzero, 0U) << "IEEE keeps denormal products";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryCpuDriver, DenormalsMode, ::testing::ValuesIn(cpu_drivers()),
+                         [](const auto& param_info) { return param_info.param; });
+
+// A driver that reports finished gradients during backward (what lets the harness overlap the
+// all-reduce with it) reports every element exactly once per backward pass, and only once it
+// holds its final value: the value seen at the report equals the one after backward.
+class GradientReadiness : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GradientReadiness, EachGradientOnceAndFinalWhenReported) {
+  const Driver& driver = *registry().find(GetParam());
+  for (const std::string& variant : kVariants) {
+    SCOPED_TRACE(variant);
+    const Workload w = without_dropout(make_workload(variant));
+    auto model = driver.create(w, {DeviceType::kCpu, 0, 1, kSeed});
+    model->load_parameters(canonical_parameters(w, kSeed));
+    model->set_batch(synthetic_batch(w, kBatch, kSeed, 0));
+    const GradBuffer grads = model->grad_buffer();
+    std::vector<int> reports(grads.count, 0);
+    std::vector<float> seen(grads.count, 0.0f);
+    const bool reports_ready = model->set_gradient_ready_callback([&](size_t first, size_t count) {
+      ASSERT_LE(first + count, grads.count);
+      for (size_t i = first; i < first + count; ++i) {
+        ++reports[i];
+        seen[i] = grads.data[i];
+      }
+    });
+    if (!reports_ready) GTEST_SKIP() << GetParam() << " reports no finished gradients";
+    for (int pass = 1; pass <= 2; ++pass) {  // the second pass overwrites the first's gradients
+      model->forward();
+      model->backward();
+      const std::vector<float> final_grads(grads.data, grads.data + grads.count);
+      size_t wrong_count = 0, stale = 0;
+      for (size_t i = 0; i < grads.count; ++i) {
+        wrong_count += reports[i] != pass;
+        stale += std::memcmp(&seen[i], &final_grads[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(wrong_count, 0U) << "pass " << pass << ": elements not reported exactly once";
+      EXPECT_EQ(stale, 0U) << "pass " << pass << ": elements reported before their final value";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryCpuDriver, GradientReadiness, ::testing::ValuesIn(cpu_drivers()),
+                         [](const auto& param_info) { return param_info.param; });
+#endif
 
 }  // namespace
 }  // namespace dlscale

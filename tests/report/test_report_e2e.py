@@ -73,6 +73,8 @@ class Raw:
                             "summary": dict(g["summary"].attrs) if "summary" in g else {}}
                     if "phase_time_s" in g:
                         data["phase"] = g["phase_time_s"][()]
+                    if "exposed_allreduce_s" in g:
+                        data["exposed"] = g["exposed_allreduce_s"][()]
                     if "projection" in g:
                         p = g["projection"]
                         self.projection[(path, name)] = dict(
@@ -209,6 +211,15 @@ class Tables(Study):
             self.assertClose(num(r["samples_per_s"]), c["attrs"]["global_batch"] / med)
             self.assertClose(num(r["achieved_gflops"]),
                              c["attrs"]["train_flops_per_step"] / med * 1e-9)
+            # Exposed all-reduce: on P > 1 ranks only, the median of the slowest rank's.
+            if c["attrs"]["ranks"] > 1:
+                self.assertEqual(c["exposed"].shape, c["iter"].shape)
+                self.assertClose(num(r["exposed_allreduce_ms"]),
+                                 float(np.median(c["exposed"].max(axis=0))) * 1e3)
+                self.assertTrue((c["exposed"] > 0).all() and (c["exposed"] < c["iter"]).all())
+            else:
+                self.assertNotIn("exposed", c)
+                self.assertEqual(r["exposed_allreduce_ms"], "")
         proc = report("check", *self.all)
         self.assertEqual(proc.returncode, 0, proc.stdout)
 

@@ -1,0 +1,100 @@
+// Gradient all-reduce overlapped with backward: every driver that reports finished gradients
+// during backward (Model::set_gradient_ready_callback) must train to exactly the parameters of
+// the blocking all-reduce after backward on two ranks (to the last bits of MPI's summation order
+// on more), identical on every rank, with the communication thread running where MPI provides
+// MPI_THREAD_SERIALIZED (this binary asks for it).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "drivers/driver.h"
+#include "suite/gradient_allreduce.h"
+#include "suite/runner.h"
+#include "workloads/catalog.h"
+#include "workloads/data/synthetic.h"
+#include "workloads/init.h"
+
+namespace dlscale {
+namespace {
+
+int rank_of_world() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::unique_ptr<Model> make_model(const Driver& driver, const Workload& w) {
+  auto model = driver.create(w, {DeviceType::kCpu, 0, 1, 7, Precision::kFp32, Denormals::kFlush});
+  model->load_parameters(canonical_parameters(w, 7));
+  model->set_batch(synthetic_batch(w, 4, 7, rank_of_world()));  // each rank its own data
+  return model;
+}
+
+class OverlapEveryDriver : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OverlapEveryDriver, TrainsToTheParametersOfTheBlockingAllreduce) {
+  Registry reg;
+  register_drivers(reg);
+  const Driver& driver = *reg.find(GetParam());
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  for (const char* spec :
+       {"mnist_cnn:width=4,fc=16", "fcn5:features=48,width=24", "lstm32:vocab=50,embed=8,hidden=8,seq=6"}) {
+    SCOPED_TRACE(spec);
+    const Workload w = without_dropout(make_workload(spec));
+    auto blocking = make_model(driver, w), overlapped = make_model(driver, w);
+    // Buckets of 250 floats: several per layer, started as the layers finish.
+    BucketedAllreduce buckets(overlapped->grad_buffer(), MPI_COMM_WORLD, 0.001);
+    ASSERT_TRUE(overlapped->set_gradient_ready_callback([&buckets](size_t first, size_t count) {
+      buckets.ready(first, count);
+    })) << GetParam()
+        << " does not report finished gradients";
+    EXPECT_EQ(buckets.progress_thread(), level >= MPI_THREAD_SERIALIZED);
+    ASSERT_GT(buckets.bucket_count(), 2U);
+    for (int step = 0; step < 3; ++step) {
+      training_step(*blocking, MPI_COMM_WORLD, Optimizer{}, false);
+      training_step(*overlapped, MPI_COMM_WORLD, Optimizer{}, step == 1, &buckets);
+    }
+    const std::vector<float> want = blocking->export_parameters(), got = overlapped->export_parameters();
+    ASSERT_EQ(got.size(), want.size());
+    int ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (ranks <= 2) {
+      // Each element is a + b in either path, whatever algorithm MPI picks: exactly equal.
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << "overlapped training differs from blocking on rank " << rank_of_world();
+    } else {
+      // MPI may sum a bucket in another order than the whole buffer (docs/metrics.md): the
+      // last bits may differ, nothing more.
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        worst = std::max(worst, std::abs(double{got[i]} - want[i]) / std::max(1e-3, std::abs(double{want[i]})));
+      }
+      EXPECT_LT(worst, 1e-5) << "overlapped training departs from blocking on rank " << rank_of_world();
+    }
+    std::vector<float> root = got;
+    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(got.data(), root.data(), got.size() * sizeof(float)), 0)
+        << "rank " << rank_of_world() << " diverged from rank 0";
+    EXPECT_NE(got, canonical_parameters(w, 7)) << "training did not change the parameters";
+  }
+}
+
+std::vector<std::string> cpu_drivers() {
+  Registry reg;
+  register_drivers(reg);
+  std::vector<std::string> names;
+  for (const auto& d : reg.all()) {
+    if (d->default_device() == DeviceType::kCpu) names.emplace_back(d->name());
+  }
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuDrivers, OverlapEveryDriver, ::testing::ValuesIn(cpu_drivers()),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace dlscale
