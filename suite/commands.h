@@ -1,4 +1,4 @@
-// The three subcommands of `dlscale`. Each runs on every rank and returns the process exit
+// The four subcommands of `dlscale`. Each runs on every rank and returns the process exit
 // code, which is the same on every rank: 0 success, 1 a case failed, 2 bad input.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/case_output.h"
 #include "suite/mpi_context.h"
 #include "suite/run_matrix.h"
 
@@ -16,7 +17,10 @@ struct RunArgs {
   MatrixOverrides overrides;
   std::optional<std::string> config, suite, out;
   bool overwrite = false, resume = false;
-  std::string command_line;  ///< argv as typed, for provenance
+  OutputFormat format = OutputFormat::kText;  ///< how finished cases are printed
+  bool dry_run = false;                       ///< list the cases and their estimate, run nothing
+  double assume_gflops = 0;                   ///< dry run: this rate per rank instead of a probe
+  std::string command_line;                   ///< argv as typed, for provenance
 };
 
 struct AllreduceArgs {

@@ -1,11 +1,14 @@
 // dlscale's entry point: MPI start-up, the command line (CLI11), dispatch to a subcommand.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "suite/commands.h"
 #include "suite/datasets.h"
 #include "suite/errors.h"
+#include "suite/provenance.h"
 
 namespace {
 
@@ -23,10 +26,12 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   using dlscale::RunArgs;
   CLI::App app{"dlscale: deep-learning training benchmarks on MPI ranks"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", fmt::format("dlscale {} (commit {})", dlscale::dlscale_version(),
+                                                dlscale::git_commit()));
 
   RunArgs args;
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
-  std::string config, suite, out;
+  std::string config, suite, out, format = "text";
 
   CLI::App* run = app.add_subcommand("run", "run benchmark cases (default: the built-in quick suite)");
   // One option per run-matrix axis (suite/run_matrix.cpp declares them), its values kept as
@@ -47,6 +52,11 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_cfg = run->add_option("--config", config, "TOML run matrix");
   auto* o_suite = run->add_option("--suite", suite, "built-in run matrix (see `dlscale list`)");
   o_cfg->excludes(o_suite);
+  run->add_option("--format", format, "finished cases on stdout: text (one summary line) or json (one object per line)");
+  run->add_flag("--dry-run", args.dry_run,
+                "print the cases and an estimate of their duration, then exit without running or writing anything");
+  auto* o_gflops = run->add_option("--assume-gflops", args.assume_gflops,
+                                   "--dry-run: estimate with this training rate per rank instead of measuring one");
 
   dlscale::AllreduceArgs ar;
   std::string ar_out;
@@ -69,6 +79,9 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    if (mpi.rank() == 0) app.exit(e);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
     if (mpi.rank() == 0) app.exit(e);
     return 0;
   } catch (const CLI::ParseError& e) {
@@ -105,6 +118,11 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     if (o_cfg->count()) args.config = config;
     if (o_suite->count()) args.suite = suite;
     if (!out.empty()) args.out = out;
+    args.format = dlscale::parse_output_format(format);
+    if (o_gflops->count() && !(args.assume_gflops > 0 && std::isfinite(args.assume_gflops))) {
+      throw dlscale::UsageError(fmt::format("--assume-gflops must be a positive number, got {}", args.assume_gflops));
+    }
+    if (o_gflops->count() && !args.dry_run) throw dlscale::UsageError("--assume-gflops goes with --dry-run");
   } catch (const dlscale::UsageError& e) {
     problem = e.what();
   }

@@ -12,13 +12,13 @@ namespace {
 constexpr std::chrono::seconds kLogInterval{5};
 }
 
-Progress::Progress(bool enabled) : enabled_(enabled), tty_(isatty(STDERR_FILENO) == 1) {}
+Progress::Progress(bool enabled, std::FILE* out) : enabled_(enabled), out_(out), tty_(isatty(STDERR_FILENO) == 1) {}
 
 void Progress::case_started(int index, int total, const std::string& description, const std::string& command) {
   if (!enabled_) return;
   prefix_ = fmt::format("[{}/{}] {}", index + 1, total, description);
-  fmt::print(stdout, "# {}\n", command);
-  std::fflush(stdout);
+  fmt::print(out_, "# {}\n", command);
+  std::fflush(out_);
   last_print_ = std::chrono::steady_clock::now();
 }
 
@@ -37,13 +37,13 @@ void Progress::iteration(const char* phase, int done, int total, double last_ste
   std::fflush(stderr);
 }
 
-void Progress::case_finished(const std::string& summary_line) {
+void Progress::case_finished(const std::string& line, std::FILE* to) {
   if (!enabled_) return;
   if (line_open_) fmt::print(stderr, "\r\033[K");
   line_open_ = false;
   std::fflush(stderr);
-  fmt::print(stdout, "{}\n", summary_line);
-  std::fflush(stdout);
+  fmt::print(to, "{}\n", line);
+  std::fflush(to);
 }
 
 void Progress::warn(const std::string& message) {

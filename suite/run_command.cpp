@@ -66,6 +66,42 @@ std::string default_out(const RunArgs& args, const std::string& suite) {
   return "results/run-" + stamp + ".h5";
 }
 
+/// --dry-run: the cases a real run would record, each with its pasteable command and estimated
+/// duration, then the total; nothing is run or written. Rank 0 measures and prints.
+int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSpec>& cases, const Registry& drivers,
+            const std::string& out_path) {
+  if (mpi.rank() == 0) {
+    std::vector<std::string> notes;
+    const std::vector<CaseEstimate> est =
+        estimate_cases(cases, drivers, mpi.default_threads(), args.assume_gflops, &notes);
+    fmt::print("dlscale: dry run: {} case(s) on {} rank(s) -> {} (not created)\n", cases.size(), mpi.size(),
+               out_path);
+    double total = 0;
+    bool unknown = false;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const std::string when = est[i].seconds >= 0 ? fmt::format("about {:.3g} s", est[i].seconds) : "no estimate";
+      fmt::print("{:04} {}   # {}\n", i, cases[i].command(), when);
+      if (est[i].seconds >= 0) total += est[i].seconds;
+      unknown |= est[i].seconds < 0;
+    }
+    for (const std::string& n : notes) fmt::print("dlscale: rate: {}\n", n);
+    fmt::print("dlscale: estimated {:.3g} s of training steps{} ({}); set-up, data loading and waiting for "
+               "other ranks come on top\n",
+               total, unknown ? " for the cases with an estimate" : "",
+               args.assume_gflops > 0 ? fmt::format("at {} GFLOP/s per rank, as given", args.assume_gflops)
+                                      : std::string("at the rates measured on rank 0"));
+    std::fflush(stdout);
+  }
+  // The others wait asleep: a spinning barrier would take the cores the probe is timed on.
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  DLSCALE_CHECK_MPI(MPI_Ibarrier(mpi.world(), &barrier));
+  for (int done = 0; !done;) {
+    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
+    if (!done) usleep(2000);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_command(const MpiContext& mpi, const RunArgs& args) {
@@ -103,6 +139,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   // Agree on the request before rank 0 touches the results file, so that a problem only another
   // rank sees (an unreadable --config, say) never truncates an existing file.
   if (report_usage_error(mpi.world(), problem)) return 2;
+  if (args.dry_run) return dry_run(mpi, args, cases, drivers, out_path);
   try {
     if (root) {
       file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
@@ -122,7 +159,10 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   if (report_usage_error(mpi.world(), problem)) return 2;
   DLSCALE_CHECK_MPI(MPI_Bcast(skip.data(), static_cast<int>(skip.size()), MPI_CHAR, 0, mpi.world()));
 
-  Progress progress(root);
+  const bool json = args.format == OutputFormat::kJson;
+  // With --format json stdout carries the case objects only; everything else goes to stderr.
+  std::FILE* const text_out = json ? stderr : stdout;
+  Progress progress(root, text_out);
   RankInfo mine = mpi.info();
   // Only runs with GPU cases ask the drivers about GPUs (that initialises CUDA on every rank).
   if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; })) {
@@ -136,14 +176,14 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     for (const std::string& w : shared_core_warnings(table)) progress.warn(w);
     for (const std::string& w : shared_gpu_warnings(table)) progress.warn(w);
     write_provenance(*file, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
-    fmt::print("dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
+    fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }
 
   Runner runner(mpi, drivers, progress);
   int failed = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     if (skip[i]) {
-      if (root) fmt::print("# skipped (already in {}): {}\n", out_path, cases[i].command());
+      if (root) fmt::print(text_out, "# skipped (already in {}): {}\n", out_path, cases[i].command());
       continue;
     }
     const CaseOutcome outcome = runner.run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
@@ -158,11 +198,15 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
         file->append_group("allreduce", allreduce);
       }
       if (outcome.projection) file->write_group("cases/" + name + "/projection", *outcome.projection);
-      progress.case_finished(fmt::format("{} {}", name, summary_line(rec)));
+      if (json) {
+        progress.case_finished(case_json(name, rec), stdout);
+      } else {
+        progress.case_finished(fmt::format("{} {}", name, summary_line(rec)), stdout);
+      }
       if (std::get<std::string>(attr(rec.attrs, "status")) == "error") failed = 1;
     }
   }
-  if (root) fmt::print("dlscale: results in {}\n", out_path);
+  if (root) fmt::print(text_out, "dlscale: results in {}\n", out_path);
   return allreduce_max(mpi.world(), failed);
 }
 

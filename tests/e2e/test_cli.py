@@ -4,6 +4,7 @@ plain h5py, and results/dlscale-report on them.
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
 """
 
+import json
 import os
 import re
 import shutil
@@ -310,6 +311,64 @@ class DefaultRunCoversTheCatalog(Workdir):
         self.assertEqual(summary.returncode, 0, summary.stderr)
         for name in WORKLOADS_MD_PARAMS:
             self.assertIn(name, summary.stdout)
+
+
+class MachineReadable(Workdir):
+    """--format json, --dry-run and --version: output for scripts, dashboards and CI."""
+
+    MATRIX = ["-w", "mnist_fnn:width=16,fcn5:features=64,width=32", "-d", "reference,onednn",
+              "--batch", "4,8", "--warmup", "1", "--iterations", "2"]
+
+    def test_json_lines_equal_the_files_summary(self):
+        out = self.path("j.h5")
+        proc = dlscale(["run"] + self.MATRIX + ["--format", "json", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        objects = [json.loads(line) for line in proc.stdout.splitlines()]  # stdout holds JSON only
+        self.assertIn("# dlscale run", proc.stderr)  # the pasteable commands moved to stderr
+        with h5py.File(out, "r") as f:
+            names = sorted(f["cases"])
+            self.assertEqual([o["case"] for o in objects], names)
+            for o in objects:
+                g = f["cases"][o["case"]]
+                for key, value in list(g.attrs.items()) + list(g["summary"].attrs.items()):
+                    value = value.decode() if isinstance(value, bytes) else value
+                    if isinstance(value, str):
+                        self.assertEqual(o[key], value, key)
+                    else:
+                        self.assertEqual(float(o[key]), float(value), key)  # exact: shortest round trip
+                self.assertEqual(o["status"], "ok")
+                self.assertGreater(o["exposed_allreduce_median_s"], 0)
+
+    def test_dry_run_lists_exactly_the_cases_a_run_records_and_writes_nothing(self):
+        out = self.path("d.h5")
+        proc = dlscale(["run"] + self.MATRIX + ["--dry-run", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertFalse(os.path.exists(out))
+        listed = [line.split("   # ")[0].split(" ", 1)[1] for line in proc.stdout.splitlines()
+                  if re.match(r"^\d{4} dlscale run ", line)]
+        self.assertEqual(len(listed), 8)
+        self.assertRegex(proc.stdout, r"estimated [0-9.e+-]+ s of training steps")
+        self.assertRegex(proc.stdout, r"rate: onednn cpu fp32 flush t=1: [0-9.]+ GFLOP/s measured")
+        run = dlscale(["run"] + self.MATRIX + ["--out", out])
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with h5py.File(out, "r") as f:
+            keys = [f["cases"][n].attrs["case_key"] for n in sorted(f["cases"])]
+        self.assertEqual(listed, [k.decode() if isinstance(k, bytes) else k for k in keys])
+        given = dlscale(["run"] + self.MATRIX + ["--dry-run", "--assume-gflops", "10", "--out", out + "2"])
+        self.assertEqual(given.returncode, 0, given.stderr)
+        self.assertIn("at 10 GFLOP/s per rank, as given", given.stdout)
+        self.assertNotIn("measured", given.stdout)
+
+    def test_bad_format_and_bad_dry_run_matrix(self):
+        self.assert_usage_error(["run", "-w", SMALL, "--format", "yaml"], "--format yaml")
+        self.assert_usage_error(["run", "-w", SMALL, "--dry-run", "--batch", "0"], "batch must be positive")
+        self.assert_usage_error(["run", "-w", SMALL, "--dry-run", "--assume-gflops", "-3"], "--assume-gflops")
+        self.assert_usage_error(["run", "-w", SMALL, "--assume-gflops", "3"], "--assume-gflops goes with --dry-run")
+
+    def test_version(self):
+        proc = dlscale(["--version"], ranks=1)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertRegex(proc.stdout.strip(), r"^dlscale \d+\.\d+\.\d+ \(commit ([0-9a-f]+(-dirty)?|unknown)\)$")
 
 
 class InfoAndList(unittest.TestCase):
