@@ -451,6 +451,23 @@ class SlurmCase(unittest.TestCase):
             self.assertEqual((state, code), ("FAILED", "2:0"))
         self.assertFalse(os.path.exists(os.path.join(outdir, f"dlscale-{job}.h5")))
 
+    def test_installed_cpu_template_runs_the_installed_binary(self):
+        build = os.environ.get("DLSCALE_BUILD_DIR")
+        if not build:
+            self.skipTest("DLSCALE_BUILD_DIR (the build tree to install) is not set")
+        prefix = os.path.join(self.dir, "prefix")
+        install = subprocess.run(["cmake", "--install", build, "--prefix", prefix], capture_output=True, text=True)
+        self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
+        template = os.path.join(prefix, "share", "dlscale", "slurm", "dlscale-cpu.sbatch")
+        outdir = os.path.join(self.dir, "results")
+        # Nothing but the installed tree: no DLSCALE_BIN, no dlscale on PATH, no report given.
+        proc, job, text = self.sbatch_wait(template, SMALL, sbatch=["--ntasks=1"],
+                                           env={"DLSCALE_BIN": "", "DLSCALE_OUT_DIR": outdir, "PATH": "/usr/bin:/bin"})
+        self.assertEqual(proc.returncode, 0, text)
+        self.assertIn(f"{prefix}/bin/dlscale run", text)
+        self.assert_results(os.path.join(outdir, f"dlscale-{job}.h5"), job, 1)
+        self.assertRegex(text, r"0000\s+mnist_fnn:width=16\s+libtorch\s+cpu", "the installed dlscale-report ran")
+
     def test_missing_binary_fails_clearly(self):
         missing = os.path.join(self.dir, "no", "dlscale")
         proc, job, text = self.sbatch_wait(CPU_TEMPLATE, SMALL, sbatch=["--ntasks=1"], env={"DLSCALE_BIN": missing})

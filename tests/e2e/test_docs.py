@@ -1,0 +1,175 @@
+"""The docs cannot drift from the code: every flag of `dlscale run`, every TOML key and every
+attribute, dataset and software entry that a real run writes must have its line in
+docs/running.md or docs/schema.md, and every flag and key documented must exist. A new flag,
+key or attribute without its doc line fails here, naming it.
+
+CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import h5py
+
+SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
+DLSCALE = os.environ["DLSCALE_BIN"]
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+
+
+def read(name):
+    with open(os.path.join(SOURCE, "docs", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def section(text, heading):
+    """The text under a markdown heading, up to the next heading of the same or a higher level."""
+    level = len(heading) - len(heading.lstrip("#"))
+    start = text.index(heading + "\n")
+    lines, fenced = [], False
+    for line in text[start + len(heading) + 1:].splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,%d} " % level, line):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def first_column_names(table_text, pattern=r"`([^`]+)`"):
+    """Every backquoted name in the first cell of each row of the markdown tables in the text."""
+    names = set()
+    for line in table_text.splitlines():
+        if not line.startswith("|") or line.startswith("|---"):
+            continue
+        cell = line.replace("\\|", "/").split("|")[1]  # an escaped | inside a cell is not a column
+        names.update(re.findall(pattern, cell))
+    return names
+
+
+def run_help():
+    proc = subprocess.run([DLSCALE, "run", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return {m for m in re.findall(r"(--[a-z][a-z0-9-]*)", proc.stdout)} - {"--help"}
+
+
+class RunningMd(unittest.TestCase):
+    def test_flag_table_is_exactly_the_cli(self):
+        documented = set()
+        for name in first_column_names(section(read("running.md"), "### Flags")):
+            documented.update(re.findall(r"--[a-z][a-z0-9-]*", name))
+        cli = run_help()
+        self.assertEqual(cli - documented, set(), "flags of `dlscale run` missing from docs/running.md's table")
+        self.assertEqual(documented - cli, set(), "flags in docs/running.md's table that `dlscale run` lacks")
+
+    def test_toml_key_table_is_exactly_the_parser(self):
+        tmp = tempfile.mkdtemp(prefix="dlscale_docs_")
+        try:
+            cfg = os.path.join(tmp, "probe.toml")
+            with open(cfg, "w") as f:
+                f.write('workload = "mnist_fnn"\nno_such_key = 1\n')
+            proc = subprocess.run([DLSCALE, "run", "--config", cfg], capture_output=True, text=True, cwd=tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertEqual(proc.returncode, 2)
+        known = re.search(r"\(known: ([^)]*)\)", proc.stderr)
+        self.assertIsNotNone(known, proc.stderr)
+        keys = {k.strip() for k in known.group(1).split(",")} - {"[[matrix]]"}
+        table = section(read("running.md"), "### `--config`: TOML run matrices")
+        documented = first_column_names(table) & ({k for k in first_column_names(table) if re.fullmatch(r"[a-z_]+", k)})
+        self.assertEqual(keys - documented, set(), "TOML keys missing from docs/running.md's key table")
+        self.assertEqual(documented - keys, set(), "TOML keys in docs/running.md that the parser rejects")
+
+    def test_subcommands(self):
+        proc = subprocess.run([DLSCALE, "--help"], capture_output=True, text=True)
+        commands = set(re.findall(r"^  ([a-z]+)\s", proc.stdout.split("Subcommands:")[1], re.M))
+        intro = read("running.md").split("\n## ")[0]
+        for c in commands:
+            self.assertIn(f"`{c}`", intro, f"subcommand {c} missing from docs/running.md's introduction")
+        self.assertIn(f"{len(commands)} subcommands" if len(commands) > 4 else
+                      ["", "one", "two", "three", "four"][len(commands)] + " subcommands", intro)
+
+
+class PrintedExample(unittest.TestCase):
+    def test_what_is_printed_matches_a_real_run(self):
+        block = section(read("running.md"), "### What is printed").split("```")[1].strip("\n").splitlines()
+        command = next(line for line in block if line.startswith("# dlscale run "))[len("# dlscale run "):]
+        tmp = tempfile.mkdtemp(prefix="dlscale_docs_")
+        try:
+            proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", *command.split(), "--out", "x.h5"],
+                                  capture_output=True, text=True, cwd=tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+
+        def shape(lines):
+            return [re.sub(r"\d+\.\d+", "N", line) for line in lines]
+
+        self.assertEqual(shape(proc.stdout.splitlines()), shape(block))
+
+
+class SchemaMd(unittest.TestCase):
+    """A 2-rank run with --phases and --bucket-mb writes nearly everything there is to write."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="dlscale_docs_")
+        cls.out = os.path.join(cls.tmp, "all.h5")
+        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "onednn",
+                               "--batch", "4", "--warmup", "1", "--iterations", "2", "--phases",
+                               "--bucket-mb", "0.01", "--out", cls.out], capture_output=True, text=True, cwd=cls.tmp)
+        assert proc.returncode == 0, proc.stderr
+        cls.schema = read("schema.md")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def assert_documented(self, written, heading, what):
+        documented = first_column_names(section(self.schema, heading))
+        # Rows such as "attrs `alpha_s`" or "`a`, `b`" name several; keep bare names.
+        documented = {re.sub(r"^attrs ", "", d) for d in documented}
+        self.assertEqual(set(written) - documented, set(), f"{what} missing from docs/schema.md ({heading})")
+
+    def test_root_attributes(self):
+        with h5py.File(self.out, "r") as f:
+            self.assert_documented(f.attrs.keys(), "### `/` (root attributes)", "root attributes")
+
+    def test_rank_table_fields(self):
+        with h5py.File(self.out, "r") as f:
+            fields = f["system/ranks"].dtype.names
+        self.assert_documented(fields, "### `/system/ranks` (table, one row per rank)", "/system/ranks fields")
+
+    def test_software_entries(self):
+        with h5py.File(self.out, "r") as f:
+            keys = list(f["system/software"].attrs.keys())
+        self.assert_documented(keys, "### `/system/software` (string attributes)", "/system/software entries")
+
+    def test_case_attributes_datasets_and_summary(self):
+        heading = "### `/cases/NNNN` (one group per case)"
+        with h5py.File(self.out, "r") as f:
+            case = f["cases/0000"]
+            self.assert_documented(case.attrs.keys(), heading, "case attributes")
+            self.assert_documented([k for k in case.keys() if k not in ("projection",)], heading, "case datasets")
+            summary_text = section(self.schema, heading)
+            listed = set(re.findall(r"`([a-z0-9_]+)`", summary_text.split("`summary` attributes")[1].split("\n\n")[0]))
+            missing = set(case["summary"].attrs.keys()) - listed
+            self.assertEqual(missing, set(), "summary attributes missing from docs/schema.md's list")
+            self.assertIn("projection", case)
+            projection_rows = first_column_names(summary_text.split("a `projection` group")[1])
+            projection_rows = {re.sub(r"^attrs ", "", d) for d in projection_rows}
+            names = set(case["projection"].attrs.keys()) | set(case["projection"].keys())
+            self.assertEqual(names - projection_rows, set(), "projection entries missing from docs/schema.md")
+
+    def test_allreduce_group(self):
+        with h5py.File(self.out, "r") as f:
+            group = f["allreduce"][sorted(f["allreduce"])[0]]
+            names = set(group.attrs.keys()) | set(group.keys())
+        self.assert_documented(names, "### `/allreduce/NNNN` (all-reduce microbenchmarks)", "all-reduce entries")
+
+
+if __name__ == "__main__":
+    unittest.main()
