@@ -118,8 +118,8 @@ std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, con
           if (s.ok) s = d.supports_denormals(c.device, c.denormals);
           if (!s.ok) throw std::runtime_error(s.reason);
           rate = measure_rate(d, {c.device, 0, threads, 1, c.precision, c.denormals});
-          notes->push_back(fmt::format("{}: {:.1f} GFLOP/s measured ({} at batch {})", what, rate / 1e9,
-                                       kProbeWorkload, kProbeBatch));
+          notes->push_back(fmt::format("{}: {:.1f} GFLOP/s measured ({} at batch {})", what, rate / 1e9, kProbeWorkload,
+                                       kProbeBatch));
         } catch (const std::exception& e) {
           rate = 0;
           notes->push_back(fmt::format("{}: no rate ({})", what, e.what()));

@@ -26,8 +26,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   using dlscale::RunArgs;
   CLI::App app{"dlscale: deep-learning training benchmarks on MPI ranks"};
   app.require_subcommand(0, 1);
-  app.set_version_flag("--version", fmt::format("dlscale {} (commit {})", dlscale::dlscale_version(),
-                                                dlscale::git_commit()));
+  app.set_version_flag("--version",
+                       fmt::format("dlscale {} (commit {})", dlscale::dlscale_version(), dlscale::git_commit()));
 
   RunArgs args;
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
@@ -52,7 +52,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_cfg = run->add_option("--config", config, "TOML run matrix");
   auto* o_suite = run->add_option("--suite", suite, "built-in run matrix (see `dlscale list`)");
   o_cfg->excludes(o_suite);
-  run->add_option("--format", format, "finished cases on stdout: text (one summary line) or json (one object per line)");
+  run->add_option("--format", format,
+                  "finished cases on stdout: text (one summary line) or json (one object per line)");
   run->add_flag("--dry-run", args.dry_run,
                 "print the cases and an estimate of their duration, then exit without running or writing anything");
   auto* o_gflops = run->add_option("--assume-gflops", args.assume_gflops,

@@ -134,45 +134,38 @@ Attrs software_attributes(const Registry& drivers) {
   return a;
 }
 
+bool recorded_environment_name(const std::string& name) {
+  // Variables that shape performance or say where and how the job ran: whole families by prefix
+  // (each ends in '_'), single variables by exact name.
+  static const char* const kPrefixes[] = {
+      "OMP_",       "KMP_",        "GOMP_",           "OPENBLAS_",   "DNNL_",       "ONEDNN_",         "NCCL_",
+      "SLURM_JOB_", "SLURM_CPUS_", "SLURM_CPU_BIND_", "SLURM_GPUS_", "SLURM_STEP_", "OMPI_COMM_WORLD_"};
+  static const char* const kExact[] = {
+      "MKL_NUM_THREADS",      "CUDA_VISIBLE_DEVICES", "SLURM_NODELIST",     "SLURM_NTASKS",  "SLURM_NNODES",
+      "SLURM_TASKS_PER_NODE", "SLURM_CPU_BIND",       "SLURM_GPUS",         "SLURM_LOCALID", "SLURM_PROCID",
+      "SLURM_MPI_TYPE",       "SLURM_DISTRIBUTION",   "SLURM_CLUSTER_NAME", "SLURM_GPU_BIND"};
+  // Never a name that may hold a secret, whatever family it belongs to (NCCL_IB_PASSWORD...).
+  static const char* const kSecret[] = {"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"};
+  for (const char* word : kSecret) {
+    if (name.find(word) != std::string::npos) return false;
+  }
+  for (const char* exact : kExact) {
+    if (name == exact) return true;
+  }
+  for (const char* prefix : kPrefixes) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 Attrs environment_attributes() {
-  // Variables that shape performance or say where and how the job ran; never secrets.
-  static const char* const kPrefixes[] = {"OMP_",
-                                          "KMP_",
-                                          "GOMP_",
-                                          "OPENBLAS_",
-                                          "MKL_NUM_THREADS",
-                                          "DNNL_",
-                                          "ONEDNN_",
-                                          "NCCL_",
-                                          "CUDA_VISIBLE_DEVICES",
-                                          "SLURM_JOB_",
-                                          "SLURM_NODELIST",
-                                          "SLURM_NTASKS",
-                                          "SLURM_NNODES",
-                                          "SLURM_TASKS_PER_NODE",
-                                          "SLURM_CPU_BIND",
-                                          "SLURM_CPUS_",
-                                          "SLURM_GPUS",
-                                          "SLURM_STEP_",
-                                          "SLURM_LOCALID",
-                                          "SLURM_PROCID",
-                                          "SLURM_MPI_TYPE",
-                                          "SLURM_DISTRIBUTION",
-                                          "SLURM_CLUSTER_NAME",
-                                          "SLURM_GPU_BIND",
-                                          "OMPI_COMM_WORLD_"};
   Attrs a;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     const size_t eq = entry.find('=');
     if (eq == std::string::npos) continue;
     const std::string name = entry.substr(0, eq);
-    for (const char* prefix : kPrefixes) {
-      if (name.rfind(prefix, 0) == 0) {
-        a.emplace_back(name, entry.substr(eq + 1));
-        break;
-      }
-    }
+    if (recorded_environment_name(name)) a.emplace_back(name, entry.substr(eq + 1));
   }
   return a;
 }

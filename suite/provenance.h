@@ -28,6 +28,8 @@ LoadedMath detect_loaded_math();
 /// libraries.
 Attrs software_attributes(const Registry& drivers);
 
+/// Whether /system/environment records a variable of this name (docs/schema.md lists the rule).
+bool recorded_environment_name(const std::string& name);
 /// /system/environment: only the allow-listed variables that are set.
 Attrs environment_attributes();
 

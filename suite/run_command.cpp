@@ -74,8 +74,7 @@ int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSp
     std::vector<std::string> notes;
     const std::vector<CaseEstimate> est =
         estimate_cases(cases, drivers, mpi.default_threads(), args.assume_gflops, &notes);
-    fmt::print("dlscale: dry run: {} case(s) on {} rank(s) -> {} (not created)\n", cases.size(), mpi.size(),
-               out_path);
+    fmt::print("dlscale: dry run: {} case(s) on {} rank(s) -> {} (not created)\n", cases.size(), mpi.size(), out_path);
     double total = 0;
     bool unknown = false;
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -85,11 +84,12 @@ int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSp
       unknown |= est[i].seconds < 0;
     }
     for (const std::string& n : notes) fmt::print("dlscale: rate: {}\n", n);
-    fmt::print("dlscale: estimated {:.3g} s of training steps{} ({}); set-up, data loading and waiting for "
-               "other ranks come on top\n",
-               total, unknown ? " for the cases with an estimate" : "",
-               args.assume_gflops > 0 ? fmt::format("at {} GFLOP/s per rank, as given", args.assume_gflops)
-                                      : std::string("at the rates measured on rank 0"));
+    fmt::print(
+        "dlscale: estimated {:.3g} s of training steps{} ({}); set-up, data loading and waiting for "
+        "other ranks come on top\n",
+        total, unknown ? " for the cases with an estimate" : "",
+        args.assume_gflops > 0 ? fmt::format("at {} GFLOP/s per rank, as given", args.assume_gflops)
+                               : std::string("at the rates measured on rank 0"));
     std::fflush(stdout);
   }
   // The others wait asleep: a spinning barrier would take the cores the probe is timed on.
