@@ -136,23 +136,23 @@ double get_double_attr(hid_t obj, const std::string& name) {
   return value;
 }
 
+namespace {
+herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* names) {
+  static_cast<std::vector<std::string>*>(names)->emplace_back(name);
+  return 0;
+}
+}  // namespace
+
 std::vector<std::string> attr_names(hid_t obj) {
-  H5O_info_t info;
-  DLSCALE_CHECK_H5(H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS));
+  // H5Aiterate2 has the same signature in HDF5 1.10, 1.12 and 1.14 (H5Oget_info's changed).
+  // Creation order where tracked (dlscale's groups); name order otherwise.
   std::vector<std::string> names;
-  for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    // Creation order where tracked (dlscale's groups); name order otherwise.
-    H5_index_t index = H5_INDEX_CRT_ORDER;
-    ssize_t len = H5Aget_name_by_idx(obj, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (len < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      index = H5_INDEX_NAME;
-      len = DLSCALE_CHECK_H5(H5Aget_name_by_idx(obj, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
-    }
-    std::string name(static_cast<size_t>(len) + 1, '\0');
-    DLSCALE_CHECK_H5(H5Aget_name_by_idx(obj, ".", index, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT));
-    name.resize(static_cast<size_t>(len));
-    names.push_back(name);
+  hsize_t at = 0;
+  if (H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &at, collect_attr_name, &names) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    names.clear();
+    at = 0;
+    DLSCALE_CHECK_H5(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &at, collect_attr_name, &names));
   }
   return names;
 }
