@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -42,11 +43,10 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   for (size_t k = 0; k < axes.size(); ++k) {
     const dlscale::Axis& a = axes[k];
     CLI::Option* o = a.flag_only ? run->add_flag(a.flag, a.help) : run->add_option(a.flag, axis_items[k], a.help);
-    if (a.list && !a.split) o->delimiter(',');
     if (!a.list && !a.flag_only) o->expected(1);
     axis_options.push_back(o);
   }
-  run->add_option("--out", out, "results file (HDF5)");
+  auto* o_out = run->add_option("--out", out, "results file (HDF5)");
   run->add_flag("--overwrite", args.overwrite, "replace an existing results file");
   run->add_flag("--resume", args.resume, "add the cases an existing results file lacks");
   auto* o_cfg = run->add_option("--config", config, "TOML run matrix");
@@ -107,9 +107,15 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
       std::vector<std::string> items;
       if (a.flag_only) {
         items = {"true"};
-      } else if (a.split) {
+      } else if (a.list) {
+        // Split here, not by CLI11, which silently drops empty items ("8,,16").
+        const std::string flag(a.flag, std::find(a.flag, a.flag + std::strlen(a.flag), ','));
         for (const std::string& item : axis_items[k]) {
-          for (const std::string& part : a.split(item)) items.push_back(part);
+          const std::vector<std::string> parts = a.split ? a.split(item) : dlscale::split_at_commas(item);
+          for (const std::string& part : parts) {
+            if (part.empty()) throw dlscale::UsageError(fmt::format("{}: an empty item in '{}'", flag, item));
+            items.push_back(part);
+          }
         }
       } else {
         items = axis_items[k];
@@ -118,6 +124,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     }
     if (o_cfg->count()) args.config = config;
     if (o_suite->count()) args.suite = suite;
+    if (o_out->count() && out.empty()) throw dlscale::UsageError("--out: an empty path");
     if (!out.empty()) args.out = out;
     args.format = dlscale::parse_output_format(format);
     if (o_gflops->count() && !(args.assume_gflops > 0 && std::isfinite(args.assume_gflops))) {

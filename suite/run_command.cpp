@@ -43,6 +43,17 @@ bool report_usage_error(MPI_Comm comm, const std::string& message) {
 namespace {
 
 std::string read_text_file(const std::string& path) {
+  // A regular file of sensible size only: a FIFO or /dev/zero would never finish reading.
+  constexpr off_t kMaxConfigBytes = 1 << 20;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    throw UsageError(fmt::format("--config {}: cannot read it ({})", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) throw UsageError(fmt::format("--config {}: not a regular file", path));
+  if (st.st_size > kMaxConfigBytes) {
+    throw UsageError(fmt::format("--config {}: {} bytes, more than a run matrix needs (at most {})", path,
+                                 static_cast<int64_t>(st.st_size), static_cast<int64_t>(kMaxConfigBytes)));
+  }
   std::ifstream f(path);
   if (!f) throw UsageError(fmt::format("--config {}: cannot read it ({})", path, std::strerror(errno)));
   std::stringstream ss;

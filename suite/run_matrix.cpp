@@ -28,6 +28,8 @@ namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw UsageError(what); }
 
+constexpr int kMaxThreads = 4096;
+
 /// A whole decimal integer in [min, max]; `what` names the field in the message.
 int64_t parse_integer(const std::string& text, const char* what, int64_t min, int64_t max) {
   errno = 0;
@@ -88,15 +90,19 @@ int parse_threads(const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || v <= 0 || v > INT_MAX) {
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || v <= 0) {
     bad(fmt::format("--threads takes positive integers or auto, got '{}'", text));
   }
+  // More threads than any node has cores would only make the backends try to start them.
+  if (v > kMaxThreads) bad(fmt::format("--threads must be at most {}, got {}", kMaxThreads, v));
   return static_cast<int>(v);
 }
 
 int64_t parse_batch(const std::string& text) {
   const int64_t v = parse_integer(text, "batch", INT64_MIN, INT64_MAX);
   if (v <= 0) bad(fmt::format("batch must be positive, got {}", v));
+  // Per-rank sample counts, and their products with the ranks, stay far from 64-bit overflow.
+  if (v > INT_MAX) bad(fmt::format("batch must be at most {}, got {}", INT_MAX, v));
   return v;
 }
 
@@ -139,9 +145,15 @@ Axis list_axis(const char* name, const char* flag, std::string help, TomlKind ki
                std::vector<T> MatrixSpec::*values, T CaseSpec::*field, std::function<T(const std::string&)> parse,
                std::function<std::string(const T&)> print, InCommand in_command = always) {
   Axis a = described_axis(name, flag, std::move(help), kind, true, command_position, field, print, in_command);
-  a.set = [values, parse](MatrixSpec& m, const std::vector<std::string>& items) {
+  a.set = [name, values, parse](MatrixSpec& m, const std::vector<std::string>& items) {
     std::vector<T> parsed;
-    for (const std::string& item : items) parsed.push_back(parse(item));
+    for (const std::string& item : items) {
+      parsed.push_back(parse(item));
+      // The same value twice would run the same case twice under the same case key.
+      for (size_t i = 0; i + 1 < parsed.size(); ++i) {
+        if (parsed[i] == parsed.back()) bad(fmt::format("{}: '{}' is given twice", name, item));
+      }
+    }
     m.*values = parsed;
   };
   a.copy = [values](const MatrixSpec& from, MatrixSpec& to) { to.*values = from.*values; };
@@ -276,6 +288,17 @@ std::string CaseSpec::command() const {
     cmd += a->flag_only ? " " + flag : fmt::format(" {} {}", flag, a->print(*this));
   }
   return cmd;
+}
+
+std::vector<std::string> split_at_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t end = text.find(',', pos);
+    out.push_back(text.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) return out;
+    pos = end + 1;
+  }
 }
 
 std::vector<std::string> split_workload_list(const std::string& text) {
@@ -469,6 +492,16 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     }
     if (c.bucket_mb < 0) throw UsageError(fmt::format("--bucket-mb must be 0 or more, got {}", c.bucket_mb));
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));
+    {
+      // A rank's activations: far more than any memory holds is a typo, refused here rather than
+      // as an allocation failure (or an overflowed size) inside the case.
+      const auto values = static_cast<long double>(c.batch_per_rank()) *
+                          static_cast<long double>(activation_elements_per_sample(make_workload(c.workload)));
+      if (values > static_cast<long double>(int64_t{1} << 50)) {
+        throw UsageError(fmt::format("-w {} --batch {}: {:.3g} activation values per rank, more than 2^50", c.workload,
+                                     c.batch, static_cast<double>(values)));
+      }
+    }
     if (c.scaling == Scaling::kStrong && c.batch % c.ranks != 0) {
       throw UsageError(fmt::format("strong scaling: global batch {} does not divide by {} ranks", c.batch, c.ranks));
     }

@@ -112,6 +112,8 @@ struct MatrixOverrides {
 /// "fcn5:features=64,width=32,mnist_fnn" -> {"fcn5:features=64,width=32", "mnist_fnn"} (an
 /// item with '=' but no ':' continues the previous workload's overrides).
 std::vector<std::string> split_workload_list(const std::string& text);
+/// "a,,b" -> {"a", "", "b"}: every comma separates, so that an empty item can be refused.
+std::vector<std::string> split_at_commas(const std::string& text);
 
 /// Parses a TOML run matrix: top-level keys form one matrix, or the defaults of each
 /// [[matrix]] table when there are some. Throws UsageError "SOURCE:LINE: problem".

@@ -274,7 +274,9 @@ Overrides parse_overrides(const std::string& name, const std::string& text) {
       throw std::invalid_argument(
           fmt::format("workload '{}': override {} needs a positive integer, got '{}'", name, key, value));
     }
-    o[key] = v;
+    if (!o.emplace(key, v).second) {
+      throw std::invalid_argument(fmt::format("workload '{}': override {} is given twice", name, key));
+    }
     pos = end + 1;
   }
   return o;
@@ -305,6 +307,14 @@ Workload make_workload(const std::string& spec) {
     w.name = spec;
     w.source = b.entry.source;
     activation_shapes(w);  // a size override that makes a layer not fit is an error here
+    // Counts every later product builds on, checked once for overflow and for sizes no machine
+    // holds, so that a huge override is one clear error instead of a wrapped count.
+    const int64_t params = parameter_count(w), values = activation_elements_per_sample(w);
+    if (params > kMaxWorkloadCount || values > kMaxWorkloadCount) {
+      throw std::invalid_argument(fmt::format(
+          "workload '{}' has {} parameters and {} activation values per sample; at most {} of each are accepted",
+          spec, params, values, kMaxWorkloadCount));
+    }
     return w;
   }
   std::string known;

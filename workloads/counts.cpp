@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "workloads/workload.h"
 
@@ -11,7 +12,12 @@ namespace dlscale {
 
 int64_t shape_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) {
+      throw std::invalid_argument(fmt::format("a tensor of shape [{}] has more elements than 64-bit integers count",
+                                              fmt::join(shape, ", ")));
+    }
+  }
   return n;
 }
 
@@ -134,7 +140,21 @@ std::vector<ParamSpec> parameter_layout(const Workload& w) {
 
 int64_t parameter_count(const Workload& w) {
   int64_t n = 0;
-  for (const ParamSpec& p : parameter_layout(w)) n += p.count;
+  for (const ParamSpec& p : parameter_layout(w)) {
+    if (__builtin_add_overflow(n, p.count, &n)) {
+      throw std::invalid_argument(fmt::format("workload {}: its parameter count overflows 64-bit integers", w.name));
+    }
+  }
+  return n;
+}
+
+int64_t activation_elements_per_sample(const Workload& w) {
+  int64_t n = shape_elements(w.input_shape);
+  for (const std::vector<int64_t>& shape : activation_shapes(w)) {
+    if (__builtin_add_overflow(n, shape_elements(shape), &n)) {
+      throw std::invalid_argument(fmt::format("workload {}: its activation count overflows 64-bit integers", w.name));
+    }
+  }
   return n;
 }
 

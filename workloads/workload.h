@@ -114,8 +114,18 @@ int64_t shape_elements(const std::vector<int64_t>& shape);
 /// bound 1/sqrt(fan_in); LSTM uniform 1/sqrt(H); Embedding normal(0, 1).
 std::vector<ParamSpec> parameter_layout(const Workload& w);
 
-/// Total trainable parameters (biases included).
+/// Total trainable parameters (biases included); throws std::invalid_argument when the count
+/// overflows 64-bit integers (shape_elements too).
 int64_t parameter_count(const Workload& w);
+
+/// Values of one sample's input and of every layer's output: what a batch of it holds in
+/// activations (checked like parameter_count).
+int64_t activation_elements_per_sample(const Workload& w);
+
+/// The largest parameter or per-sample activation count a workload may have (2^40, 4 TiB of
+/// floats): anything beyond is a typo in an override, and products with batch sizes stay far
+/// from 64-bit overflow.
+constexpr int64_t kMaxWorkloadCount = int64_t{1} << 40;
 
 /// Where each layer's parameters sit in the canonical vector: elements [first, first + count)
 /// (count 0 for a layer without parameters). A layer's parameters are contiguous, so a driver
