@@ -16,22 +16,35 @@ the command's figures (PNG) and table (CSV) into DIR and names them on stderr,
 so stdout stays the table alone. `report` prints the path of index.html.
 
 Exit codes: 0 success, 1 `check` found inconsistencies, 2 unusable input
-(missing/foreign/malformed file, wrong schema, bad usage).
+(missing/foreign/malformed file, wrong schema, bad usage, a missing Python
+module), always with one line `dlscale-report: error: ...` on stderr.
+
+Only the standard library is imported before the command is known: --help works
+without h5py, and a missing module is named, not a traceback.
 """
 
 import argparse
+import importlib
 import os
 import sys
 
-from .check import check_file
-from .schema import ReportError
-from .summary import format_csv, format_table, summary_rows
-
 PROG = "dlscale-report"
+FORMATS = ("text", "csv")
+
+# Debian 12 package of each third-party module (scripts/setup-deps.sh installs them all).
+DEBIAN_PACKAGES = {"h5py": "python3-h5py", "numpy": "python3-numpy",
+                   "matplotlib": "python3-matplotlib", "scipy": "python3-scipy"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other error (subcommands inherit the class)."""
+
+    def error(self, message):
+        self.exit(2, f"{PROG}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog=PROG, description="Report on dlscale benchmark results files.")
+    p = _Parser(prog=PROG, description="Report on dlscale benchmark results files.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def files(s):
@@ -39,7 +52,7 @@ def _parser():
                        help="dlscale results file (.h5); several files form one study")
 
     def fmt(s):
-        s.add_argument("--format", choices=("text", "csv"), default="text",
+        s.add_argument("--format", choices=FORMATS, default="text",
                        help="aligned text table (default) or CSV at full precision")
 
     def out(s):
@@ -90,13 +103,36 @@ def _error(message):
     return 2
 
 
-def _plots():
-    try:
-        from . import plots
-    except ImportError as e:
-        raise ReportError(f"plots need matplotlib ({e}); install python3-matplotlib "
-                          "(scripts/setup-deps.sh) or leave out -o") from e
-    return plots
+def _needed_modules(args):
+    """Third-party modules the command imports: (module, what for) pairs."""
+    needed = [("h5py", None), ("numpy", None)]
+    if args.command == "report" or getattr(args, "out", None):
+        needed.append(("matplotlib", "for the figures of -o DIR and report"))
+    return needed
+
+
+def _missing_modules(needed):
+    """One line naming the modules that cannot be imported and how to get them, or None."""
+    missing, why = [], []
+    for name, purpose in needed:
+        try:
+            importlib.import_module(name)
+        except Exception as e:     # noqa: BLE001  (a broken install fails in many ways)
+            missing.append(name)
+            if not isinstance(e, ImportError) or getattr(e, "name", None) not in (None, name):
+                why.append(f"{name} is there but fails to import: {e}")
+            elif purpose:
+                why.append(f"{name} {purpose}")
+    if not missing:
+        return None
+    packages = " ".join(DEBIAN_PACKAGES.get(m, m) for m in missing)
+    debian = "/usr/bin/python3"
+    other = os.path.realpath(sys.executable) != os.path.realpath(debian)
+    return (f"missing Python module(s) {', '.join(missing)}"
+            + (f" ({'; '.join(why)})" if why else "")
+            + f" in {sys.executable}: install {packages} (Debian 12, as scripts/setup-deps.sh "
+            + "does)" + (f" and run with {debian}" if other else "")
+            + f", or pip install {' '.join(missing)} into this Python")
 
 
 def _emit(args, tables, figures=()):
@@ -117,6 +153,7 @@ def _emit(args, tables, figures=()):
 
 
 def _outdir(args):
+    from .schema import ReportError
     if getattr(args, "out", None):
         try:
             os.makedirs(args.out, exist_ok=True)
@@ -127,7 +164,10 @@ def _outdir(args):
 
 
 def _run(args):
+    from .check import check_file
+    from .schema import ReportError
     from .study import load_study
+    from .summary import format_csv, format_table, summary_rows
 
     if args.command == "summary":
         rows = summary_rows(args.files)
@@ -151,7 +191,6 @@ def _run(args):
         return 0
     if args.command == "report":
         from .report import write_report
-        _plots()
         study = load_study(args.files)
         baseline = load_study(args.compare_to) if args.compare_to else None
         print(write_report(study, _outdir(args), baseline=baseline, title=args.title))
@@ -159,7 +198,10 @@ def _run(args):
 
     study = load_study(args.files)
     outdir = _outdir(args)
-    plots = _plots() if outdir else None
+    if outdir:
+        from . import plots
+    else:
+        plots = None
     several = len(study.files) > 1
     figures = []
     if args.command == "scaling":
@@ -203,6 +245,10 @@ def _run(args):
 
 def main(argv=None):
     args = _parser().parse_args(argv)   # usage errors exit 2 via argparse
+    missing = _missing_modules(_needed_modules(args))
+    if missing:
+        return _error(missing)
+    from .schema import ReportError
     try:
         return _run(args)
     except ReportError as e:
