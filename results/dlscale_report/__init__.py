@@ -16,14 +16,16 @@ and the HTML report also need matplotlib):
 Modules, one role each: schema (HDF5 reading), stats (definitions), check,
 study (several files, grouping keys), tables (text/CSV/HTML), summary,
 scaling, sweeps, phases, ranks, allreduce, compare + mannwhitney, plots
-(matplotlib), report (the HTML page), cli.
+(matplotlib), report (the HTML page), cli; _version (version and commit).
 
 The names below are imported on first use (PEP 562), not when the package is: the command
-line (cli) must start without h5py and numpy, to print --help and to name
+line (cli, _version) must start without h5py and numpy, to print --version and to name
 the missing modules instead of failing with a traceback.
 """
 
 import importlib
+
+from ._version import __version__
 
 # name -> module of the package that defines it
 _EXPORTS = {
@@ -48,7 +50,7 @@ __all__ = [
     "load_results", "load_case", "load_study", "compute_stats", "case_stats", "recompute_case",
     "median", "percentile", "median_ci_order", "straggler_ratio", "step_times", "rank_medians",
     "phase_medians", "case_phase_medians", "compare_summary", "check_case", "check_file",
-    "build_series", "build_panels", "mann_whitney",
+    "build_series", "build_panels", "mann_whitney", "__version__",
 ]
 
 

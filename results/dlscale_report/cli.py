@@ -10,6 +10,7 @@
   dlscale-report allreduce FILE... [--format text|csv] [-o DIR]  all-reduce bandwidth
   dlscale-report compare A B [--format text|csv]             B/A per matched case, U test
   dlscale-report report FILE... -o DIR [--compare-to A]      everything as DIR/index.html
+  dlscale-report --version                                   version and source commit
 
 FILE... may come from several jobs: their cases form one study. -o DIR writes
 the command's figures (PNG) and table (CSV) into DIR and names them on stderr,
@@ -19,14 +20,16 @@ Exit codes: 0 success, 1 `check` found inconsistencies, 2 unusable input
 (missing/foreign/malformed file, wrong schema, bad usage, a missing Python
 module), always with one line `dlscale-report: error: ...` on stderr.
 
-Only the standard library is imported before the command is known: --help works
-without h5py, and a missing module is named, not a traceback.
+Only the standard library is imported before the command is known: --help and
+--version work without h5py, and a missing module is named, not a traceback.
 """
 
 import argparse
 import importlib
 import os
 import sys
+
+from ._version import version_line
 
 PROG = "dlscale-report"
 FORMATS = ("text", "csv")
@@ -43,8 +46,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """--version; the commit is looked up (git) only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the version and the source commit, then exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line(PROG))
+        parser.exit(0)
+
+
 def _parser():
     p = _Parser(prog=PROG, description="Report on dlscale benchmark results files.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def files(s):
@@ -244,7 +261,7 @@ def _run(args):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)   # usage errors exit 2 via argparse
+    args = _parser().parse_args(argv)   # usage errors exit 2 via argparse; --version exits 0
     missing = _missing_modules(_needed_modules(args))
     if missing:
         return _error(missing)

@@ -1,4 +1,4 @@
-"""dlscale-report's usage errors and missing modules.
+"""dlscale-report's --version, usage errors and missing modules.
 
 Run: /usr/bin/python3 -m unittest discover -s tests/python
 
@@ -7,6 +7,7 @@ Everything runs the script with this interpreter (sys.executable), since its
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,27 @@ import numpy as np
 
 from test_report import RESULTS_DIR, SCRIPT, make_case, write_results
 
+SOURCE = os.path.dirname(RESULTS_DIR)
+
 
 def run(*args, env=None, cwd=None):
     return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in args], capture_output=True,
                           text=True, env=env, cwd=cwd)
 
+
+
+def cmake_project_version():
+    with open(os.path.join(SOURCE, "CMakeLists.txt")) as f:
+        m = re.search(r"project\(\s*dlscale\s+VERSION\s+([0-9.]+)", f.read())
+    return m.group(1) if m else None
+
+
+def git_describe(path):
+    try:
+        return subprocess.run(["git", "-C", path, "describe", "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 class UsageErrorTest(unittest.TestCase):
@@ -37,6 +54,36 @@ class UsageErrorTest(unittest.TestCase):
                     self.assertEqual(proc.stdout, "")
                     self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
                     self.assertTrue(proc.stderr.startswith("dlscale-report: error: "), proc.stderr)
+
+
+class VersionTest(unittest.TestCase):
+    def test_version_line(self):
+        proc = run("--version", cwd=tempfile.gettempdir())
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+        m = re.fullmatch(r"dlscale-report (\S+) \(commit (\S+)\)\n", proc.stdout)
+        self.assertIsNotNone(m, proc.stdout)
+        from dlscale_report import _version
+        self.assertEqual(m.group(1), _version.__version__)
+        # Python side and CMake project: one version.
+        self.assertEqual(m.group(1), cmake_project_version())
+        # Run from the checkout: the checkout's commit (or "unknown" outside git).
+        self.assertEqual(m.group(2), git_describe(RESULTS_DIR) or "unknown")
+
+    def test_copy_outside_checkout_uses_build_info(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(os.path.join(RESULTS_DIR, "dlscale_report"),
+                            os.path.join(tmp, "dlscale_report"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            code = "from dlscale_report._version import commit; print(commit())"
+            env = dict(os.environ, PYTHONPATH=tmp)
+
+            def commit():
+                return subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp,
+                                      capture_output=True, text=True, check=True).stdout.strip()
+            self.assertEqual(commit(), "unknown")
+            with open(os.path.join(tmp, "dlscale_report", "_build_info.py"), "w") as f:
+                f.write("COMMIT = '0123456789ab-dirty'\n")
+            self.assertEqual(commit(), "0123456789ab-dirty")
 
 
 class MissingModuleTest(unittest.TestCase):
@@ -83,7 +130,10 @@ class MissingModuleTest(unittest.TestCase):
                               capture_output=True, text=True,
                               env=dict(env, PYTHONPATH=env["PYTHONPATH"] + os.pathsep + RESULTS_DIR))
         self.assertNames(proc, ["h5py"], ["python3-h5py"])
-        # --help needs neither.
+        # --version and --help need neither.
+        proc = run("--version", env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertTrue(proc.stdout.startswith("dlscale-report "))
         self.assertEqual(run("--help", env=env).returncode, 0)
 
     def test_without_h5py_and_numpy(self):
