@@ -1,14 +1,14 @@
 """Command line of dlscale-report.
 
-  dlscale-report summary FILE... [--format text|csv]         one row per case
+  dlscale-report summary FILE... [--format text|csv|json]    one row per case
   dlscale-report check FILE...                               recorded vs recomputed stats
-  dlscale-report scaling FILE... [--mode weak|strong] [--format text|csv] [-o DIR]
-  dlscale-report threads FILE... [--format text|csv] [-o DIR]    thread sweep
-  dlscale-report batch FILE... [--format text|csv] [-o DIR]      batch sweep
-  dlscale-report phases FILE... [--format text|csv] [-o DIR]     forward/backward/...
-  dlscale-report ranks FILE... [--format text|csv] [-o DIR]      per-rank times, stragglers
-  dlscale-report allreduce FILE... [--format text|csv] [-o DIR]  all-reduce bandwidth
-  dlscale-report compare A B [--format text|csv]             B/A per matched case, U test
+  dlscale-report scaling FILE... [--mode weak|strong] [--format text|csv|json] [-o DIR]
+  dlscale-report threads FILE... [--format text|csv|json] [-o DIR]    thread sweep
+  dlscale-report batch FILE... [--format text|csv|json] [-o DIR]      batch sweep
+  dlscale-report phases FILE... [--format text|csv|json] [-o DIR]     forward/backward/...
+  dlscale-report ranks FILE... [--format text|csv|json] [-o DIR]      per-rank times, stragglers
+  dlscale-report allreduce FILE... [--format text|csv|json] [-o DIR]  all-reduce bandwidth
+  dlscale-report compare A B [--format text|csv|json]        B/A per matched case, U test
   dlscale-report report FILE... -o DIR [--compare-to A]      everything as DIR/index.html
   dlscale-report --version                                   version and source commit
 
@@ -32,7 +32,7 @@ import sys
 from ._version import version_line
 
 PROG = "dlscale-report"
-FORMATS = ("text", "csv")
+FORMATS = ("text", "csv", "json")
 
 # Debian 12 package of each third-party module (scripts/setup-deps.sh installs them all).
 DEBIAN_PACKAGES = {"h5py": "python3-h5py", "numpy": "python3-numpy",
@@ -70,7 +70,8 @@ def _parser():
 
     def fmt(s):
         s.add_argument("--format", choices=FORMATS, default="text",
-                       help="aligned text table (default) or CSV at full precision")
+                       help="aligned text table (default), or CSV or JSON (an array of row "
+                            "objects) at full precision")
 
     def out(s):
         s.add_argument("-o", "--out", metavar="DIR",
@@ -158,6 +159,9 @@ def _emit(args, tables, figures=()):
         text = tables[0].csv()
         for t in tables[1:]:                   # same columns: one CSV, header once
             text += t.csv().split("\n", 1)[1]
+    elif args.format == "json":
+        from .tables import json_text
+        text = json_text([row for t in tables for row in t.json_rows()])
     else:
         text = "\n".join(t.text() for t in tables)
     sys.stdout.write(text)
@@ -184,11 +188,16 @@ def _run(args):
     from .check import check_file
     from .schema import ReportError
     from .study import load_study
-    from .summary import format_csv, format_table, summary_rows
+    from .summary import format_csv, format_json, format_table, summary_rows
 
     if args.command == "summary":
         rows = summary_rows(args.files)
-        text = format_csv(rows) if args.format == "csv" else format_table(rows, len(args.files) > 1)
+        if args.format == "csv":
+            text = format_csv(rows)
+        elif args.format == "json":
+            text = format_json(rows)
+        else:
+            text = format_table(rows, len(args.files) > 1)
         sys.stdout.write(text)
         return 0
     if args.command == "check":

@@ -1,11 +1,17 @@
-"""dlscale-report's --version, usage errors and missing modules.
+"""dlscale-report's machine-readable output, --version, usage errors and missing modules.
 
 Run: /usr/bin/python3 -m unittest discover -s tests/python
 
-Everything runs the script with this interpreter (sys.executable), since its
-`#!/usr/bin/env python3` may find a Python without h5py.
+--format json must hold exactly the CSV's rows (same keys in the same order, the same
+numbers to the last bit, null where the CSV has an empty field) for every table command;
+the summary's JSON must equal the values recorded in the file. Everything runs the script
+with this interpreter (sys.executable), since its `#!/usr/bin/env python3` may find a Python
+without h5py.
 """
 
+import csv
+import io
+import json
 import os
 import re
 import shutil
@@ -14,17 +20,25 @@ import sys
 import tempfile
 import unittest
 
+import h5py
 import numpy as np
 
 from test_report import RESULTS_DIR, SCRIPT, make_case, write_results
 
 SOURCE = os.path.dirname(RESULTS_DIR)
+TABLE_COMMANDS = ("summary", "scaling", "threads", "batch", "phases", "ranks", "allreduce", "compare")
 
 
 def run(*args, env=None, cwd=None):
     return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in args], capture_output=True,
                           text=True, env=env, cwd=cwd)
 
+
+def strict_json(text):
+    """json.loads that refuses NaN and Infinity (not JSON, though Python writes them)."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
 
 
 def cmake_project_version():
@@ -41,19 +55,164 @@ def git_describe(path):
         return None
 
 
-class UsageErrorTest(unittest.TestCase):
-    def test_usage_errors_are_one_line(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "run.h5")
-            write_results(path, [make_case(np.full((1, 5), 0.01))])
-            for args in ([], ["bogus"], ["summary"], ["scaling", "--mode", "sideways", path],
-                         ["summary", "--format", "yaml", path]):
-                with self.subTest(args=args):
-                    proc = run(*args)
-                    self.assertEqual(proc.returncode, 2)
-                    self.assertEqual(proc.stdout, "")
-                    self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
-                    self.assertTrue(proc.stderr.startswith("dlscale-report: error: "), proc.stderr)
+def times(rng, ranks, n, base):
+    return base * (1 + 0.1 * rng.random((ranks, n)))
+
+
+class Study:
+    """Files for every table command: a weak study over three files (with a failed case),
+    a strong pair, thread and batch sweeps, phases, an all-reduce benchmark, a B run."""
+
+    def __init__(self, directory):
+        rng = np.random.default_rng(21)
+        self.weak = []
+        for p in (1, 2, 4):
+            cases = [make_case(times(rng, p, 9, 0.01 * (1 + 0.2 * np.log2(p))), threads=th)
+                     for th in (1, 2)]
+            if p == 4:
+                cases[1] = make_case(status="oom", message="out of memory", ranks=4,
+                                     iterations=9, threads=2)
+            path = os.path.join(directory, f"weak{p}.h5")
+            write_results(path, cases)
+            self.weak.append(path)
+        ph = times(rng, 2, 7, 0.003)[:, :, None] * np.array([0.4, 0.3, 0.2, 0.1])
+        sizes = np.array([1024, 65536], dtype=np.int64)
+        allreduce = dict(attrs={"backend": "mpi", "ranks": np.int64(2), "dtype": "float32",
+                                "iterations": np.int64(4), "warmup": np.int64(1), "case": "",
+                                "alpha_s": 2e-6, "beta_s_per_byte": 1e-9},
+                         bytes=sizes, time_s=1e-5 + 1e-9 * sizes[None, :, None] * (1 + rng.random((2, 2, 4))),
+                         algbw_gbps=np.array([0.1, 0.9]), busbw_gbps=np.array([0.1, 0.9]),
+                         errors=np.zeros(2, dtype=np.int64))
+        cases = [make_case(times(rng, p, 8, 0.04 / p), scaling="strong", global_batch=64,
+                           batch_per_rank=64 // p) for p in (1, 2)]
+        cases += [make_case(times(rng, 1, 5, 0.02 / th), driver=d, threads=th, workload="cnn")
+                  for d in ("libtorch", "reference") for th in (1, 2, 4)]
+        cases += [make_case(times(rng, 1, 5, 0.001 * b), batch_per_rank=b, workload="rnn", threads=1)
+                  for b in (8, 16)]
+        cases.append(make_case(ph.sum(axis=2), phases=True, phase_time_s=ph, workload="phased"))
+        self.other = os.path.join(directory, "other.h5")
+        write_results(self.other, cases, allreduce=[allreduce])
+        self.b = os.path.join(directory, "b.h5")
+        write_results(self.b, [make_case(times(rng, 1, 9, 0.012), threads=1)])
+        self.all = self.weak + [self.other]
+
+    def args(self, command):
+        return [self.weak[0], self.b] if command == "compare" else self.all
+
+
+class JsonFormatTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="dlscale_formats_")
+        cls.study = Study(cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def outputs(self, command, *extra):
+        out = {}
+        for fmt in ("csv", "json"):
+            proc = run(command, "--format", fmt, *extra, *self.study.args(command))
+            self.assertEqual(proc.returncode, 0, f"{command} --format {fmt}: {proc.stderr}")
+            self.assertEqual(proc.stderr, "", command)
+            out[fmt] = proc.stdout
+        return out["csv"], out["json"]
+
+    def assertJsonMatchesCsv(self, command, csv_text, json_text):
+        reader = csv.reader(io.StringIO(csv_text))
+        header = next(reader)
+        csv_rows = list(reader)
+        rows = strict_json(json_text)
+        self.assertIsInstance(rows, list, command)
+        self.assertEqual(len(rows), len(csv_rows), command)
+        self.assertGreater(len(rows), 0, command)
+        for row, fields in zip(rows, csv_rows):
+            self.assertEqual(list(row), header, command)          # the CSV's columns, in order
+            for key, value, field in zip(header, row.values(), fields):
+                where = f"{command} {key}"
+                if value is None:
+                    self.assertIn(field, ("", "nan", "inf", "-inf"), where)
+                elif isinstance(value, bool):
+                    self.assertEqual(str(value), field, where)
+                elif isinstance(value, float):
+                    # CSV writes repr(float): equal text means the same double.
+                    self.assertEqual(repr(value), field, where)
+                    self.assertEqual(value, float(field), where)
+                elif isinstance(value, int):
+                    self.assertEqual(str(value), field, where)
+                else:
+                    self.assertIsInstance(value, str, where)
+                    self.assertEqual(value, field, where)
+        return rows
+
+    def test_every_table_command(self):
+        for command in TABLE_COMMANDS:
+            with self.subTest(command=command):
+                self.assertJsonMatchesCsv(command, *self.outputs(command))
+
+    def test_summary_equals_recorded_values(self):
+        rows = self.assertJsonMatchesCsv("summary", *self.outputs("summary"))
+        expected = []
+        for path in self.study.all:
+            with h5py.File(path, "r") as f:
+                for name, g in f["cases"].items():
+                    s = g["summary"].attrs if "summary" in g else None
+                    expected.append((path, name, g.attrs["status"], s and {
+                        "step_median_ms": float(s["step_median_s"]) * 1e3,
+                        "ci95_low_ms": float(s["ci95_low_s"]) * 1e3,
+                        "ci95_high_ms": float(s["ci95_high_s"]) * 1e3,
+                        "samples_per_s": float(s["samples_per_s"]),
+                        "achieved_gflops": float(s["achieved_flops"]) * 1e-9}))
+        self.assertEqual(len(rows), len(expected))
+        for row, (path, name, status, values) in zip(rows, expected):
+            self.assertEqual((row["file"], row["case"], row["status"]), (path, name, status))
+            self.assertIsInstance(row["ranks"], int)
+            if values is None:                    # not ok: no numbers, null rather than ""
+                self.assertEqual(row["status"], "oom")
+                self.assertIsNone(row["step_median_ms"])
+                self.assertIsNone(row["samples_per_s"])
+                continue
+            for key, v in values.items():
+                self.assertEqual(row[key], v, key)  # exact: JSON keeps every digit
+            self.assertIsNone(row["exposed_allreduce_ms"])   # not recorded in these files
+
+    def test_scaling_both_modes_one_array(self):
+        csv_text, json_text = self.outputs("scaling")
+        rows = self.assertJsonMatchesCsv("scaling", csv_text, json_text)
+        self.assertEqual({r["scaling"] for r in rows}, {"weak", "strong"})
+        weak = [r for r in rows if r["scaling"] == "weak" and r["workload"] == "mlp"]
+        self.assertEqual(len(weak), 6)
+        failed = [r for r in weak if r["status"] != "ok"]
+        self.assertEqual([(r["ranks"], r["speedup"], r["efficiency"]) for r in failed], [(4, None, None)])
+        base = [r for r in weak if r["ranks"] == 1]
+        self.assertEqual([(r["speedup"], r["efficiency"]) for r in base], [(1.0, 1.0)] * 2)
+
+    def test_json_with_out_dir_keeps_csv_file(self):
+        out = os.path.join(self.dir, "out")
+        proc = run("phases", "--format", "json", "-o", out, self.study.other)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(len(strict_json(proc.stdout)), 1)
+        self.assertTrue(os.path.isfile(os.path.join(out, "phases.csv")))
+
+    def test_unknown_format_is_a_one_line_usage_error(self):
+        for command in TABLE_COMMANDS:
+            with self.subTest(command=command):
+                proc = run(command, "--format", "yaml", *self.study.args(command))
+                self.assertEqual(proc.returncode, 2)
+                self.assertEqual(proc.stdout, "")
+                lines = proc.stderr.splitlines()
+                self.assertEqual(len(lines), 1, proc.stderr)
+                self.assertTrue(lines[0].startswith("dlscale-report: error: argument --format: "
+                                                    "invalid choice: 'yaml'"), lines[0])
+
+    def test_other_usage_errors_are_one_line(self):
+        for args in ([], ["bogus"], ["summary"], ["scaling", "--mode", "sideways", self.study.b]):
+            with self.subTest(args=args):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2)
+                self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("dlscale-report: error: "), proc.stderr)
 
 
 class VersionTest(unittest.TestCase):
@@ -122,7 +281,7 @@ class MissingModuleTest(unittest.TestCase):
 
     def test_without_h5py(self):
         env = self.hide("h5py")
-        for command in (["summary"], ["check"], ["scaling", "--format", "csv"]):
+        for command in (["summary"], ["check"], ["scaling", "--format", "json"]):
             with self.subTest(command=command):
                 self.assertNames(run(*command, self.file, env=env), ["h5py"], ["python3-h5py"])
         # The module form too.
