@@ -16,6 +16,9 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev libgtest-dev libbenchmark-dev
   # results/ (use /usr/bin/python3, which sees these)
   python3 python3-h5py python3-numpy
+  # pip install ./results into a venv with --system-site-packages, offline (docs/install.md,
+  # tests/packaging): venv brings pip; setuptools and wheel build the package
+  python3-venv python3-setuptools python3-wheel
   # results/dlscale-report: plots and the Mann-Whitney test; chromium renders the HTML
   # report headless in its end-to-end test (skipped without it)
   python3-matplotlib python3-scipy chromium

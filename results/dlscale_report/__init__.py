@@ -16,19 +16,33 @@ and the HTML report also need matplotlib):
 Modules, one role each: schema (HDF5 reading), stats (definitions), check,
 study (several files, grouping keys), tables (text/CSV/HTML), summary,
 scaling, sweeps, phases, ranks, allreduce, compare + mannwhitney, plots
-(matplotlib), report (the HTML page), cli.
+(matplotlib), report (the HTML page), cli; _version (version and commit).
+
+The names below are imported on first use (PEP 562), not when the package is: the command
+line (cli, _version) must start without h5py and numpy, to print --version and to name
+the missing modules instead of failing with a traceback.
 """
 
-from .check import check_case, check_file, compare_summary
-from .mannwhitney import MWU, mann_whitney
-from .scaling import build_series
-from .schema import (SCHEMA, AllReduce, Case, Projection, ReportError, ResultsFile, load_case,
-                     load_results)
-from .stats import (PHASE_SUMMARY_KEYS, PHASES, SUMMARY_KEYS, case_phase_medians, case_stats,
-                    compute_stats, median, median_ci_order, percentile, phase_medians,
-                    rank_medians, recompute_case, step_times, straggler_ratio)
-from .study import Study, load_study
-from .sweeps import build_panels
+import importlib
+
+from ._version import __version__
+
+# name -> module of the package that defines it
+_EXPORTS = {
+    "check_case": "check", "check_file": "check", "compare_summary": "check",
+    "MWU": "mannwhitney", "mann_whitney": "mannwhitney",
+    "build_series": "scaling",
+    "SCHEMA": "schema", "AllReduce": "schema", "Case": "schema", "Projection": "schema",
+    "ReportError": "schema", "ResultsFile": "schema", "load_case": "schema",
+    "load_results": "schema",
+    "PHASE_SUMMARY_KEYS": "stats", "PHASES": "stats", "SUMMARY_KEYS": "stats",
+    "case_phase_medians": "stats", "case_stats": "stats", "compute_stats": "stats",
+    "median": "stats", "median_ci_order": "stats", "percentile": "stats",
+    "phase_medians": "stats", "rank_medians": "stats", "recompute_case": "stats",
+    "step_times": "stats", "straggler_ratio": "stats",
+    "Study": "study", "load_study": "study",
+    "build_panels": "sweeps",
+}
 
 __all__ = [
     "SCHEMA", "SUMMARY_KEYS", "PHASES", "PHASE_SUMMARY_KEYS", "Case", "Projection", "AllReduce",
@@ -36,5 +50,18 @@ __all__ = [
     "load_results", "load_case", "load_study", "compute_stats", "case_stats", "recompute_case",
     "median", "percentile", "median_ci_order", "straggler_ratio", "step_times", "rank_medians",
     "phase_medians", "case_phase_medians", "compare_summary", "check_case", "check_file",
-    "build_series", "build_panels", "mann_whitney",
+    "build_series", "build_panels", "mann_whitney", "__version__",
 ]
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value            # later lookups do not come here again
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,37 +1,67 @@
 """Command line of dlscale-report.
 
-  dlscale-report summary FILE... [--format text|csv]         one row per case
+  dlscale-report summary FILE... [--format text|csv|json]    one row per case
   dlscale-report check FILE...                               recorded vs recomputed stats
-  dlscale-report scaling FILE... [--mode weak|strong] [--format text|csv] [-o DIR]
-  dlscale-report threads FILE... [--format text|csv] [-o DIR]    thread sweep
-  dlscale-report batch FILE... [--format text|csv] [-o DIR]      batch sweep
-  dlscale-report phases FILE... [--format text|csv] [-o DIR]     forward/backward/...
-  dlscale-report ranks FILE... [--format text|csv] [-o DIR]      per-rank times, stragglers
-  dlscale-report allreduce FILE... [--format text|csv] [-o DIR]  all-reduce bandwidth
-  dlscale-report compare A B [--format text|csv]             B/A per matched case, U test
+  dlscale-report scaling FILE... [--mode weak|strong] [--format text|csv|json] [-o DIR]
+  dlscale-report threads FILE... [--format text|csv|json] [-o DIR]    thread sweep
+  dlscale-report batch FILE... [--format text|csv|json] [-o DIR]      batch sweep
+  dlscale-report phases FILE... [--format text|csv|json] [-o DIR]     forward/backward/...
+  dlscale-report ranks FILE... [--format text|csv|json] [-o DIR]      per-rank times, stragglers
+  dlscale-report allreduce FILE... [--format text|csv|json] [-o DIR]  all-reduce bandwidth
+  dlscale-report compare A B [--format text|csv|json]        B/A per matched case, U test
   dlscale-report report FILE... -o DIR [--compare-to A]      everything as DIR/index.html
+  dlscale-report --version                                   version and source commit
 
 FILE... may come from several jobs: their cases form one study. -o DIR writes
 the command's figures (PNG) and table (CSV) into DIR and names them on stderr,
 so stdout stays the table alone. `report` prints the path of index.html.
 
 Exit codes: 0 success, 1 `check` found inconsistencies, 2 unusable input
-(missing/foreign/malformed file, wrong schema, bad usage).
+(missing/foreign/malformed file, wrong schema, bad usage, a missing Python
+module), always with one line `dlscale-report: error: ...` on stderr.
+
+Only the standard library is imported before the command is known: --help and
+--version work without h5py, and a missing module is named, not a traceback.
 """
 
 import argparse
+import importlib
 import os
 import sys
 
-from .check import check_file
-from .schema import ReportError
-from .summary import format_csv, format_table, summary_rows
+from ._version import version_line
 
 PROG = "dlscale-report"
+FORMATS = ("text", "csv", "json")
+
+# Debian 12 package of each third-party module (scripts/setup-deps.sh installs them all).
+DEBIAN_PACKAGES = {"h5py": "python3-h5py", "numpy": "python3-numpy",
+                   "matplotlib": "python3-matplotlib", "scipy": "python3-scipy"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other error (subcommands inherit the class)."""
+
+    def error(self, message):
+        self.exit(2, f"{PROG}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """--version; the commit is looked up (git) only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the version and the source commit, then exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line(PROG))
+        parser.exit(0)
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog=PROG, description="Report on dlscale benchmark results files.")
+    p = _Parser(prog=PROG, description="Report on dlscale benchmark results files.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def files(s):
@@ -39,8 +69,9 @@ def _parser():
                        help="dlscale results file (.h5); several files form one study")
 
     def fmt(s):
-        s.add_argument("--format", choices=("text", "csv"), default="text",
-                       help="aligned text table (default) or CSV at full precision")
+        s.add_argument("--format", choices=FORMATS, default="text",
+                       help="aligned text table (default), or CSV or JSON (an array of row "
+                            "objects) at full precision")
 
     def out(s):
         s.add_argument("-o", "--out", metavar="DIR",
@@ -90,13 +121,36 @@ def _error(message):
     return 2
 
 
-def _plots():
-    try:
-        from . import plots
-    except ImportError as e:
-        raise ReportError(f"plots need matplotlib ({e}); install python3-matplotlib "
-                          "(scripts/setup-deps.sh) or leave out -o") from e
-    return plots
+def _needed_modules(args):
+    """Third-party modules the command imports: (module, what for) pairs."""
+    needed = [("h5py", None), ("numpy", None)]
+    if args.command == "report" or getattr(args, "out", None):
+        needed.append(("matplotlib", "for the figures of -o DIR and report"))
+    return needed
+
+
+def _missing_modules(needed):
+    """One line naming the modules that cannot be imported and how to get them, or None."""
+    missing, why = [], []
+    for name, purpose in needed:
+        try:
+            importlib.import_module(name)
+        except Exception as e:     # noqa: BLE001  (a broken install fails in many ways)
+            missing.append(name)
+            if not isinstance(e, ImportError) or getattr(e, "name", None) not in (None, name):
+                why.append(f"{name} is there but fails to import: {e}")
+            elif purpose:
+                why.append(f"{name} {purpose}")
+    if not missing:
+        return None
+    packages = " ".join(DEBIAN_PACKAGES.get(m, m) for m in missing)
+    debian = "/usr/bin/python3"
+    other = os.path.realpath(sys.executable) != os.path.realpath(debian)
+    return (f"missing Python module(s) {', '.join(missing)}"
+            + (f" ({'; '.join(why)})" if why else "")
+            + f" in {sys.executable}: install {packages} (Debian 12, as scripts/setup-deps.sh "
+            + "does)" + (f" and run with {debian}" if other else "")
+            + f", or pip install {' '.join(missing)} into this Python")
 
 
 def _emit(args, tables, figures=()):
@@ -105,6 +159,9 @@ def _emit(args, tables, figures=()):
         text = tables[0].csv()
         for t in tables[1:]:                   # same columns: one CSV, header once
             text += t.csv().split("\n", 1)[1]
+    elif args.format == "json":
+        from .tables import json_text
+        text = json_text([row for t in tables for row in t.json_rows()])
     else:
         text = "\n".join(t.text() for t in tables)
     sys.stdout.write(text)
@@ -117,6 +174,7 @@ def _emit(args, tables, figures=()):
 
 
 def _outdir(args):
+    from .schema import ReportError
     if getattr(args, "out", None):
         try:
             os.makedirs(args.out, exist_ok=True)
@@ -127,11 +185,19 @@ def _outdir(args):
 
 
 def _run(args):
+    from .check import check_file
+    from .schema import ReportError
     from .study import load_study
+    from .summary import format_csv, format_json, format_table, summary_rows
 
     if args.command == "summary":
         rows = summary_rows(args.files)
-        text = format_csv(rows) if args.format == "csv" else format_table(rows, len(args.files) > 1)
+        if args.format == "csv":
+            text = format_csv(rows)
+        elif args.format == "json":
+            text = format_json(rows)
+        else:
+            text = format_table(rows, len(args.files) > 1)
         sys.stdout.write(text)
         return 0
     if args.command == "check":
@@ -151,7 +217,6 @@ def _run(args):
         return 0
     if args.command == "report":
         from .report import write_report
-        _plots()
         study = load_study(args.files)
         baseline = load_study(args.compare_to) if args.compare_to else None
         print(write_report(study, _outdir(args), baseline=baseline, title=args.title))
@@ -159,7 +224,10 @@ def _run(args):
 
     study = load_study(args.files)
     outdir = _outdir(args)
-    plots = _plots() if outdir else None
+    if outdir:
+        from . import plots
+    else:
+        plots = None
     several = len(study.files) > 1
     figures = []
     if args.command == "scaling":
@@ -202,7 +270,11 @@ def _run(args):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)   # usage errors exit 2 via argparse
+    args = _parser().parse_args(argv)   # usage errors exit 2 via argparse; --version exits 0
+    missing = _missing_modules(_needed_modules(args))
+    if missing:
+        return _error(missing)
+    from .schema import ReportError
     try:
         return _run(args)
     except ReportError as e:

@@ -1,7 +1,7 @@
 """One table row per case, across one or more results files.
 
 Rows are plain dicts in SI-like report units (ms, samples/s, GFLOP/s) so the
-same rows serve the aligned text table and CSV output.
+same rows serve the aligned text table and the CSV and JSON output.
 """
 
 import csv
@@ -132,6 +132,12 @@ def format_csv(rows):
         writer.writerow(["" if r.get(k) is None else (repr(r[k]) if isinstance(r[k], float) else r[k])
                          for k in CSV_COLUMNS])
     return out.getvalue()
+
+
+def format_json(rows):
+    """The CSV's rows as a JSON array of objects: exact numbers, null where a value is missing."""
+    from .tables import json_text, json_value
+    return json_text([{k: json_value(r.get(k)) for k in CSV_COLUMNS} for r in rows])
 
 
 def summary_table(rows, show_file=None):

@@ -1,16 +1,20 @@
-"""One table, three renderings: aligned text, CSV, HTML.
+"""One table, four renderings: aligned text, CSV, JSON, HTML.
 
 Every analysis command builds a Table. Text and HTML show rounded, combined
 cells ("12.34 [12.10, 12.90]") and footer notes that state the method; CSV
 has one machine-readable column per number at full precision (repr of the
 float, so a reader gets back exactly the value that was computed) and no
-notes, so that csv.DictReader reads it as is.
+notes, so that csv.DictReader reads it as is. JSON has the CSV's rows as an
+array of objects (keys in CSV column order): numbers as JSON numbers, again
+exact, and null where CSV has an empty field or nan.
 """
 
 import csv
 import html
 import io
+import json
 import math
+import numbers
 from dataclasses import dataclass, field
 
 
@@ -54,6 +58,11 @@ class Table:
             writer.writerow([csv_value(r.get(k)) for k in self.csv_columns])
         return out.getvalue()
 
+    def json_rows(self):
+        """The CSV's rows as dicts of JSON values (see json_value)."""
+        return [{k: json_value(r.get(k)) for k in self.csv_columns}
+                for r in (self.rows if self.csv_rows is None else self.csv_rows)]
+
     def html(self):
         e = html.escape
         head = "".join(f'<th class="{"num" if c.right else "txt"}">{e(c.header)}</th>'
@@ -76,6 +85,32 @@ def csv_value(v):
     if isinstance(v, float):
         return repr(v)
     return v
+
+
+def json_value(v):
+    """A row value for JSON: numpy scalars become Python numbers, NaN/inf null (strict JSON
+    has no NaN), anything else that is not a JSON type its text, as csv.writer writes it."""
+    if isinstance(v, bytes):
+        v = v.decode()
+    if v is None or isinstance(v, (str, bool)):
+        return v
+    if getattr(v, "dtype", None) is not None and v.dtype.kind == "b":    # numpy.bool_
+        return bool(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        return v if math.isfinite(v) else None
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    return str(v)
+
+
+def json_text(rows):
+    """A JSON array of row objects, one row per line; float repr keeps every digit."""
+    if not rows:
+        return "[]\n"
+    return "[\n" + ",\n".join(json.dumps(r, allow_nan=False) for r in rows) + "\n]\n"
 
 
 # ---------------------------------------------------------------- cell formats

@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from html.parser import HTMLParser
@@ -42,7 +43,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def run(*args):
-    return subprocess.run([SCRIPT] + [str(a) for a in args], capture_output=True, text=True)
+    # The interpreter running the tests (it has h5py), not the script's `env python3`.
+    return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in args], capture_output=True, text=True)
 
 
 def read_csv(text):

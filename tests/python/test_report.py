@@ -190,7 +190,8 @@ def sample_cases():
 
 
 def run_cli(*args, module=False):
-    cmd = ([sys.executable, "-m", "dlscale_report"] if module else [SCRIPT]) + list(args)
+    # sys.executable for the script too: its `env python3` may lack h5py (e.g. pyenv's).
+    cmd = [sys.executable] + (["-m", "dlscale_report"] if module else [SCRIPT]) + list(args)
     env = dict(os.environ, PYTHONPATH=RESULTS_DIR) if module else None
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 

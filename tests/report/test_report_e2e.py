@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from html.parser import HTMLParser
@@ -97,7 +98,8 @@ def num(text):
 
 
 def report(*args, timeout=300):
-    return subprocess.run([REPORT] + [str(a) for a in args], capture_output=True, text=True,
+    # This interpreter (DLSCALE_PYTHON, with h5py), not whatever `env python3` finds.
+    return subprocess.run([sys.executable, REPORT] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout)
 
 

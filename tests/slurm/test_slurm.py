@@ -19,6 +19,7 @@ import ctypes
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -157,6 +158,14 @@ class Cluster:
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_"))}
         self.env["SLURM_CONF"] = os.path.join(self.dir, "slurm.conf")
+        # slurm/study and results/dlscale-report start with `#!/usr/bin/env python3`, and the
+        # jobs run dlscale-report as DLSCALE_REPORT: make that python3 this interpreter (which
+        # has h5py) for everything the cluster runs, whatever python3 comes first on PATH.
+        os.makedirs(self.path("bin"))
+        with open(self.path("bin", "python3"), "w") as f:
+            f.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        os.chmod(self.path("bin", "python3"), 0o755)
+        self.env["PATH"] = self.path("bin") + os.pathsep + self.env.get("PATH", os.defpath)
         self.task_plugin = "task/affinity" if affinity_works() else "task/none"
         self.watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), self.dir],
                                          cwd="/", start_new_session=True, stdin=subprocess.DEVNULL,
