@@ -1,5 +1,9 @@
 // `dlscale allreduce`: the all-reduce microbenchmark on its own, written to /allreduce/NNNN of a
 // results file with the same provenance as a training run.
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "suite/allreduce_bench.h"
@@ -43,9 +47,20 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     } else if (args.backend != "mpi") {
       throw UsageError(fmt::format("unknown backend '{}' (expected mpi or nccl)", args.backend));
     }
-    if (args.min_bytes < 4 || args.max_bytes < args.min_bytes) {
+    if (args.min_bytes < 4 || args.max_bytes < args.min_bytes || args.min_bytes % 4 != 0) {
       throw UsageError(
-          fmt::format("sizes: need 4 <= --min-bytes <= --max-bytes, got {} and {}", args.min_bytes, args.max_bytes));
+          fmt::format("sizes: need 4 <= --min-bytes <= --max-bytes, --min-bytes a multiple of 4, got {} "
+                      "and {}",
+                      args.min_bytes, args.max_bytes));
+    }
+    // The benchmark holds one buffer of the largest size (and MPI as much again): a size this
+    // node cannot hold would end in an allocation failure after the file was written.
+    const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    const int64_t largest = std::max(args.sizes.empty() || args.min_max_given ? args.max_bytes : 0,
+                                     args.sizes.empty() ? 0 : *std::max_element(args.sizes.begin(), args.sizes.end()));
+    if (memory > 0 && largest > memory / 2) {
+      throw UsageError(
+          fmt::format("sizes: {} bytes per rank, more than half of this node's {} bytes of memory", largest, memory));
     }
     for (int64_t s : args.sizes) {
       if (s <= 0 || s % 4 != 0) throw UsageError(fmt::format("--sizes {}: sizes are positive multiples of 4 bytes", s));
@@ -90,7 +105,8 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     transport = reducer->transport();
   }
   const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());
-  if (!root) return 0;
+  // Every rank exits with the same code: 1 when any element came back wrong (rank 0 knows).
+  if (!root) return allreduce_max(mpi.world(), 0);
   const std::string name = file->append_group("allreduce", allreduce_group(r, args.backend, ""));
   fmt::print("dlscale allreduce: {} ranks, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
              r.ranks, args.backend, r.warmup, r.iterations, out_path, name);
@@ -103,7 +119,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   }
   if (r.ranks > 1)
     fmt::print("ring fit: alpha {:.3f} us, beta {:.4f} ns/byte\n", r.alpha_s * 1e6, r.beta_s_per_byte * 1e9);
-  return wrong == 0 ? 0 : 1;
+  return allreduce_max(mpi.world(), wrong == 0 ? 0 : 1);
 }
 
 }  // namespace dlscale

@@ -1,7 +1,10 @@
 // dlscale's entry point: MPI start-up, the command line (CLI11), dispatch to a subcommand.
 #include <CLI/CLI.hpp>
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -65,10 +68,11 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   allreduce->add_option("--backend", ar.backend, "mpi (CPU buffers) or nccl (GPU buffers)");
   auto* o_min = allreduce->add_option("--min-bytes", ar.min_bytes, "smallest size (powers of two up to --max-bytes)");
   auto* o_max = allreduce->add_option("--max-bytes", ar.max_bytes, "largest size");
-  allreduce->add_option("--sizes", ar.sizes, "extra sizes in bytes, comma-separated (multiples of 4)")->delimiter(',');
+  std::vector<std::string> ar_sizes;
+  allreduce->add_option("--sizes", ar_sizes, "extra sizes in bytes, comma-separated (multiples of 4)");
   allreduce->add_option("--iterations", ar.iterations, "timed iterations per size");
   allreduce->add_option("--warmup", ar.warmup, "untimed iterations per size");
-  allreduce->add_option("--out", ar_out, "results file (default results/allreduce.h5)");
+  auto* o_ar_out = allreduce->add_option("--out", ar_out, "results file (default results/allreduce.h5)");
   allreduce->add_flag("--overwrite", ar.overwrite, "replace an existing results file");
   allreduce->add_flag("--resume", ar.resume, "add to an existing results file");
 
@@ -94,6 +98,26 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   if (*allreduce) {
     ar.command_line = args.command_line;
     ar.min_max_given = o_min->count() > 0 || o_max->count() > 0;
+    std::string problem;
+    try {
+      for (const std::string& item : ar_sizes) {
+        for (const std::string& part : dlscale::split_at_commas(item)) {
+          errno = 0;
+          char* end = nullptr;
+          const long long v = part.empty() || !std::isdigit(static_cast<unsigned char>(part[0]))
+                                  ? -1
+                                  : std::strtoll(part.c_str(), &end, 10);
+          if (v < 0 || errno == ERANGE || end != part.c_str() + part.size()) {
+            throw dlscale::UsageError(fmt::format("--sizes: '{}' in '{}' is not a size in bytes", part, item));
+          }
+          ar.sizes.push_back(v);
+        }
+      }
+      if (o_ar_out->count() && ar_out.empty()) throw dlscale::UsageError("--out: an empty path");
+    } catch (const dlscale::UsageError& e) {
+      problem = e.what();
+    }
+    if (dlscale::report_usage_error(mpi.world(), problem)) return 2;
     if (!ar_out.empty()) ar.out = ar_out;
     return dlscale::allreduce_command(mpi, ar);
   }

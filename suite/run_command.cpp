@@ -141,7 +141,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     for (MatrixSpec& m : matrices) args.overrides.apply(m);
     cases = expand(matrices, mpi.size());
     assign_defaults(cases, drivers);
-    validate(cases, drivers, mpi.size());
+    validate(cases, drivers, mpi.size(), !args.dry_run);
     out_path = args.out.value_or(default_out(args, suite_name));
     skip.assign(cases.size(), 0);
   } catch (const UsageError& e) {

@@ -128,7 +128,9 @@ void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers);
 
 /// Checks every case before any benchmark work, including that its device exists on this
 /// machine; throws UsageError naming the first problem.
-void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size);
+/// `devices_here` false (a dry run, which may describe a job for other nodes): a request whose
+/// cases all need a device this machine lacks is not an error.
+void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here = true);
 
 /// The expanded cases as TOML (one [[case]] table each), stored in the results file.
 std::string cases_to_toml(const std::vector<CaseSpec>& cases);

@@ -309,7 +309,13 @@ Workload make_workload(const std::string& spec) {
     activation_shapes(w);  // a size override that makes a layer not fit is an error here
     // Counts every later product builds on, checked once for overflow and for sizes no machine
     // holds, so that a huge override is one clear error instead of a wrapped count.
-    const int64_t params = parameter_count(w), values = activation_elements_per_sample(w);
+    int64_t params = 0, values = 0;
+    try {
+      params = parameter_count(w);
+      values = activation_elements_per_sample(w);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("workload '{}': {}", spec, e.what()));
+    }
     if (params > kMaxWorkloadCount || values > kMaxWorkloadCount) {
       throw std::invalid_argument(fmt::format(
           "workload '{}' has {} parameters and {} activation values per sample; at most {} of each are accepted",

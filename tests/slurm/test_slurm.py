@@ -529,24 +529,36 @@ class SlurmCase(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assert_results(os.path.join(d, f"dlscale-{ids[0]}.h5"), ids[0], 1)
 
-    def test_study_reports_failed_jobs_without_hanging(self):
+    def test_study_refuses_a_bad_matrix_before_submitting_and_runs_no_shell(self):
         d = os.path.join(self.dir, "study")
         marker = os.path.join(self.dir, "INJECTED")
         evil = f"no_such_net;touch {marker};$(touch {marker})"
-        started = time.monotonic()
         proc = self.study(["--ranks", "1,2", "-w", evil, "--batch", "8", "--study-dir", d, "--wait",
-                           "--poll", "0.3", "--timeout", "120", "--tail", "8", "--", "--iterations", "3"])
+                           "--poll", "0.3", "--timeout", "120", "--", "--iterations", "3"])
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertFalse(os.path.exists(marker), "a workload name was run by a shell")
+        self.assertIn(f"slurm/study: error: dlscale flags: unknown workload '{evil}'", proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(d, "study.json")), "nothing may be submitted")
+
+    def test_study_reports_failed_jobs_without_hanging(self):
+        # A matrix the one-process check on the submit host accepts but a 2-rank job refuses:
+        # strong scaling of a global batch of 3 divides by 1 rank, not by 2.
+        d = os.path.join(self.dir, "study")
+        started = time.monotonic()
+        proc = self.study(["--ranks", "1,2", "-w", "mnist_fnn:width=16", "--batch", "3", "--study-dir", d, "--wait",
+                           "--poll", "0.3", "--timeout", "120", "--tail", "8", "--",
+                           "--scaling", "strong", "--iterations", "3"])
         self.assertLess(time.monotonic() - started, 120)
         self.assertEqual(proc.returncode, 1, proc.stderr)
-        self.assertFalse(os.path.exists(marker), "a workload name was run by a shell")
         with open(os.path.join(d, "study.json")) as f:
-            points = json.load(f)["points"]
-        for p in points:
-            self.assertEqual((p["state"], p["exit_code"]), ("FAILED", "2:0"), p)
-            self.assertIn(f"FAILED: job {p['job_id']} ({p['label']}): FAILED, exit code 2:0", proc.stderr)
-        self.assertEqual(proc.stderr.count(f"dlscale: error: unknown workload '{evil}'"), 2, proc.stderr)
-        self.assertIn("0 of 2 job(s) produced results", proc.stderr)
-        self.assertNotIn("dlscale-report summary", proc.stdout)
+            points = {p["label"]: p for p in json.load(f)["points"]}
+        self.assertEqual(points["ranks-1"]["state"], "COMPLETED", points)
+        failed = points["ranks-2"]
+        self.assertEqual((failed["state"], failed["exit_code"]), ("FAILED", "2:0"), failed)
+        self.assertIn(f"FAILED: job {failed['job_id']} (ranks-2): FAILED, exit code 2:0", proc.stderr)
+        self.assertEqual(proc.stderr.count("dlscale: error: strong scaling: global batch 3 does not divide by 2 ranks"),
+                         1, proc.stderr)
+        self.assertIn("1 of 2 job(s) produced results", proc.stderr)
 
     def test_study_reports_unsubmittable_and_never_starting_points(self):
         # An unknown partition: sbatch refuses the job.
