@@ -14,7 +14,14 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Throws std::runtime_error naming the MPI call, its location, the rank and MPI's message.
+/// A failed MPI call. MPI_COMM_WORLD returns errors instead of aborting (MpiSession), so this is
+/// what a lost rank or a broken communicator looks like; nothing collective can follow it.
+class MpiError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Throws MpiError naming the MPI call, its location, the rank and MPI's message.
 [[noreturn]] void mpi_fail(int code, const char* call, const char* file, int line);
 
 #define DLSCALE_CHECK_MPI(call)                                                                          \

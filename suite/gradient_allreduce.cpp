@@ -150,7 +150,10 @@ void BucketedAllreduce::ready(size_t first, size_t count) {
 }
 
 void BucketedAllreduce::finish() {
-  for (size_t i = 0; i < buckets_.size(); ++i) {
+  // The buckets not started yet, from the last: the order in which backward finishes them, the
+  // same on every rank. Collectives must start in the same order everywhere, also when a rank
+  // whose backward failed half-way starts the rest here while the others report them.
+  for (size_t i = buckets_.size(); i-- > 0;) {
     if (!buckets_[i].started) start(i);
   }
   if (thread_.joinable()) {

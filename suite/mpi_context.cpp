@@ -24,7 +24,7 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  throw std::runtime_error(fmt::format("MPI call failed on rank {} ({}): {} at {}:{}: {}", rank, host, call, file, line,
+  throw MpiError(fmt::format("MPI call failed on rank {} ({}): {} at {}:{}: {}", rank, host, call, file, line,
                                        std::string(text, static_cast<size_t>(len))));
 }
 
@@ -35,6 +35,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   // less, buckets progress only when the main thread calls MPI; /system/software records the
   // level provided.
   DLSCALE_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  // Errors come back as codes (DLSCALE_CHECK_MPI turns them into MpiError, which names the call
+  // and the rank) instead of MPI's default of aborting the job without a word from dlscale.
+  // Communicators derived from the world inherit it.
+  DLSCALE_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 }
 
 MpiSession::~MpiSession() { MPI_Finalize(); }

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <climits>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -46,6 +49,24 @@ Outcome agree(MPI_Comm comm, const Outcome& mine) {
   return {worst, agreed};
 }
 
+/// A failure inside a case as its outcome; an MPI failure is rethrown (nothing collective can
+/// follow it).
+Outcome outcome_of(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const MpiError&) {
+    throw;
+  } catch (const OutOfMemory& e) {
+    return {Status::kOom, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {Status::kOom, "host allocation failed (std::bad_alloc)"};
+  } catch (const std::exception& e) {
+    return {Status::kError, e.what()};
+  } catch (...) {
+    return {Status::kError, "an exception that is not a std::exception"};
+  }
+}
+
 void add(Attrs& a, const char* name, AttrValue v) { a.emplace_back(name, std::move(v)); }
 
 class HostStepTimer final : public StepTimer {
@@ -83,10 +104,18 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   const bool time_allreduce = time_phases || ranks > 1;
   if (buckets != nullptr) buckets->start_step();
   timer->mark(0);
-  model.forward();
-  if (time_phases) timer->mark(1);
-  model.backward();
-  if (time_allreduce) timer->mark(2);
+  // A rank whose forward or backward fails (out of memory, a library error) still takes part in
+  // the gradient reduction below, which is collective, so that the other ranks do not wait
+  // forever; it then rethrows, and the ranks agree on the failure after the step (measure()).
+  std::exception_ptr failure;
+  try {
+    model.forward();
+    if (time_phases) timer->mark(1);
+    model.backward();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (time_allreduce && !failure) timer->mark(2);
   if (reducer != nullptr) {
     reducer->average(model.grad_buffer());
   } else if (buckets != nullptr) {
@@ -94,6 +123,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   } else {
     allreduce_gradients(model.grad_buffer(), comm);
   }
+  if (failure) std::rethrow_exception(failure);
   if (time_allreduce) timer->mark(3);
   model.update(opt);
   const int last = time_phases ? kPhaseCount : 1;
@@ -145,6 +175,7 @@ struct Runner::Setup {
 
 /// What measure() recorded on this rank.
 struct Runner::Samples {
+  Outcome outcome;  ///< a failure inside the loop, agreed by every rank
   std::vector<double> times, phase_times, losses;  ///< [iterations], [iterations][4], [iterations]
   std::vector<double> exposed;                     ///< [iterations], on more than one rank
   int64_t host_peak = -1, device_peak = 0;
@@ -216,12 +247,8 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
                                "(drivers/driver.h), so it runs on one rank only",
                                driver.name())};
     }
-  } catch (const OutOfMemory& e) {
-    s.outcome = {Status::kOom, e.what()};
-  } catch (const std::bad_alloc&) {
-    s.outcome = {Status::kOom, "host allocation failed (std::bad_alloc)"};
-  } catch (const std::exception& e) {
-    s.outcome = {Status::kError, e.what()};
+  } catch (...) {
+    s.outcome = outcome_of(std::current_exception());
   }
   s.outcome = agree(comm, s.outcome);
   if (!s.outcome.ok()) {
@@ -258,29 +285,55 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
   if (!reset_peak_rss()) {
     progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
   }
-  // A failure inside the loop on one rank would leave the others blocked in a collective, so it
-  // aborts the job; every case finished before it is already flushed to the file.
-  try {
-    for (int i = 0; i < spec.warmup; ++i) {
+  // Each step, warm-up included, ends with one all-reduce of the loss and of whether the step
+  // failed on this rank: a failure anywhere (out of memory in any iteration, a library error, a
+  // non-finite loss, a dataset read) ends the case on every rank, recorded with its status, and
+  // the sweep goes on. Only a lost rank or a broken communicator ends the job.
+  const auto guarded_step = [&](int iteration, bool timed) {
+    Outcome failed;
+    StepTimes t;
+    double loss = 0;
+    // Every rank goes through the barrier and the step's collectives whatever failed before
+    // them on it (the step then trains on the previous batch, and its result is discarded).
+    try {
       next_batch();
-      DLSCALE_CHECK_MPI(MPI_Barrier(comm));
-      progress_.iteration("warm-up", i + 1, spec.warmup, step().total);
+    } catch (...) {
+      failed = outcome_of(std::current_exception());
+    }
+    DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
+    try {
+      t = step();
+      loss = model.loss();
+      if (!std::isfinite(loss) && failed.ok()) failed = {Status::kError, fmt::format("the loss is {}", loss)};
+    } catch (...) {
+      if (failed.ok()) failed = outcome_of(std::current_exception());
+    }
+    if (!failed.ok()) {
+      failed.message = fmt::format("{} {}: {}", timed ? "iteration" : "warm-up step", iteration, failed.message);
+    }
+    double mine[2] = {failed.ok() ? loss / spec.ranks : 0.0, failed.ok() ? 0.0 : 1.0}, sum[2] = {0, 0};
+    DLSCALE_CHECK_MPI(MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm));
+    if (sum[1] > 0) out.outcome = agree(comm, failed);
+    return std::make_pair(t, sum[0]);
+  };
+  try {
+    for (int i = 0; i < spec.warmup && out.outcome.ok(); ++i) {
+      const auto [t, loss] = guarded_step(i + 1, false);
+      if (out.outcome.ok()) progress_.iteration("warm-up", i + 1, spec.warmup, t.total);
     }
     out.times.reserve(static_cast<size_t>(spec.iterations));
-    for (int i = 0; i < spec.iterations; ++i) {
-      next_batch();
-      DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank starts the step together
-      const StepTimes t = step();
+    for (int i = 0; i < spec.iterations && out.outcome.ok(); ++i) {
+      const auto [t, mean_loss] = guarded_step(i + 1, true);
+      if (!out.outcome.ok()) break;
       out.times.push_back(t.total);
       if (spec.ranks > 1) out.exposed.push_back(t.exposed_allreduce);
       if (spec.phases) out.phase_times.insert(out.phase_times.end(), t.phase, t.phase + kPhaseCount);
-      double loss = model.loss() / spec.ranks, mean_loss = 0;
-      DLSCALE_CHECK_MPI(MPI_Allreduce(&loss, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, comm));
       out.losses.push_back(mean_loss);
       progress_.iteration("iteration", i + 1, spec.iterations, t.total);
     }
   } catch (const std::exception& e) {
-    fmt::print(stderr, "dlscale: rank {}: case {} failed while training: {}\n", mpi_.rank(), spec.command(), e.what());
+    fmt::print(stderr, "dlscale: rank {}: case {} failed while training and MPI cannot recover: {}\n", mpi_.rank(),
+               spec.command(), e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   out.host_peak = peak_rss_bytes();
@@ -333,9 +386,11 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   Setup setup = prepare(spec, comm);
   Samples samples;
   if (setup.outcome.ok()) samples = measure(spec, comm, setup);
+  // Agreed on every rank: set-up's, else the training loop's.
+  const Outcome result = setup.outcome.ok() ? samples.outcome : setup.outcome;
 
   // Gather every rank's samples on rank 0 (collective).
-  const int iters = setup.outcome.ok() ? spec.iterations : 0;
+  const int iters = result.ok() ? spec.iterations : 0;
   rec.iterations = iters;
   if (root) rec.iter_time_s.resize(static_cast<size_t>(ranks) * static_cast<size_t>(iters));
   DLSCALE_CHECK_MPI(
@@ -358,7 +413,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   // projection, through the same reduction the steps used (a driver's own on its device's
   // memory, else MPI on host memory); collective, so it runs before rank 0 goes its own way.
   std::optional<AllreduceResult> microbenchmark;
-  if (setup.outcome.ok() && spec.phases && ranks > 1) {
+  if (result.ok() && spec.phases && ranks > 1) {
     AllreduceOptions options;
     // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it
     // so that even a tiny model gets at least two sizes.
@@ -383,9 +438,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   rec.memory.columns = {host, dev};
   add(a, "overlap", int64_t{setup.overlap ? 1 : 0});
   add(a, "progress_thread", int64_t{setup.buckets && setup.buckets->progress_thread() ? 1 : 0});
-  add(a, "status", std::string(status_name(setup.outcome.status)));
-  add(a, "message", setup.outcome.message);
-  if (setup.outcome.ok()) {
+  add(a, "status", std::string(status_name(result.status)));
+  add(a, "message", result.message);
+  if (result.ok()) {
     const StepStats s = step_stats(rec.iter_time_s, ranks, iters);
     Attrs& m = rec.summary;
     add(m, "step_median_s", s.median);

@@ -86,6 +86,21 @@ struct Param {
   at::Tensor value, grad;
 };
 
+/// Runs `f`, turning LibTorch's report of a failed allocation (a c10::Error, not std::bad_alloc)
+/// into OutOfMemory, so that a case is recorded `oom` wherever it runs out: set-up or any step.
+template <typename F>
+decltype(auto) out_of_memory_as_such(F&& f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos) {
+      throw OutOfMemory(what);
+    }
+    throw;
+  }
+}
+
 class LibTorchModel final : public Model {
  public:
   LibTorchModel(const Workload& w, const DriverContext& ctx)
@@ -147,6 +162,10 @@ class LibTorchModel final : public Model {
   std::vector<float> export_gradients() override { return to_vector(grads_); }
 
   void set_batch(const Batch& batch) override {
+    out_of_memory_as_such([&] { set_batch_steps(batch); });
+  }
+
+  void set_batch_steps(const Batch& batch) {
     std::vector<int64_t> shape{batch.size};
     shape.insert(shape.end(), workload_.input_shape.begin(), workload_.input_shape.end());
     if (workload_.input_kind == InputKind::kTokens) {
@@ -161,6 +180,10 @@ class LibTorchModel final : public Model {
   }
 
   void forward() override {
+    out_of_memory_as_such([&] { forward_steps(); });
+  }
+
+  void forward_steps() {
     const auto scope = cpu_mode();
     at::Tensor h = input_;
     size_t stats = 0;
@@ -222,6 +245,10 @@ class LibTorchModel final : public Model {
   }
 
   void backward() override {
+    out_of_memory_as_such([&] { backward_steps(); });
+  }
+
+  void backward_steps() {
     const auto scope = cpu_mode();
     for (at::Tensor& g : accumulated_) g.zero_();
     loss_.backward();
@@ -234,6 +261,10 @@ class LibTorchModel final : public Model {
   }
 
   void update(const Optimizer& opt) override {
+    out_of_memory_as_such([&] { update_steps(opt); });
+  }
+
+  void update_steps(const Optimizer& opt) {
     const auto scope = cpu_mode();
     at::NoGradGuard no_grad;
     params_.add_(grads_, -opt.learning_rate);
@@ -383,16 +414,7 @@ class LibTorchDriver final : public Driver {
   }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
-    try {
-      return std::make_unique<LibTorchModel>(w, ctx);
-    } catch (const c10::Error& e) {
-      // LibTorch reports a failed allocation as a c10::Error, not std::bad_alloc.
-      const std::string what = e.what_without_backtrace();
-      if (what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos) {
-        throw OutOfMemory(what);
-      }
-      throw;
-    }
+    return out_of_memory_as_such([&] { return std::make_unique<LibTorchModel>(w, ctx); });
   }
 
   std::map<std::string, std::string> versions() const override { return {{"libtorch", TORCH_VERSION}}; }
