@@ -387,7 +387,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   Samples samples;
   if (setup.outcome.ok()) samples = measure(spec, comm, setup);
   // Agreed on every rank: set-up's, else the training loop's.
-  const Outcome result = setup.outcome.ok() ? samples.outcome : setup.outcome;
+  Outcome result = setup.outcome.ok() ? samples.outcome : setup.outcome;
 
   // Gather every rank's samples on rank 0 (collective).
   const int iters = result.ok() ? spec.iterations : 0;
@@ -428,6 +428,16 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     microbenchmark = run_allreduce_benchmark(comm, options, transport.get());
   }
   if (!root) return outcome;
+  if (microbenchmark) {
+    // The reduction the steps used returned wrong sums: the case's numbers cannot be trusted.
+    int64_t wrong = 0;
+    for (int64_t e : microbenchmark->errors) wrong += e;
+    if (wrong > 0) {
+      result = {Status::kError,
+                fmt::format("the all-reduce microbenchmark of this case found {} wrong elements (/allreduce, errors)",
+                            wrong)};
+    }
+  }
 
   // Summarise and record (rank 0).
   Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
