@@ -13,6 +13,7 @@
 #include "suite/datasets.h"
 #include "suite/errors.h"
 #include "suite/provenance.h"
+#include "suite/stop_signals.h"
 
 namespace {
 
@@ -166,6 +167,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dlscale::MpiSession session(&argc, &argv);
+  dlscale::install_stop_signals();
   try {
     dlscale::MpiContext mpi(MPI_COMM_WORLD);
     return dispatch(mpi, argc, argv);

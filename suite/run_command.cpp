@@ -22,6 +22,7 @@
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 #include "suite/runner.h"
+#include "suite/stop_signals.h"
 
 namespace dlscale {
 
@@ -75,6 +76,20 @@ std::string default_out(const RunArgs& args, const std::string& suite) {
   stamp.erase(std::remove(stamp.begin(), stamp.end(), ':'), stamp.end());
   stamp.erase(std::remove(stamp.begin(), stamp.end(), '-'), stamp.end());
   return "results/run-" + stamp + ".h5";
+}
+
+/// The command line that continues an interrupted run: as typed, without --overwrite or
+/// --resume (added by the caller) and with the file named.
+std::string resume_command(const std::string& command_line, const std::string& out_path) {
+  std::string out;
+  std::istringstream words(command_line);
+  bool has_out = false;
+  for (std::string w; words >> w;) {
+    if (w == "--overwrite" || w == "--resume") continue;
+    has_out |= w == "--out" || w.rfind("--out=", 0) == 0;
+    out += (out.empty() ? "" : " ") + w;
+  }
+  return has_out ? out : out + " --out " + out_path;
 }
 
 /// --dry-run: the cases a real run would record, each with its pasteable command and estimated
@@ -192,12 +207,24 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
 
   Runner runner(mpi, drivers, progress);
   int failed = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
+  size_t done = 0;
+  bool stopped = false;
+  for (size_t i = 0; i < cases.size() && !stopped; ++i) {
+    // A stop signal between cases (or on a rank outside the last case) stops here, on every rank.
+    if (allreduce_max(mpi.world(), stop_signal()) != 0) {
+      stopped = true;
+      break;
+    }
     if (skip[i]) {
       if (root) fmt::print(text_out, "# skipped (already in {}): {}\n", out_path, cases[i].command());
       continue;
     }
     const CaseOutcome outcome = runner.run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
+    if (allreduce_max(mpi.world(), outcome.interrupted ? 1 : 0) != 0) {
+      stopped = true;  // the unfinished case is not written: a resume runs it again
+      break;
+    }
+    ++done;
     const CaseRecord& rec = outcome.record;
     if (root) {
       const std::string name = file->write_case(rec);
@@ -216,6 +243,20 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       }
       if (std::get<std::string>(attr(rec.attrs, "status")) == "error") failed = 1;
     }
+  }
+  if (stopped) {
+    if (root) {
+      file.reset();  // closed: every finished case is in it, and nothing else
+      fmt::print(stderr,
+                 "dlscale: stopped by {} after {} finished case(s); they are in {}. To run the rest, under the "
+                 "same launcher:\n"
+                 "  {} --resume\n",
+                 stop_signal_name(allreduce_max(mpi.world(), stop_signal())), done, out_path,
+                 resume_command(args.command_line, out_path));
+    } else {
+      allreduce_max(mpi.world(), stop_signal());
+    }
+    return 3;
   }
   if (root) fmt::print(text_out, "dlscale: results in {}\n", out_path);
   return allreduce_max(mpi.world(), failed);

@@ -21,6 +21,7 @@
 #include "suite/host_memory.h"
 #include "suite/provenance.h"
 #include "suite/statistics.h"
+#include "suite/stop_signals.h"
 #include "workloads/catalog.h"
 #include "workloads/init.h"
 
@@ -175,7 +176,8 @@ struct Runner::Setup {
 
 /// What measure() recorded on this rank.
 struct Runner::Samples {
-  Outcome outcome;  ///< a failure inside the loop, agreed by every rank
+  Outcome outcome;           ///< a failure inside the loop, agreed by every rank
+  bool interrupted = false;  ///< a stop signal reached a rank: the loop ended early, on every rank
   std::vector<double> times, phase_times, losses;  ///< [iterations], [iterations][4], [iterations]
   std::vector<double> exposed;                     ///< [iterations], on more than one rank
   int64_t host_peak = -1, device_peak = 0;
@@ -311,20 +313,22 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
     if (!failed.ok()) {
       failed.message = fmt::format("{} {}: {}", timed ? "iteration" : "warm-up step", iteration, failed.message);
     }
-    double mine[2] = {failed.ok() ? loss / spec.ranks : 0.0, failed.ok() ? 0.0 : 1.0}, sum[2] = {0, 0};
-    DLSCALE_CHECK_MPI(MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm));
+    double mine[3] = {failed.ok() ? loss / spec.ranks : 0.0, failed.ok() ? 0.0 : 1.0, stop_signal() != 0 ? 1.0 : 0.0};
+    double sum[3] = {0, 0, 0};
+    DLSCALE_CHECK_MPI(MPI_Allreduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, comm));
     if (sum[1] > 0) out.outcome = agree(comm, failed);
+    out.interrupted = sum[2] > 0;
     return std::make_pair(t, sum[0]);
   };
   try {
-    for (int i = 0; i < spec.warmup && out.outcome.ok(); ++i) {
+    for (int i = 0; i < spec.warmup && out.outcome.ok() && !out.interrupted; ++i) {
       const auto [t, loss] = guarded_step(i + 1, false);
       if (out.outcome.ok()) progress_.iteration("warm-up", i + 1, spec.warmup, t.total);
     }
     out.times.reserve(static_cast<size_t>(spec.iterations));
-    for (int i = 0; i < spec.iterations && out.outcome.ok(); ++i) {
+    for (int i = 0; i < spec.iterations && out.outcome.ok() && !out.interrupted; ++i) {
       const auto [t, mean_loss] = guarded_step(i + 1, true);
-      if (!out.outcome.ok()) break;
+      if (!out.outcome.ok() || out.interrupted) break;
       out.times.push_back(t.total);
       if (spec.ranks > 1) out.exposed.push_back(t.exposed_allreduce);
       if (spec.phases) out.phase_times.insert(out.phase_times.end(), t.phase, t.phase + kPhaseCount);
@@ -386,6 +390,10 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   Setup setup = prepare(spec, comm);
   Samples samples;
   if (setup.outcome.ok()) samples = measure(spec, comm, setup);
+  if (samples.interrupted) {  // every rank of the case knows (the step's all-reduce)
+    outcome.interrupted = true;
+    return outcome;
+  }
   // Agreed on every rank: set-up's, else the training loop's.
   Outcome result = setup.outcome.ok() ? samples.outcome : setup.outcome;
 

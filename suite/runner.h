@@ -47,6 +47,9 @@ std::unique_ptr<StepTimer> make_host_step_timer(Model& model);
 /// A finished case and what was measured alongside it.
 struct CaseOutcome {
   CaseRecord record;
+  /// A stop signal (SIGTERM, SIGINT) reached a rank of the case: it ended after the step in
+  /// progress, and the record must not be written (a resume runs the case again).
+  bool interrupted = false;
   /// With --phases on more than one rank: the all-reduce microbenchmark at the case's gradient
   /// size (and the powers of two below it, for the fit), and the projection built on it.
   std::optional<GroupRecord> allreduce, projection;

@@ -1,5 +1,12 @@
-"""Faults inside a case, with real processes: the case that fails is recorded with its status and
-the sweep goes on with the next case, on every rank, with exit code 0.
+"""Faults with real processes.
+
+A failure inside a case: the case that fails is recorded with its status and the sweep goes on
+with the next case, on every rank, with exit code 0.
+
+SIGTERM (Slurm's time limit) sent to every rank in the middle of a sweep: dlscale finishes the
+step in progress, exits with code 3 on every rank, leaves a file h5py reads with every finished
+case, and prints the command that runs the rest; that command (--resume) runs exactly the
+missing cases.
 
 Out of memory: an address-space limit (ulimit -v) that a small case fits in and a large one
 does not, found by trying limits on this machine (the baseline differs with the libraries
@@ -11,7 +18,10 @@ CTest sets DLSCALE_BIN and MPIEXEC.
 """
 
 import os
+import re
+import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -65,6 +75,54 @@ class OutOfMemoryInsideACase(unittest.TestCase):
         self.assertIn("warm-up step 1:", cases[0]["message"])
         self.assertIn("can't allocate memory", cases[0]["message"])
         self.assertIn("out_of_memory", cases[1]["message"])
+
+
+class StopSignal(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_fault_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_sigterm_keeps_finished_cases_and_resume_runs_the_rest(self):
+        out = os.path.join(self.dir, "s.h5")
+        batches = ["4", "8", "16", "32", "64", "128"]
+        args = ["run", "-w", "mnist_fnn:width=64", "-d", "reference", "--batch", ",".join(batches),
+                "--warmup", "1", "--iterations", "300", "--out", out]
+        launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, *args], cwd=self.dir, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        # Once the first case has finished (its summary line, printed after it is in the file),
+        # SIGTERM to every rank, as srun delivers Slurm's.
+        first = []
+        for line in launcher.stdout:
+            first.append(line)
+            if "| ok" in line:
+                break
+        ranks = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split()
+        self.assertEqual(len(ranks), 2, "the two ranks are the launcher's children")
+        for pid in ranks:
+            os.kill(int(pid), signal.SIGTERM)
+        stdout, stderr = launcher.communicate(timeout=120)
+        stdout = "".join(first) + stdout
+        self.assertEqual(launcher.returncode, 3, stderr)
+        hint = re.search(r"dlscale: stopped by SIGTERM after (\d+) finished case\(s\).*\n  (.*--resume)\n", stderr)
+        self.assertIsNotNone(hint, stderr)
+        finished = int(hint.group(1))
+        self.assertGreaterEqual(finished, 1)
+        self.assertLess(finished, len(batches), "the sweep was not interrupted")
+        with h5py.File(out, "r") as f:
+            kept = [(f["cases"][n].attrs["status"], int(f["cases"][n].attrs["batch_per_rank"])) for n in sorted(f["cases"])]
+        self.assertEqual(kept, [("ok", int(b)) for b in batches[:finished]])
+
+        resume = shlex.split(hint.group(2))
+        self.assertEqual(os.path.realpath(resume[0]), os.path.realpath(DLSCALE))
+        proc = subprocess.run([MPIEXEC, "-n", "2", *resume], cwd=self.dir, capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            every = [int(f["cases"][n].attrs["batch_per_rank"]) for n in sorted(f["cases"])]
+            statuses = {f["cases"][n].attrs["status"] for n in f["cases"]}
+        self.assertEqual(sorted(every), sorted(int(b) for b in batches), "each case exactly once")
+        self.assertEqual(statuses, {"ok"})
 
 
 if __name__ == "__main__":
