@@ -205,7 +205,9 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }
 
-  Runner runner(mpi, drivers, progress);
+  Runner runner(mpi, drivers, progress,
+                fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {} --resume",
+                            out_path, resume_command(args.command_line, out_path)));
   int failed = 0;
   size_t done = 0;
   bool stopped = false;

@@ -256,6 +256,16 @@ const std::vector<Axis>& axes() {
         &CaseSpec::iterations,
         [](const std::string& s) { return static_cast<int>(parse_integer(s, "iterations", 1, INT_MAX)); },
         number<int>));
+    t.push_back(scalar_axis<double>(
+        "case_timeout", "--case-timeout",
+        "seconds a case may train before it is recorded `timeout` (0: no limit; docs/running.md)", TomlKind::kNumber,
+        15, &MatrixSpec::case_timeout, &CaseSpec::case_timeout,
+        [](const std::string& s) {
+          const double v = parse_number(s, "--case-timeout");
+          if (v < 0 || v > 1e7) bad(fmt::format("--case-timeout must be from 0 to 1e7 seconds, got {}", s));
+          return v;
+        },
+        number<double>, [](const CaseSpec&) { return false; }));  // a limit, not what the case measures
     t.push_back(scalar_axis<uint64_t>(
         "seed", "--seed", "seed of parameters and synthetic data", TomlKind::kInteger, 12, &MatrixSpec::seed,
         &CaseSpec::seed,

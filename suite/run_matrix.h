@@ -36,6 +36,7 @@ struct MatrixSpec {
   std::vector<int> ranks;                      ///< ranks per case; empty: every rank of the job
   std::vector<double> bucket_mb{0};            ///< gradient bucket size; 0: one all-reduce after backward
   int warmup = 2;
+  double case_timeout = 0;  ///< seconds a case may train; 0: no limit
   int iterations = 10;
   uint64_t seed = 42;
   bool phases = false;
@@ -54,6 +55,7 @@ struct CaseSpec {
   int64_t batch = 0;               ///< per rank (weak) or global (strong), as the user gave it
   int threads = 0;                 ///< 0: the rank's CPU set size
   int warmup = 0, iterations = 0;
+  double case_timeout = 0;  ///< seconds; 0: no limit (not part of the case key)
   uint64_t seed = 0;
   bool phases = false;
   int ranks = 1;         ///< ranks this case runs on: world ranks 0..ranks-1

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -22,6 +22,7 @@
 #include "suite/provenance.h"
 #include "suite/statistics.h"
 #include "suite/stop_signals.h"
+#include "suite/watchdog.h"
 #include "workloads/catalog.h"
 #include "workloads/init.h"
 
@@ -291,6 +292,7 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
   // failed on this rank: a failure anywhere (out of memory in any iteration, a library error, a
   // non-finite loss, a dataset read) ends the case on every rank, recorded with its status, and
   // the sweep goes on. Only a lost rank or a broken communicator ends the job.
+  const Clock::time_point started = Clock::now();
   const auto guarded_step = [&](int iteration, bool timed) {
     Outcome failed;
     StepTimes t;
@@ -307,6 +309,9 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
       t = step();
       loss = model.loss();
       if (!std::isfinite(loss) && failed.ok()) failed = {Status::kError, fmt::format("the loss is {}", loss)};
+      if (spec.case_timeout > 0 && failed.ok() && seconds_between(started, Clock::now()) > spec.case_timeout) {
+        failed = {Status::kTimeout, fmt::format("still training after --case-timeout {} s", spec.case_timeout)};
+      }
     } catch (...) {
       if (failed.ok()) failed = outcome_of(std::current_exception());
     }
@@ -386,7 +391,21 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "case_key", spec.command());
   add(a, "started_utc", utc_now());
 
-  // Prepare and measure.
+  // Prepare and measure. A case that outlives its --case-timeout ends at the next step boundary
+  // (recorded `timeout`); one that reaches no step boundary long after it (a hung collective, a
+  // lost rank) cannot be interrupted by MPI, so the watchdog ends the process, saying why.
+  std::optional<Watchdog> watchdog;
+  if (spec.case_timeout > 0) {
+    const double limit = 2 * spec.case_timeout + 30;
+    watchdog.emplace(limit, [this, &spec, limit] {
+      fmt::print(stderr,
+                 "dlscale: rank {} ({}): case {} is still running {:.0f} s after it started, past its --case-timeout "
+                 "{} s: it is stuck where MPI cannot interrupt it (a hung collective or a lost rank). {}\n",
+                 mpi_.rank(), mpi_.host(), spec.command(), limit, spec.case_timeout, stop_hint_);
+      std::fflush(stderr);
+      std::_Exit(4);
+    });
+  }
   Setup setup = prepare(spec, comm);
   Samples samples;
   if (setup.outcome.ok()) samples = measure(spec, comm, setup);

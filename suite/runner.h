@@ -57,8 +57,10 @@ struct CaseOutcome {
 
 class Runner {
  public:
-  Runner(const MpiContext& mpi, const Registry& drivers, Progress& progress)
-      : mpi_(mpi), drivers_(drivers), progress_(progress) {}
+  /// `stop_hint`: what to tell the user when a case hangs past its --case-timeout and the
+  /// process must end (where the finished cases are, and how to run the rest).
+  Runner(const MpiContext& mpi, const Registry& drivers, Progress& progress, std::string stop_hint = "")
+      : mpi_(mpi), drivers_(drivers), progress_(progress), stop_hint_(std::move(stop_hint)) {}
 
   /// Runs `spec` on every rank of the world communicator. The returned record is complete on
   /// rank 0 only. A setup failure on any rank (unsupported, out of memory, error) is agreed
@@ -80,6 +82,7 @@ class Runner {
   const MpiContext& mpi_;
   const Registry& drivers_;
   Progress& progress_;
+  std::string stop_hint_;
   std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // by spec, read once per sweep
 };
 

@@ -125,5 +125,55 @@ class StopSignal(unittest.TestCase):
         self.assertEqual(statuses, {"ok"})
 
 
+class CaseTimeout(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_fault_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_a_slow_case_is_recorded_timeout_and_the_next_runs(self):
+        out = os.path.join(self.dir, "t.h5")
+        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=64,mnist_fnn:width=16",
+                               "-d", "reference", "--batch", "64", "--iterations", "100000", "--case-timeout", "1",
+                               "--out", out], cwd=self.dir, capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            cases = [dict(f["cases"][n].attrs) for n in sorted(f["cases"])]
+        self.assertEqual([c["status"] for c in cases], ["timeout", "timeout"])
+        self.assertIn("still training after --case-timeout 1 s", cases[0]["message"])
+        self.assertNotIn("--case-timeout", cases[0]["case_key"], "a limit is not part of what the case measures")
+
+    def test_a_case_stuck_in_a_collective_ends_the_job_with_a_message(self):
+        # Rank 1 stopped (SIGSTOP) in the middle of a case: rank 0 waits in the step's all-reduce,
+        # where MPI cannot interrupt it; its watchdog ends it 2 x 1 + 30 s after the case began.
+        out = os.path.join(self.dir, "h.h5")
+        launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
+                                     "--batch", "64", "--iterations", "100000", "--case-timeout", "1", "--out", out],
+                                    cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = launcher.stdout.readline()
+        while first and "# dlscale run" not in first:
+            first = launcher.stdout.readline()
+        ranks = sorted(int(p) for p in
+                       subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split())
+        self.assertEqual(len(ranks), 2)
+        os.kill(ranks[1], signal.SIGSTOP)
+        try:
+            stdout, stderr = launcher.communicate(timeout=120)
+        finally:
+            for pid in ranks:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.assertEqual(launcher.returncode, 4, stderr)
+        self.assertRegex(stderr, r"dlscale: rank 0 \(.*\): case dlscale run -w mnist_fnn:width=16 .* is still running "
+                                 r"32 s after it started, past its --case-timeout 1 s")
+        self.assertIn(f"Every finished case is in {out}; to run the rest, under the same launcher:", stderr)
+        self.assertIn("--resume", stderr)
+        with h5py.File(out, "r") as f:  # readable, with no half-written case
+            self.assertEqual(len(f.get("cases", {})), 0)
+
+
 if __name__ == "__main__":
     unittest.main()
