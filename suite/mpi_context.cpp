@@ -25,7 +25,7 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   throw MpiError(fmt::format("MPI call failed on rank {} ({}): {} at {}:{}: {}", rank, host, call, file, line,
-                                       std::string(text, static_cast<size_t>(len))));
+                             std::string(text, static_cast<size_t>(len))));
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {

@@ -318,8 +318,8 @@ Workload make_workload(const std::string& spec) {
     }
     if (params > kMaxWorkloadCount || values > kMaxWorkloadCount) {
       throw std::invalid_argument(fmt::format(
-          "workload '{}' has {} parameters and {} activation values per sample; at most {} of each are accepted",
-          spec, params, values, kMaxWorkloadCount));
+          "workload '{}' has {} parameters and {} activation values per sample; at most {} of each are accepted", spec,
+          params, values, kMaxWorkloadCount));
     }
     return w;
   }

@@ -14,8 +14,8 @@ int64_t shape_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0 || __builtin_mul_overflow(n, d, &n)) {
-      throw std::invalid_argument(fmt::format("a tensor of shape [{}] has more elements than 64-bit integers count",
-                                              fmt::join(shape, ", ")));
+      throw std::invalid_argument(
+          fmt::format("a tensor of shape [{}] has more elements than 64-bit integers count", fmt::join(shape, ", ")));
     }
   }
   return n;
