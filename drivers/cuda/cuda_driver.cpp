@@ -73,16 +73,9 @@ class CudaModel final : public Model {
   std::vector<float> export_gradients() override { return to_canonical(grads_); }
 
   void set_batch(const Batch& batch) override {
+    check_batch(workload_, batch, "cuda driver");  // before any copy into the device buffers
     if (batch.size != batch_) build(batch.size);
-    const int64_t m = batch.size * workload_.labels_per_sample();
-    if (static_cast<int64_t>(batch.labels.size()) != m) {
-      throw std::invalid_argument(fmt::format("cuda driver: {} labels for {} expected", batch.labels.size(), m));
-    }
     if (workload_.input_kind == InputKind::kTokens) {
-      for (int64_t t : batch.tokens) {
-        if (t < 0 || t >= workload_.vocab)
-          throw std::invalid_argument(fmt::format("token {} outside the vocabulary", t));
-      }
       copy_in(tokens_, batch.tokens.data(), batch.tokens.size() * 8);
     } else {
       copy_in(input_, batch.features.data(), batch.features.size() * 4);
@@ -91,9 +84,6 @@ class CudaModel final : public Model {
       const std::vector<float> labels(batch.labels.begin(), batch.labels.end());
       copy_in(labels_, labels.data(), labels.size() * 4);
     } else {
-      for (int64_t l : batch.labels) {
-        if (l < 0 || l >= workload_.num_classes) throw std::invalid_argument(fmt::format("label {} out of range", l));
-      }
       copy_in(labels_, batch.labels.data(), batch.labels.size() * 8);
     }
     DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));

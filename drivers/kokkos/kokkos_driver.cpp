@@ -284,7 +284,7 @@ class KokkosModel final : public Model {
   std::vector<float> export_gradients() override { return to_host(grads_); }
 
   void set_batch(const Batch& batch) override {
-    check_batch(batch);
+    check_batch(workload_, batch, "kokkos driver");
     try {
       if (batch.size != built_batch_) build(batch);
       Kokkos::deep_copy(labels_, HostView<const int64_t>(batch.labels.data(), batch.labels.size()));
@@ -346,30 +346,6 @@ class KokkosModel final : public Model {
     if (kOnDevice) return std::nullopt;
     if (BlasThreads::get().settable()) BlasThreads::get().apply(threads_);
     return std::optional<DenormalScope>(std::in_place, denormals_, threads_);
-  }
-
-  void check_batch(const Batch& batch) const {
-    const Workload& w = workload_;
-    auto fail = [&](const std::string& why) {
-      throw std::invalid_argument(fmt::format("kokkos driver: workload {}: {}", w.name, why));
-    };
-    if (batch.size < 1) fail("empty batch");
-    const auto inputs = static_cast<size_t>(batch.size * w.input_size());
-    if (w.input_kind == InputKind::kTokens) {
-      if (batch.tokens.size() != inputs) fail(fmt::format("expected {} tokens, got {}", inputs, batch.tokens.size()));
-      for (int64_t t : batch.tokens) {
-        if (t < 0 || t >= w.vocab) fail(fmt::format("token {} outside [0, {})", t, w.vocab));
-      }
-    } else if (batch.features.size() != inputs) {
-      fail(fmt::format("expected {} features, got {}", inputs, batch.features.size()));
-    }
-    if (batch.labels.size() != static_cast<size_t>(batch.size * w.labels_per_sample())) {
-      fail(fmt::format("expected {} labels, got {}", batch.size * w.labels_per_sample(), batch.labels.size()));
-    }
-    const int64_t classes = w.loss == LossKind::kSigmoidBinaryCrossEntropy ? 2 : w.num_classes;
-    for (int64_t label : batch.labels) {
-      if (label < 0 || label >= classes) fail(fmt::format("label {} outside [0, {})", label, classes));
-    }
   }
 
   /// Allocates every buffer for batches of `batch.size` samples.

@@ -162,96 +162,91 @@ class LibTorchModel final : public Model {
   std::vector<float> export_gradients() override { return to_vector(grads_); }
 
   void set_batch(const Batch& batch) override {
-    out_of_memory_as_such([&] { set_batch_steps(batch); });
-  }
-
-  void set_batch_steps(const Batch& batch) {
-    std::vector<int64_t> shape{batch.size};
-    shape.insert(shape.end(), workload_.input_shape.begin(), workload_.input_shape.end());
-    if (workload_.input_kind == InputKind::kTokens) {
-      input_ = at::from_blob(const_cast<int64_t*>(batch.tokens.data()), shape, at::kLong).to(device_, true, true);
-    } else {
-      input_ = at::from_blob(const_cast<float*>(batch.features.data()), shape, at::kFloat).to(device_, true, true);
-    }
-    labels_ =
-        at::from_blob(const_cast<int64_t*>(batch.labels.data()), {static_cast<int64_t>(batch.labels.size())}, at::kLong)
-            .to(device_, true, true);
-    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) labels_ = labels_.to(at::kFloat);
+    out_of_memory_as_such([&] {
+      check_batch(workload_, batch, "libtorch driver");  // from_blob below trusts the sizes
+      std::vector<int64_t> shape{batch.size};
+      shape.insert(shape.end(), workload_.input_shape.begin(), workload_.input_shape.end());
+      if (workload_.input_kind == InputKind::kTokens) {
+        input_ = at::from_blob(const_cast<int64_t*>(batch.tokens.data()), shape, at::kLong).to(device_, true, true);
+      } else {
+        input_ = at::from_blob(const_cast<float*>(batch.features.data()), shape, at::kFloat).to(device_, true, true);
+      }
+      labels_ = at::from_blob(const_cast<int64_t*>(batch.labels.data()), {static_cast<int64_t>(batch.labels.size())},
+                              at::kLong)
+                    .to(device_, true, true);
+      if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) labels_ = labels_.to(at::kFloat);
+    });
   }
 
   void forward() override {
-    out_of_memory_as_such([&] { forward_steps(); });
-  }
-
-  void forward_steps() {
-    const auto scope = cpu_mode();
-    at::Tensor h = input_;
-    size_t stats = 0;
-    for (size_t i = 0; i < workload_.layers.size(); ++i) {
-      const Layer& l = workload_.layers[i];
-      const std::vector<Param>& p = layer_params_[i];
-      switch (l.kind) {
-        case LayerKind::kLinear: {
-          std::vector<int64_t> out_shape = h.sizes().vec();
-          out_shape.back() = l.out;
-          const at::Tensor b = l.bias ? p[1].value : at::Tensor(), db = l.bias ? p[1].grad : at::Tensor();
-          h = LinearIntoFlatGrad::apply(h.reshape({-1, l.in}), p[0].value, b, p[0].grad, db).view(out_shape);
-          break;
+    out_of_memory_as_such([&] {
+      const auto scope = cpu_mode();
+      at::Tensor h = input_;
+      size_t stats = 0;
+      for (size_t i = 0; i < workload_.layers.size(); ++i) {
+        const Layer& l = workload_.layers[i];
+        const std::vector<Param>& p = layer_params_[i];
+        switch (l.kind) {
+          case LayerKind::kLinear: {
+            std::vector<int64_t> out_shape = h.sizes().vec();
+            out_shape.back() = l.out;
+            const at::Tensor b = l.bias ? p[1].value : at::Tensor(), db = l.bias ? p[1].grad : at::Tensor();
+            h = LinearIntoFlatGrad::apply(h.reshape({-1, l.in}), p[0].value, b, p[0].grad, db).view(out_shape);
+            break;
+          }
+          case LayerKind::kConv2d:
+            h = at::conv2d(h, p[0].value, l.bias ? p[1].value : at::Tensor(), {l.stride, l.stride},
+                           {l.padding, l.padding});
+            break;
+          case LayerKind::kMaxPool2d:
+            h = at::max_pool2d(h, {l.kernel, l.kernel}, {l.stride, l.stride}, {l.padding, l.padding});
+            break;
+          case LayerKind::kGlobalAvgPool:
+            h = h.mean({2, 3});
+            break;
+          case LayerKind::kReLU:
+            h = at::relu(h);
+            break;
+          case LayerKind::kSigmoid:
+            h = at::sigmoid(h);
+            break;
+          case LayerKind::kTanh:
+            h = at::tanh(h);
+            break;
+          case LayerKind::kDropout:
+            h = at::dropout(h, l.p, /*train=*/true);
+            break;
+          case LayerKind::kBatchNorm2d:
+            h = batch_norm(h, p[0], p[1], stats++);
+            break;
+          case LayerKind::kBottleneck:
+            h = bottleneck(h, l, p, stats);
+            break;
+          case LayerKind::kFlatten:
+            h = h.flatten(1);
+            break;
+          case LayerKind::kEmbedding:
+            h = at::embedding(p[0].value, h);
+            break;
+          case LayerKind::kLstm:
+            h = lstm(h, l, p, lstm_zero_bias_[i]);
+            break;
         }
-        case LayerKind::kConv2d:
-          h = at::conv2d(h, p[0].value, l.bias ? p[1].value : at::Tensor(), {l.stride, l.stride},
-                         {l.padding, l.padding});
-          break;
-        case LayerKind::kMaxPool2d:
-          h = at::max_pool2d(h, {l.kernel, l.kernel}, {l.stride, l.stride}, {l.padding, l.padding});
-          break;
-        case LayerKind::kGlobalAvgPool:
-          h = h.mean({2, 3});
-          break;
-        case LayerKind::kReLU:
-          h = at::relu(h);
-          break;
-        case LayerKind::kSigmoid:
-          h = at::sigmoid(h);
-          break;
-        case LayerKind::kTanh:
-          h = at::tanh(h);
-          break;
-        case LayerKind::kDropout:
-          h = at::dropout(h, l.p, /*train=*/true);
-          break;
-        case LayerKind::kBatchNorm2d:
-          h = batch_norm(h, p[0], p[1], stats++);
-          break;
-        case LayerKind::kBottleneck:
-          h = bottleneck(h, l, p, stats);
-          break;
-        case LayerKind::kFlatten:
-          h = h.flatten(1);
-          break;
-        case LayerKind::kEmbedding:
-          h = at::embedding(p[0].value, h);
-          break;
-        case LayerKind::kLstm:
-          h = lstm(h, l, p, lstm_zero_bias_[i]);
-          break;
       }
-    }
-    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
-      loss_ = at::binary_cross_entropy_with_logits(h.reshape({-1}), labels_);
-    } else {
-      loss_ = at::cross_entropy_loss(h.reshape({-1, workload_.num_classes}), labels_);
-    }
+      if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+        loss_ = at::binary_cross_entropy_with_logits(h.reshape({-1}), labels_);
+      } else {
+        loss_ = at::cross_entropy_loss(h.reshape({-1, workload_.num_classes}), labels_);
+      }
+    });
   }
 
   void backward() override {
-    out_of_memory_as_such([&] { backward_steps(); });
-  }
-
-  void backward_steps() {
-    const auto scope = cpu_mode();
-    for (at::Tensor& g : accumulated_) g.zero_();
-    loss_.backward();
+    out_of_memory_as_such([&] {
+      const auto scope = cpu_mode();
+      for (at::Tensor& g : accumulated_) g.zero_();
+      loss_.backward();
+    });
   }
 
   double loss() override { return loss_.item<double>(); }
@@ -261,13 +256,11 @@ class LibTorchModel final : public Model {
   }
 
   void update(const Optimizer& opt) override {
-    out_of_memory_as_such([&] { update_steps(opt); });
-  }
-
-  void update_steps(const Optimizer& opt) {
-    const auto scope = cpu_mode();
-    at::NoGradGuard no_grad;
-    params_.add_(grads_, -opt.learning_rate);
+    out_of_memory_as_such([&] {
+      const auto scope = cpu_mode();
+      at::NoGradGuard no_grad;
+      params_.add_(grads_, -opt.learning_rate);
+    });
   }
 
   void synchronize() override {

@@ -134,7 +134,7 @@ class OnednnModel final : public Model {
 
   void set_batch(const Batch& batch) override {
     const ExecutionScope scope(threads_, denormals_);
-    check_batch(batch);
+    check_batch(workload_, batch, "onednn driver");
     labels_ = batch.labels;
     tokens_ = batch.tokens;
     if (batch.size != built_batch_) build(batch.size);
@@ -214,30 +214,6 @@ class OnednnModel final : public Model {
         return std::make_unique<LstmLayer>(name, l, slots, &version_);
     }
     throw std::invalid_argument("onednn driver: " + name + " has an unknown kind");
-  }
-
-  void check_batch(const Batch& batch) const {
-    const Workload& w = workload_;
-    auto fail = [&](const std::string& why) {
-      throw std::invalid_argument(fmt::format("onednn driver: workload {}: {}", w.name, why));
-    };
-    if (batch.size < 1) fail("empty batch");
-    const auto inputs = static_cast<size_t>(batch.size * w.input_size());
-    if (w.input_kind == InputKind::kTokens) {
-      if (batch.tokens.size() != inputs) fail(fmt::format("expected {} tokens, got {}", inputs, batch.tokens.size()));
-      for (int64_t t : batch.tokens) {
-        if (t < 0 || t >= w.vocab) fail(fmt::format("token {} outside [0, {})", t, w.vocab));
-      }
-    } else if (batch.features.size() != inputs) {
-      fail(fmt::format("expected {} features, got {}", inputs, batch.features.size()));
-    }
-    if (batch.labels.size() != static_cast<size_t>(batch.size * w.labels_per_sample())) {
-      fail(fmt::format("expected {} labels, got {}", batch.size * w.labels_per_sample(), batch.labels.size()));
-    }
-    const int64_t classes = w.loss == LossKind::kSigmoidBinaryCrossEntropy ? 2 : w.num_classes;
-    for (int64_t label : batch.labels) {
-      if (label < 0 || label >= classes) fail(fmt::format("label {} outside [0, {})", label, classes));
-    }
   }
 
   /// Creates every primitive and buffer for batches of `n` samples.

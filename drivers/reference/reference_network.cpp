@@ -724,26 +724,7 @@ void ReferenceNetwork::check_inputs(const std::vector<double>& params, const Bat
   if (static_cast<int64_t>(params.size()) != parameter_count_) {
     fail(fmt::format("expected {} parameters, got {}", parameter_count_, params.size()));
   }
-  if (batch.size < 1) fail("empty batch");
-  const int64_t inputs = batch.size * w.input_size();
-  if (w.input_kind == InputKind::kTokens) {
-    if (static_cast<int64_t>(batch.tokens.size()) != inputs) {
-      fail(fmt::format("expected {} tokens, got {}", inputs, batch.tokens.size()));
-    }
-    const int64_t vocab = w.layers.front().in;
-    for (int64_t t : batch.tokens) {
-      if (t < 0 || t >= vocab) fail(fmt::format("token {} outside [0, {})", t, vocab));
-    }
-  } else if (static_cast<int64_t>(batch.features.size()) != inputs) {
-    fail(fmt::format("expected {} features, got {}", inputs, batch.features.size()));
-  }
-  if (static_cast<int64_t>(batch.labels.size()) != batch.size * w.labels_per_sample()) {
-    fail(fmt::format("expected {} labels, got {}", batch.size * w.labels_per_sample(), batch.labels.size()));
-  }
-  const int64_t classes = w.loss == LossKind::kSigmoidBinaryCrossEntropy ? 2 : w.num_classes;
-  for (int64_t label : batch.labels) {
-    if (label < 0 || label >= classes) fail(fmt::format("label {} outside [0, {})", label, classes));
-  }
+  check_batch(w, batch, "reference driver");
 }
 
 double ReferenceNetwork::run(const std::vector<double>& params, const Batch& batch, uint64_t step,
