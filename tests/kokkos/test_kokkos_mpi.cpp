@@ -70,17 +70,3 @@ INSTANTIATE_TEST_SUITE_P(KokkosMpi, EveryCatalogWorkload, ::testing::ValuesIn(ca
 
 }  // namespace
 }  // namespace dlscale
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  // Only rank 0 prints gtest's report; failures on any rank still fail the exit code.
-  if (dlscale::world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any_failed;
-}

@@ -81,19 +81,3 @@ TEST(MpiTraining, AllreduceAveragesTheRanksGradients) {
 
 }  // namespace
 }  // namespace dlscale
-
-int main(int argc, char** argv) {
-  // As dlscale asks: SERIALIZED lets the bucketed all-reduce run its communication thread.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  // Only rank 0 prints gtest's report; failures on any rank still fail the exit code.
-  if (dlscale::world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any_failed;
-}
