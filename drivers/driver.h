@@ -47,6 +47,17 @@ Denormals parse_denormals(const std::string& name);
 /// (cuBLAS, cuDNN) keep IEEE arithmetic in fp32.
 Denormals default_denormals(DeviceType device);
 
+/// The instruction set a driver's library computes a precision with on a device, as the library
+/// itself will choose it ("avx512_core_bf16" for oneDNN, say), and whether that instruction set
+/// has the precision's arithmetic natively. A precision a library only emulates (bf16 through
+/// fp32 instructions) runs several times slower than the hardware's own: such a case runs only
+/// when the user asks for emulation (`--allow-emulation`), and is recorded as emulated.
+struct ComputeIsa {
+  std::string isa;           ///< empty where the driver cannot tell (code compiled for the build's baseline)
+  bool native = true;        ///< false: the precision is emulated on `isa`
+  std::string native_needs;  ///< for the message when not native: "avx512_core_bf16 or AMX"
+};
+
 /// Where a rank trains and how.
 struct DriverContext {
   DeviceType device = DeviceType::kCpu;
@@ -201,6 +212,9 @@ class Driver {
   virtual Support supports(const Workload& w, DeviceType device) const = 0;
   /// Whether the driver computes `w` on `device` in `precision`; only fp32 unless overridden.
   virtual Support supports_precision(const Workload& w, DeviceType device, Precision precision) const;
+  /// The instruction set `precision` is computed with on `device` (ComputeIsa). The default: the
+  /// driver cannot tell, and nothing is emulated.
+  virtual ComputeIsa compute_isa(DeviceType device, Precision precision) const;
   /// Whether the driver runs `device` in `mode`. The default accepts kIeee only, the mode of a
   /// driver that leaves its threads' floating-point mode alone; CPU drivers that apply either
   /// mode (drivers/cpu/denormal_scope.h) override it.
@@ -224,6 +238,11 @@ class Driver {
   /// Library name -> version, recorded in /system/software.
   virtual std::map<std::string, std::string> versions() const = 0;
 };
+
+/// Whether `driver` computes `w` on `device` in `precision`: supports_precision(), and a native
+/// instruction set for it (compute_isa()) unless `allow_emulation`.
+Support precision_support(const Driver& driver, const Workload& w, DeviceType device, Precision precision,
+                          bool allow_emulation);
 
 /// The compiled drivers, by name.
 class Registry {

@@ -84,6 +84,8 @@ Support Driver::supports_precision(const Workload&, DeviceType, Precision precis
   return Support::no(fmt::format("{} driver: only fp32 is implemented, not {}", name(), precision_name(precision)));
 }
 
+ComputeIsa Driver::compute_isa(DeviceType, Precision) const { return {}; }
+
 Support Driver::supports_denormals(DeviceType, Denormals mode) const {
   if (mode == Denormals::kIeee) return Support::yes();
   return Support::no(fmt::format("{} driver: denormals are kept (IEEE); it cannot flush them", name()));
@@ -92,6 +94,17 @@ Support Driver::supports_denormals(DeviceType, Denormals mode) const {
 Support Driver::device_available(DeviceType device) const {
   if (device == DeviceType::kCpu) return Support::yes();
   return Support::no(fmt::format("the {} driver runs on the CPU only", name()));
+}
+
+Support precision_support(const Driver& driver, const Workload& w, DeviceType device, Precision precision,
+                          bool allow_emulation) {
+  Support s = driver.supports_precision(w, device, precision);
+  if (!s.ok) return s;
+  const ComputeIsa isa = driver.compute_isa(device, precision);
+  if (isa.native || allow_emulation) return s;
+  return Support::no(fmt::format("{} driver: {} on {} is emulated, not native: it needs {} (--allow-emulation runs it)",
+                                 driver.name(), precision_name(precision), isa.isa.empty() ? "this CPU" : isa.isa,
+                                 isa.native_needs.empty() ? "another instruction set" : isa.native_needs));
 }
 
 void Registry::add(std::unique_ptr<Driver> driver) { drivers_.push_back(std::move(driver)); }

@@ -114,7 +114,7 @@ std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, con
           const Workload probe = make_workload(kProbeWorkload);
           Support s = d.device_available(c.device);
           if (s.ok) s = d.supports(probe, c.device);
-          if (s.ok) s = d.supports_precision(probe, c.device, c.precision);
+          if (s.ok) s = precision_support(d, probe, c.device, c.precision, c.allow_emulation);
           if (s.ok) s = d.supports_denormals(c.device, c.denormals);
           if (!s.ok) throw std::runtime_error(s.reason);
           rate = measure_rate(d, {c.device, 0, threads, 1, c.precision, c.denormals});

@@ -279,6 +279,15 @@ const std::vector<Axis>& axes() {
         &MatrixSpec::phases, &CaseSpec::phases, [](const std::string& s) { return parse_bool(s, "phases"); },
         [](const bool& b) { return std::string(b ? "true" : "false"); }, [](const CaseSpec& c) { return c.phases; }));
     t.back().flag_only = true;
+    t.push_back(scalar_axis<bool>(
+        "allow_emulation", "--allow-emulation",
+        "run a precision that the driver's library only emulates on this CPU (bf16 without bf16 "
+        "instructions), recorded as emulated; without it such cases are `unsupported`",
+        TomlKind::kBoolean, 16, &MatrixSpec::allow_emulation, &CaseSpec::allow_emulation,
+        [](const std::string& s) { return parse_bool(s, "allow_emulation"); },
+        [](const bool& b) { return std::string(b ? "true" : "false"); },
+        [](const CaseSpec& c) { return c.allow_emulation; }));
+    t.back().flag_only = true;
     return t;
   }();
   return table;
@@ -491,8 +500,9 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
           fmt::format("unknown driver '{}' (this build has: {})", c.driver, known.empty() ? "none" : known));
     }
     const Driver& driver = *drivers.find(c.driver);
+    // A precision the driver cannot compute is not bad input: like a layer it cannot run, the
+    // case is recorded `unsupported` (with the instruction set it lacks) and the rest run.
     Support available = driver.device_available(c.device);
-    if (available.ok) available = driver.supports_precision(make_workload(c.workload), c.device, c.precision);
     std::string refused_mode;  // named only when the floating-point mode is what the driver refuses
     if (available.ok) {
       available = driver.supports_denormals(c.device, c.denormals);
@@ -502,9 +512,7 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
       ++runnable;
     } else if (unavailable.empty()) {
       unavailable =
-          fmt::format("-d {} --device {}{}{}: {}", c.driver, device_name(c.device),
-                      c.precision == Precision::kFp32 ? "" : std::string(" --precision ") + precision_name(c.precision),
-                      refused_mode, available.reason);
+          fmt::format("-d {} --device {}{}: {}", c.driver, device_name(c.device), refused_mode, available.reason);
     }
     if (c.ranks <= 0 || c.ranks > world_size) {
       throw UsageError(

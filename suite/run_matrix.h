@@ -40,6 +40,7 @@ struct MatrixSpec {
   int iterations = 10;
   uint64_t seed = 42;
   bool phases = false;
+  bool allow_emulation = false;
 };
 
 /// One benchmark case: everything needed to run it and to rerun it.
@@ -58,6 +59,9 @@ struct CaseSpec {
   double case_timeout = 0;  ///< seconds; 0: no limit (not part of the case key)
   uint64_t seed = 0;
   bool phases = false;
+  /// Runs a precision the driver's library only emulates on this CPU (ComputeIsa), recorded as
+  /// emulated; otherwise such a case is `unsupported`.
+  bool allow_emulation = false;
   int ranks = 1;         ///< ranks this case runs on: world ranks 0..ranks-1
   double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
 

@@ -87,6 +87,14 @@ class HostStepTimer final : public StepTimer {
   Clock::time_point marks_[kPhaseCount + 1];
 };
 
+/// "avx512_core_bf16", "avx512_core (bf16 emulated)", or "" where the driver cannot tell.
+std::string describe_isa(const Driver* driver, const CaseSpec& spec) {
+  if (driver == nullptr) return "";
+  const ComputeIsa isa = driver->compute_isa(spec.device, spec.precision);
+  if (isa.native || isa.isa.empty()) return isa.isa;
+  return fmt::format("{} ({} emulated)", isa.isa, precision_name(spec.precision));
+}
+
 }  // namespace
 
 std::unique_ptr<StepTimer> make_host_step_timer(Model& model) { return std::make_unique<HostStepTimer>(model); }
@@ -198,7 +206,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   }
   Support support = driver.device_available(s.device);
   if (support.ok) support = driver.supports(s.workload, s.device);
-  if (support.ok) support = driver.supports_precision(s.workload, s.device, precision);
+  if (support.ok) support = precision_support(driver, s.workload, s.device, precision, spec.allow_emulation);
   if (support.ok) support = driver.supports_denormals(s.device, spec.denormals);
   if (support.ok && s.device == DeviceType::kCuda && spec.bucket_mb > 0 && ranks > 1) {
     support = Support::no(
@@ -373,6 +381,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "device_type", std::string(device_name(spec.device)));
   add(a, "precision", std::string(precision_name(spec.precision)));
   add(a, "denormals", std::string(denormals_name(spec.denormals)));
+  add(a, "isa", describe_isa(drivers_.find(spec.driver), spec));
   add(a, "scaling", std::string(scaling_name(spec.scaling)));
   add(a, "ranks", int64_t{ranks});
   add(a, "participants", ranks == 1 ? std::string("0") : fmt::format("0-{}", ranks - 1));
@@ -526,9 +535,11 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
 std::string summary_line(const CaseRecord& r) {
   const auto str = [&](const char* n) { return std::get<std::string>(attr(r.attrs, n)); };
   const auto num = [&](const char* n) { return std::get<int64_t>(attr(r.attrs, n)); };
-  std::string line = fmt::format("{:<10} {:<9} {:<4} {} {} {} P={} b={}/{} t={}", str("workload"), str("driver"),
-                                 str("device_type"), str("precision"), str("denormals"), str("scaling"), num("ranks"),
-                                 num("batch_per_rank"), num("global_batch"), num("threads"));
+  const std::string isa = str("isa");
+  std::string line =
+      fmt::format("{:<10} {:<9} {:<4} {}{} {} {} P={} b={}/{} t={}", str("workload"), str("driver"), str("device_type"),
+                  str("precision"), isa.empty() ? "" : "@" + isa, str("denormals"), str("scaling"), num("ranks"),
+                  num("batch_per_rank"), num("global_batch"), num("threads"));
   if (str("status") != "ok") return line + fmt::format(" | {}: {}", str("status"), str("message"));
   const auto sum = [&](const char* n) { return std::get<double>(attr(r.summary, n)); };
   line +=

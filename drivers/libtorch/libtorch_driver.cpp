@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/api/include/torch/cuda.h>
 
 #ifdef DLSCALE_WITH_CUDA
@@ -23,6 +24,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -40,28 +42,66 @@ using torch::autograd::variable_list;
 
 /// y = x W^T + b on a 2-D x, whose backward writes dW and db in place into slices of the flat
 /// gradient buffer and returns no gradient for W and b (so autograd never allocates one).
+/// Under CPU autocast (bf16 cases) it does what autocast does to a Linear: the products read
+/// bf16 copies of x and W and return bf16, and the gradients follow in bf16 (dW and db are
+/// rounded to bf16 as autocast's casts round them, then stored in the fp32 flat buffer).
 struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                             const at::Tensor& dw, const at::Tensor& db) {
-    ctx->save_for_backward({x, w});
+    const bool autocast = at::autocast::is_cpu_enabled() && x.device().is_cpu();
+    const at::ScalarType type = autocast ? at::autocast::get_autocast_cpu_dtype() : x.scalar_type();
+    const at::Tensor xc = x.to(type), wc = w.to(type);
+    ctx->save_for_backward({xc, wc});
     ctx->saved_data["dw"] = dw;
     ctx->saved_data["db"] = db;
-    return b.defined() ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
+    ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
+    return b.defined() ? at::addmm(b.to(type), xc, wc.t()) : at::mm(xc, wc.t());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& x = saved[0];
     const at::Tensor& w = saved[1];
-    const at::Tensor& g = grad_out[0];
+    const at::Tensor g = grad_out[0].to(x.scalar_type());
     at::Tensor dw = ctx->saved_data["dw"].toTensor();
-    at::mm_out(dw, g.t(), x);
+    if (g.scalar_type() == dw.scalar_type()) {
+      at::mm_out(dw, g.t(), x);
+    } else {
+      dw.copy_(at::mm(g.t(), x));
+    }
     at::Tensor db = ctx->saved_data["db"].toTensor();
-    if (db.defined()) at::sum_out(db, g, {0});
+    if (db.defined()) at::sum_out(db, g, {0}, false, db.scalar_type());
     at::Tensor dx;
-    if (ctx->needs_input_grad(0)) dx = g.mm(w);
+    if (ctx->needs_input_grad(0)) {
+      dx = g.mm(w).to(static_cast<at::ScalarType>(ctx->saved_data["x_type"].toInt()));
+    }
     return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
+};
+
+/// CPU autocast to `type` on the calling thread for the scope's length, as
+/// `torch.autocast("cpu", dtype)` does: LibTorch's own mixed precision (its op lists decide
+/// which operations run in bf16: products and convolutions do, losses do not).
+class CpuAutocast {
+ public:
+  explicit CpuAutocast(at::ScalarType type)
+      : was_enabled_(at::autocast::is_cpu_enabled()), was_type_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(type);
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocast() {
+    // The cast weights autocast caches live until the outermost scope ends.
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_type_);
+  }
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType was_type_;
 };
 
 /// Runs after autograd has finished a parameter's gradient (its AccumulateGrad node, also for
@@ -108,7 +148,8 @@ class LibTorchModel final : public Model {
         device_(ctx.device == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(ctx.device_index))
                                                 : at::Device(at::kCPU)),
         threads_(ctx.threads),
-        denormals_(ctx.denormals) {
+        denormals_(ctx.denormals),
+        autocast_(ctx.precision == Precision::kBf16 && ctx.device == DeviceType::kCpu) {
     at::set_num_threads(ctx.threads);
     at::manual_seed(ctx.seed);  // dropout masks
     if (device_.is_cuda()) {
@@ -181,6 +222,8 @@ class LibTorchModel final : public Model {
   void forward() override {
     out_of_memory_as_such([&] {
       const auto scope = cpu_mode();
+      std::optional<CpuAutocast> autocast;
+      if (autocast_) autocast.emplace(at::kBFloat16);
       at::Tensor h = input_;
       size_t stats = 0;
       for (size_t i = 0; i < workload_.layers.size(); ++i) {
@@ -233,6 +276,7 @@ class LibTorchModel final : public Model {
             break;
         }
       }
+      h = h.to(at::kFloat);  // the loss in fp32 whatever the layers computed in
       if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
         loss_ = at::binary_cross_entropy_with_logits(h.reshape({-1}), labels_);
       } else {
@@ -349,6 +393,7 @@ class LibTorchModel final : public Model {
   at::Device device_;
   int threads_;
   Denormals denormals_;
+  bool autocast_;  // bf16 on the CPU: forward() under CPU autocast
   at::Tensor params_, grads_, input_, labels_, loss_;
   std::vector<at::Tensor> lstm_zero_bias_;        // per layer: LibTorch's second LSTM bias, held at zero
   std::vector<std::vector<Param>> layer_params_;  // per layer, in canonical order
@@ -357,6 +402,22 @@ class LibTorchModel final : public Model {
   std::function<void(size_t, size_t)> ready_;  // set by the harness to overlap the all-reduce
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 };
+
+/// "AVX512", "AVX2" or "DEFAULT": the kernels ATen dispatches to on this CPU, by ATen's rule
+/// (AVX512 needs AVX512F/BW/VL/DQ; ATEN_CPU_CAPABILITY may lower the choice).
+std::string aten_cpu_capability() {
+  std::string best = "DEFAULT";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = "AVX2";
+  if (best == "AVX2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    best = "AVX512";
+  }
+  const char* asked = std::getenv("ATEN_CPU_CAPABILITY");
+  if (asked == nullptr) return best;
+  const std::string lowered = std::string(asked) == "default" ? "DEFAULT" : std::string(asked) == "avx2" ? "AVX2" : "";
+  if (lowered == "DEFAULT" || (lowered == "AVX2" && best == "AVX512")) return lowered;
+  return best;
+}
 
 class LibTorchDriver final : public Driver {
  public:
@@ -403,7 +464,26 @@ class LibTorchDriver final : public Driver {
 
   Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
     if (precision == Precision::kTf32 && device == DeviceType::kCuda) return Support::yes();
+    if (precision == Precision::kBf16 && device == DeviceType::kCpu) return Support::yes();
+    if (precision == Precision::kBf16) {
+      return Support::no("libtorch driver: bf16 runs on the CPU (CPU autocast); on GPUs the cuda driver has it");
+    }
     return Driver::supports_precision(w, device, precision);
+  }
+
+  /// On the CPU: ATen's vector capability, chosen as ATen chooses it (its own query is not
+  /// exported); bf16 products and convolutions go to LibTorch's oneDNN, which has bf16
+  /// instructions only with AVX512-BF16 or AMX and emulates them otherwise.
+  ComputeIsa compute_isa(DeviceType device, Precision precision) const override {
+    if (device != DeviceType::kCpu) return {};
+    ComputeIsa out{aten_cpu_capability(), true, {}};
+    if (precision == Precision::kBf16) {
+      const bool amx = __builtin_cpu_supports("amx-bf16"), avx512 = __builtin_cpu_supports("avx512bf16");
+      out.native = at::hasMKLDNN() && (amx || avx512);
+      if (out.native) out.isa += amx ? "+AMX-BF16" : "+AVX512-BF16";
+      out.native_needs = "AVX512-BF16 or AMX-BF16 with a LibTorch built with oneDNN (mkldnn)";
+    }
+    return out;
   }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {

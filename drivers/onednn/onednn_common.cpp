@@ -18,6 +18,12 @@ memory::desc plain_md(const memory::dims& dims) {
   return {dims, memory::data_type::f32, strides};
 }
 
+memory::desc with_type(const memory::desc& md, memory::data_type type) {
+  memory::desc typed = md;
+  typed.data.data_type = memory::convert_to_c(type);
+  return typed;
+}
+
 int64_t product(const memory::dims& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;

@@ -30,6 +30,10 @@ struct Env {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   int64_t batch = 0;
+  /// The operand type of the layers that do a model's arithmetic (matmul, convolution, LSTM):
+  /// f32, or bf16 for mixed precision. Everything else stays f32: activations between layers,
+  /// their gradients, the products' results (fp32 accumulation), parameters, loss and softmax.
+  memory::data_type compute = memory::data_type::f32;
 };
 
 /// An activation and its gradient, both in the activation's memory descriptor. `grad` is empty
@@ -52,6 +56,8 @@ using ParamVersion = const uint64_t*;
 
 /// Row-major f32 descriptor of `dims` (the canonical layout of parameters and plain activations).
 memory::desc plain_md(const memory::dims& dims);
+/// `md` with its elements of type `type`, in the same layout (strides and blocking count elements).
+memory::desc with_type(const memory::desc& md, memory::data_type type);
 /// Elements of `dims`.
 int64_t product(const memory::dims& dims);
 /// A memory of `md` over an existing buffer (oneDNN does not take ownership).

@@ -109,6 +109,7 @@ class OnednnModel final : public Model {
         ranges_(layer_parameter_ranges(w)),
         loss_(w.loss, w.num_classes) {
     const ExecutionScope scope(threads_, denormals_);
+    if (ctx.precision == Precision::kBf16) env_.compute = dnnl::memory::data_type::bf16;
     std::vector<std::vector<ParamSlot>> slots(w.layers.size());
     for (const ParamSpec& p : parameter_layout(w)) {
       slots[static_cast<size_t>(p.layer)].push_back({params_.data() + p.offset, grads_.data() + p.offset});
@@ -188,7 +189,7 @@ class OnednnModel final : public Model {
     const ParamSlot none;
     switch (l.kind) {
       case LayerKind::kLinear:
-        return std::make_unique<LinearLayer>(name, l.in, l.out, slots[0], l.bias ? slots[1] : none);
+        return std::make_unique<LinearLayer>(name, l.in, l.out, slots[0], l.bias ? slots[1] : none, &version_);
       case LayerKind::kConv2d:
         return std::make_unique<ConvLayer>(name, ConvSpec{l.in, l.out, l.kernel, l.stride, l.padding, l.bias}, slots[0],
                                            l.bias ? slots[1] : none, &version_);
@@ -284,6 +285,23 @@ std::string isa_name(dnnl::cpu_isa isa) {
   return fmt::format("isa#{}", static_cast<int>(isa));
 }
 
+/// Whether oneDNN can make a bf16 matrix product here (with f32 results, as the driver asks).
+bool has_bf16_kernels() {
+  static const bool has = [] {
+    try {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      const auto bf16 = dnnl::memory::data_type::bf16;
+      const dnnl::memory::desc a({16, 16}, bf16, dnnl::memory::format_tag::ab);
+      const dnnl::memory::desc c({16, 16}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;  // "could not create a primitive descriptor": no implementation for bf16
+    }
+  }();
+  return has;
+}
+
 std::string runtime_name(unsigned runtime) {
   switch (runtime) {
     case DNNL_RUNTIME_SEQ:
@@ -336,6 +354,28 @@ class OnednnDriver final : public Driver {
   }
 
   Support supports_denormals(DeviceType, Denormals mode) const override { return cpu_supports_denormals(mode); }
+
+  /// fp32, and bf16 wherever this oneDNN has bf16 kernels for the CPU: natively from
+  /// avx512_core_bf16 on, emulated on avx512_core, none below (AVX2), which a probe primitive
+  /// tells rather than a table of ISAs that changes between oneDNN versions.
+  Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
+    if (precision != Precision::kBf16) return Driver::supports_precision(w, device, precision);
+    if (!has_bf16_kernels()) {
+      return Support::no(fmt::format("onednn driver: this oneDNN has no bf16 kernels for ISA {}",
+                                     isa_name(dnnl::get_effective_cpu_isa())));
+    }
+    return Support::yes();
+  }
+
+  ComputeIsa compute_isa(DeviceType, Precision precision) const override {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    ComputeIsa out{isa_name(isa), true, {}};
+    if (precision == Precision::kBf16) {
+      out.native = isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+      out.native_needs = "avx512_core_bf16 or avx512_core_amx";
+    }
+    return out;
+  }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     if (ctx.device != DeviceType::kCpu) throw std::invalid_argument("onednn driver: CPU only");

@@ -19,7 +19,9 @@ namespace {
 using dnnl::algorithm;
 using dnnl::prop_kind;
 
-memory::desc any_md(const memory::dims& dims) { return {dims, memory::data_type::f32, memory::format_tag::any}; }
+memory::desc any_md(const memory::dims& dims, memory::data_type type = memory::data_type::f32) {
+  return {dims, type, memory::format_tag::any};
+}
 
 /// Output size of a window sweep with PyTorch's floor rule. oneDNN checks the same relation,
 /// (in - kernel + pad_l + pad_r) / stride + 1 == out, with integer division, so the symmetric
@@ -35,52 +37,71 @@ float* data(const memory& m) { return static_cast<float*>(m.get_data_handle()); 
 // ---------------------------------------------------------------------------------------------
 // Linear
 
-LinearLayer::LinearLayer(std::string name, int64_t in, int64_t out, ParamSlot weight, ParamSlot bias)
-    : NetLayer(std::move(name)), in_features_(in), out_features_(out), weight_(weight), bias_(bias) {}
+LinearLayer::LinearLayer(std::string name, int64_t in, int64_t out, ParamSlot weight, ParamSlot bias,
+                         ParamVersion version)
+    : NetLayer(std::move(name)),
+      in_features_(in),
+      out_features_(out),
+      weight_(weight),
+      bias_(bias),
+      version_(version) {}
 
 void LinearLayer::build(const Env& env, const Tensor& in, bool grad_out) {
   const memory::dims in_dims = in.value.get_desc().dims();
   const int64_t n = in_dims[0], rows = product(in_dims) / in_features_, width = in_features_, out = out_features_;
   src_ = StagedTensor(env, in, plain_md(in_dims));
-  const auto f32 = memory::data_type::f32;
+  const auto op = env.compute;
   const memory::desc x_md = plain_md({rows, width}), y_md = plain_md({rows, out}), w_md = plain_md({out, width}),
                      b_md = plain_md({1, out});
+  const memory::desc x_op = with_type(x_md, op), y_op = with_type(y_md, op), w_op = with_type(w_md, op);
   // The same buffers read transposed: W^T [in, out] and dy^T [out, rows].
-  const memory::desc wt_md({width, out}, f32, {1, width}), dyt_md({out, rows}, f32, {1, out});
+  const memory::desc wt_op({width, out}, op, {1, width}), dyt_op({out, rows}, op, {1, out});
   const Tensor x = view(env, src_.tensor(), x_md);
   out_ = allocate_tensor(env, plain_md(rows == n ? memory::dims{n, out} : memory::dims{n, rows / n, out}), grad_out);
   const Tensor y = view(env, out_, y_md);
   const bool bias = bias_.value != nullptr;
+  x_op_ = Staged(env, x.value, x_op, Flow::kIn);
+  w_op_ = Staged(env, wrap(env, w_md, weight_.value), w_op, Flow::kIn);
+  weights_seen_ = ~uint64_t{0};
 
   const dnnl::matmul::primitive_desc fwd_pd(
-      bias ? dnnl::matmul::desc(x_md, wt_md, b_md, y_md) : dnnl::matmul::desc(x_md, wt_md, y_md), env.engine);
+      bias ? dnnl::matmul::desc(x_op, wt_op, b_md, y_md) : dnnl::matmul::desc(x_op, wt_op, y_md), env.engine);
   fwd_ = dnnl::matmul(fwd_pd);
-  fwd_args_ = {{DNNL_ARG_SRC, x.value}, {DNNL_ARG_WEIGHTS, wrap(env, wt_md, weight_.value)}, {DNNL_ARG_DST, y.value}};
+  fwd_args_ = {{DNNL_ARG_SRC, x_op_.mem()},
+               {DNNL_ARG_WEIGHTS, wrap(env, wt_op, w_op_.mem().get_data_handle())},
+               {DNNL_ARG_DST, y.value}};
   if (bias) fwd_args_[DNNL_ARG_BIAS] = wrap(env, b_md, bias_.value);
   if (!grad_out) return;  // below the first parameterised layer: no backward pass
 
   // dW and db land straight in their canonical slices of the flat gradient buffer.
-  const dnnl::matmul::primitive_desc bwd_w_pd(dnnl::matmul::desc(dyt_md, x_md, w_md), env.engine);
+  dy_op_ = Staged(env, y.grad, y_op, Flow::kIn);
+  const dnnl::matmul::primitive_desc bwd_w_pd(dnnl::matmul::desc(dyt_op, x_op, w_md), env.engine);
   bwd_weights_ = dnnl::matmul(bwd_w_pd);
-  bwd_weights_args_ = {{DNNL_ARG_SRC, wrap(env, dyt_md, y.grad.get_data_handle())},
-                       {DNNL_ARG_WEIGHTS, x.value},
+  bwd_weights_args_ = {{DNNL_ARG_SRC, wrap(env, dyt_op, dy_op_.mem().get_data_handle())},
+                       {DNNL_ARG_WEIGHTS, x_op_.mem()},
                        {DNNL_ARG_DST, wrap(env, w_md, weight_.grad)}};
   dy_ = y.grad;
   rows_ = rows;
 
   // The first layer's input needs no gradient (nothing below it trains): no backward-data GEMM.
   if (!x.grad) return;
-  const dnnl::matmul::primitive_desc bwd_d_pd(dnnl::matmul::desc(y_md, w_md, x_md), env.engine);
+  const dnnl::matmul::primitive_desc bwd_d_pd(dnnl::matmul::desc(y_op, w_op, x_md), env.engine);
   bwd_data_ = dnnl::matmul(bwd_d_pd);
-  bwd_data_args_ = {{DNNL_ARG_SRC, y.grad}, {DNNL_ARG_WEIGHTS, wrap(env, w_md, weight_.value)}, {DNNL_ARG_DST, x.grad}};
+  bwd_data_args_ = {{DNNL_ARG_SRC, dy_op_.mem()}, {DNNL_ARG_WEIGHTS, w_op_.mem()}, {DNNL_ARG_DST, x.grad}};
 }
 
 void LinearLayer::forward(const Env& env) {
   src_.forward(env);
+  x_op_.sync(env);
+  if (*version_ != weights_seen_) {  // the canonical weights changed (update, load_parameters)
+    w_op_.sync(env);
+    weights_seen_ = *version_;
+  }
   fwd_.execute(env.stream, fwd_args_);
 }
 
 void LinearLayer::backward(const Env& env) {
+  dy_op_.sync(env);
   bwd_weights_.execute(env.stream, bwd_weights_args_);
   if (bias_.grad != nullptr) {
     // db = column sums of dy. A plain loop: oneDNN 2.6 runs this reduction with its reference
@@ -117,28 +138,32 @@ void ConvLayer::build(const Env& env, const Tensor& in, bool grad_out) {
   const memory::dims w_dims{spec_.out, spec_.in, k, k},
       out_dims{in_dims[0], spec_.out, window_out(in_dims[2], k, s, p), window_out(in_dims[3], k, s, p)};
   const memory::dims strides{s, s}, padding{p, p};
-  const memory::desc src_any = any_md(in_dims), w_any = any_md(w_dims), dst_any = any_md(out_dims);
+  // Operands (input, weights, output gradient) in the compute type; results in f32.
+  const auto op = env.compute;
+  const memory::desc src_any = any_md(in_dims, op), w_any = any_md(w_dims, op), dst_any = any_md(out_dims, op);
+  const memory::desc src_f32 = any_md(in_dims), w_f32 = any_md(w_dims), dst_f32 = any_md(out_dims);
   const memory::desc b_md = spec_.bias ? plain_md({spec_.out}) : memory::desc();
   const memory user_w = wrap(env, plain_md(w_dims), weight_.value);
   grad_in_ = static_cast<bool>(in.grad);
   weights_seen_ = ~uint64_t{0};
 
   const dnnl::convolution_forward::primitive_desc fwd_pd({prop_kind::forward_training, algorithm::convolution_direct,
-                                                          src_any, w_any, b_md, dst_any, strides, padding, padding},
+                                                          src_any, w_any, b_md, dst_f32, strides, padding, padding},
                                                          env.engine);
-  src_ = StagedTensor(env, in, fwd_pd.src_desc());
+  src_ = StagedTensor(env, in, with_type(fwd_pd.src_desc(), memory::data_type::f32));
+  src_op_ = Staged(env, src_.tensor().value, fwd_pd.src_desc(), Flow::kIn);
   fwd_weights_ = Staged(env, user_w, fwd_pd.weights_desc(), Flow::kIn);
   out_ = allocate_tensor(env, fwd_pd.dst_desc(), grad_out);
   fwd_ = dnnl::convolution_forward(fwd_pd);
-  fwd_args_ = {{DNNL_ARG_SRC, src_.tensor().value}, {DNNL_ARG_WEIGHTS, fwd_weights_.mem()}, {DNNL_ARG_DST, out_.value}};
+  fwd_args_ = {{DNNL_ARG_SRC, src_op_.mem()}, {DNNL_ARG_WEIGHTS, fwd_weights_.mem()}, {DNNL_ARG_DST, out_.value}};
   if (spec_.bias) fwd_args_[DNNL_ARG_BIAS] = wrap(env, b_md, bias_.value);
   if (!grad_out) return;
 
   // Backward primitives choose their own layouts too (`any`): forcing the forward ones can push
   // oneDNN onto a slower implementation. Where they differ, a reorder made here bridges them.
   const dnnl::convolution_backward_weights::primitive_desc bwd_w_pd(
-      {algorithm::convolution_direct, src_any, w_any, b_md, dst_any, strides, padding, padding}, env.engine, fwd_pd);
-  bwd_w_src_ = Staged(env, src_.tensor().value, bwd_w_pd.src_desc(), Flow::kIn);
+      {algorithm::convolution_direct, src_any, w_f32, b_md, dst_any, strides, padding, padding}, env.engine, fwd_pd);
+  bwd_w_src_ = Staged(env, src_op_.mem(), bwd_w_pd.src_desc(), Flow::kIn);
   bwd_w_diff_dst_ = Staged(env, out_.grad, bwd_w_pd.diff_dst_desc(), Flow::kIn);
   diff_weights_ = Staged(env, wrap(env, plain_md(w_dims), weight_.grad), bwd_w_pd.diff_weights_desc(), Flow::kOut);
   bwd_weights_ = dnnl::convolution_backward_weights(bwd_w_pd);
@@ -149,10 +174,12 @@ void ConvLayer::build(const Env& env, const Tensor& in, bool grad_out) {
 
   if (!grad_in_) return;
   const dnnl::convolution_backward_data::primitive_desc bwd_d_pd(
-      {algorithm::convolution_direct, src_any, w_any, dst_any, strides, padding, padding}, env.engine, fwd_pd);
-  // Staged from the forward weights: an alias (no second reorder) when both want the same layout.
+      {algorithm::convolution_direct, src_f32, w_any, dst_any, strides, padding, padding}, env.engine, fwd_pd);
+  // Staged from the forward weights and from the backward-weights output gradient: aliases (no
+  // second reorder or conversion) when both want the same layout.
   bwd_weights_in_ = Staged(env, fwd_weights_.mem(), bwd_d_pd.weights_desc(), Flow::kIn);
-  bwd_d_diff_dst_ = Staged(env, out_.grad, bwd_d_pd.diff_dst_desc(), Flow::kIn);
+  const bool same_dy = bwd_d_pd.diff_dst_desc() == bwd_w_diff_dst_.mem().get_desc();
+  bwd_d_diff_dst_ = Staged(env, same_dy ? bwd_w_diff_dst_.mem() : out_.grad, bwd_d_pd.diff_dst_desc(), Flow::kIn);
   diff_src_ = Staged(env, src_.tensor().grad, bwd_d_pd.diff_src_desc(), Flow::kOut);
   bwd_data_ = dnnl::convolution_backward_data(bwd_d_pd);
   bwd_data_args_ = {{DNNL_ARG_DIFF_DST, bwd_d_diff_dst_.mem()},
@@ -162,6 +189,7 @@ void ConvLayer::build(const Env& env, const Tensor& in, bool grad_out) {
 
 void ConvLayer::forward(const Env& env) {
   src_.forward(env);
+  src_op_.sync(env);
   if (*version_ != weights_seen_) {  // the canonical weights changed (update, load_parameters)
     fwd_weights_.sync(env);
     bwd_weights_in_.sync(env);

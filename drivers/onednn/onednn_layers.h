@@ -22,9 +22,11 @@ namespace dlscale::onednn {
 /// Matmul rather than inner product: with plain weights oneDNN 2.6's inner product falls back
 /// to its older jit sgemm, while matmul runs its brgemm kernels, which on FCN-5's shapes
 /// (batch 64, 26752 x 2048) are up to 1.6x faster at two threads (bench/onednn_fcn5.cpp).
+/// In bf16 (Env::compute) the GEMMs read bf16 copies of x, W and dy, made by one conversion
+/// each (W's once per parameter change), and write f32 results.
 class LinearLayer final : public NetLayer {
  public:
-  LinearLayer(std::string name, int64_t in, int64_t out, ParamSlot weight, ParamSlot bias);
+  LinearLayer(std::string name, int64_t in, int64_t out, ParamSlot weight, ParamSlot bias, ParamVersion version);
   void build(const Env& env, const Tensor& in, bool grad_out) override;
   void forward(const Env& env) override;
   void backward(const Env& env) override;
@@ -32,7 +34,10 @@ class LinearLayer final : public NetLayer {
  private:
   int64_t in_features_, out_features_;
   ParamSlot weight_, bias_;  // bias_.value is null without a bias
-  StagedTensor src_;         // the input in plain layout
+  ParamVersion version_;
+  uint64_t weights_seen_ = ~uint64_t{0};  // the parameter version w_op_ holds
+  StagedTensor src_;                      // the input in plain layout
+  Staged x_op_, w_op_, dy_op_;            // x, W and dy in the compute type (aliases in f32)
   dnnl::matmul fwd_, bwd_data_, bwd_weights_;
   Args fwd_args_, bwd_data_args_, bwd_weights_args_;
   memory dy_;  // [rows, out], for the bias gradient
@@ -48,7 +53,9 @@ struct ConvSpec {
 /// Convolution with oneDNN's preferred (blocked) activation and weight layouts (`any`). The
 /// canonical OIHW weights are reordered into the forward and backward-data layouts once per
 /// parameter change, and the weight gradient is reordered into its OIHW slice once per step
-/// when the backward-weights primitive chose a blocked layout.
+/// when the backward-weights primitive chose a blocked layout. In bf16 (Env::compute) those
+/// reorders also convert: the primitives read bf16 input, weights and output gradient and
+/// write f32 output, input gradient and weight gradient.
 class ConvLayer final : public NetLayer {
  public:
   ConvLayer(std::string name, ConvSpec spec, ParamSlot weight, ParamSlot bias, ParamVersion version);
@@ -62,7 +69,8 @@ class ConvLayer final : public NetLayer {
   ParamVersion version_;
   uint64_t weights_seen_ = ~uint64_t{0};  // the parameter version the staged weights hold
   bool grad_in_ = false;
-  StagedTensor src_;                     // the input in the forward primitive's layout
+  StagedTensor src_;                     // the input in the forward primitive's layout, f32
+  Staged src_op_;                        // src_ in the compute type (an alias in f32)
   Staged fwd_weights_, bwd_weights_in_;  // canonical weights -> primitive layouts
   Staged bwd_w_src_, bwd_w_diff_dst_, diff_weights_;
   Staged bwd_d_diff_dst_, diff_src_;

@@ -14,7 +14,9 @@ namespace dlscale::onednn {
 /// last step's hidden state, read from dst_iter) when !spec.all_steps. oneDNN's gate order i, f,
 /// c~, o is the canonical i, f, g, o, and its weights in `ldgoi` ([4H, in] row-major) are the
 /// canonical w_ih and w_hh themselves; the primitives' preferred layouts are reorders of them.
-/// `slots` hold w_ih, w_hh, bias per stacked layer.
+/// `slots` hold w_ih, w_hh, bias per stacked layer. In bf16 (Env::compute) the weights, the
+/// layer inputs and outputs and the hidden state are bf16; the cell state, the bias and every
+/// gradient stay f32.
 class LstmLayer final : public NetLayer {
  public:
   LstmLayer(std::string name, const Layer& spec, std::vector<ParamSlot> slots, ParamVersion version);
@@ -32,6 +34,7 @@ class LstmLayer final : public NetLayer {
     Staged diff_weights_layer, diff_weights_iter, diff_bias;
   };
 
+  /// `src` and `dst` hold the compute type, `diff_src` and `diff_dst` f32.
   Level build_level(const Env& env, size_t level, const memory& src, const memory& diff_src, const memory& dst,
                     const memory& diff_dst, bool last_step_only);
 
@@ -41,6 +44,9 @@ class LstmLayer final : public NetLayer {
   ParamVersion version_;
   uint64_t weights_seen_ = ~uint64_t{0};
   StagedTensor src_;  // the input in plain [N, T, in]
+  // The input and the output in the compute type: the primitives read and write that type for
+  // values (oneDNN's bf16 LSTM has bf16 layer and hidden states), f32 for every gradient.
+  Staged src_op_, out_op_;
   std::vector<Level> levels_;
   std::vector<memory> buffers_;  // the levels' own activations and gradients (args only view them)
 };

@@ -55,7 +55,7 @@ c("run", "-w", "mnist_fnn:depth=3"); c("run", "-w", "mnist_fnn:width=92233720368
 c("run", "-w", "resnet50:width=4611686018427387904"); c("run", "-w", "fcn5:features=3037000500,width=3037000500")
 c("run", "-w", "alexnet:image=10"); c("run", "-w", "lstm32:seq=0"); c("run", "-w", "fcn5", "--batch", "2147483647")
 c("run", "-w", W, "-d", "caffe"); c("run", "-w", W, "-d", "reference,reference"); c("run", "-w", W, "-d", "")
-c("run", "-w", W, "-d", "cuda"); c("run", "-w", W, "-d", "reference", "--precision", "bf16")
+c("run", "-w", W, "-d", "cuda"); c("run", "-w", W, "--precision", "BF16")
 c("run", "-w", W, "--data", "mnist:/nonexistent"); c("run", "-w", W, "--data", "imagenet:/x"); c("run", "-w", W, "--data", "")
 c("run", "-w", "lstm32", "--data", "mnist:/tmp")
 # TOML
