@@ -9,7 +9,53 @@ namespace dlscale {
 
 const std::vector<BuiltinSuite>& builtin_suites() {
   static const std::vector<BuiltinSuite> kSuites = {
-      {"quick", "every seed network once at a small batch, about two minutes on 2 cores (a smoke run)",
+      {"study",
+       "the default: strong and weak scaling over 1 and 2 ranks with phases, every CPU driver, a thread sweep; about 3 "
+       "minutes on 2 cores",
+       R"(# What a first run should show: how three contrasting networks scale from 1 to 2 ranks and why
+# (--phases: the diagnosis, and the all-reduce microbenchmark of every 2-rank case), on every CPU
+# driver. A compute-bound CNN, a communication-heavy FCN (4.2 M parameters, 17 MB of gradients
+# for little compute) and an LSTM, at sizes that finish in minutes on 2 cores. One thread per rank
+# so that P ranks use P cores; the thread sweep runs on one rank (it needs a CPU set of two cores:
+# `mpirun --bind-to none`, as scripts/quickstart.sh launches it).
+device = "cpu"
+ranks = [1, 2]
+threads = 1
+phases = true
+warmup = 2
+iterations = 20
+
+[[matrix]]
+driver = "libtorch"
+scaling = ["strong", "weak"]
+workload = ["cifar10_cnn", "fcn5:features=1024,width=1024", "lstm32:vocab=2000,seq=16"]
+batch = 32
+
+[[matrix]]
+driver = ["onednn", "kokkos"]
+scaling = "strong"
+workload = ["cifar10_cnn", "fcn5:features=1024,width=1024", "lstm32:vocab=2000,seq=16"]
+batch = 32
+
+# The float64 oracle is many times slower: fewer iterations.
+[[matrix]]
+driver = "reference"
+scaling = "strong"
+workload = ["cifar10_cnn", "fcn5:features=1024,width=1024", "lstm32:vocab=2000,seq=16"]
+batch = 32
+warmup = 1
+iterations = 4
+
+# Batch 64: not the scaling cases' one-thread case again.
+[[matrix]]
+driver = "libtorch"
+workload = "cifar10_cnn"
+batch = 64
+ranks = 1
+threads = [1, 2]
+phases = false
+)"},
+      {"smoke", "every seed network once at a small batch, about two minutes on 2 cores (a smoke run)",
        R"(# Small batches and few iterations: a check that everything runs, not a measurement to quote.
 driver = "libtorch"
 device = "cpu"

@@ -66,6 +66,11 @@ std::string case_json(const std::string& name, const CaseRecord& r) {
   return out + "}";
 }
 
+double training_flops_per_rank(const CaseSpec& c) {
+  return flops_per_sample(make_workload(c.workload)).train() * static_cast<double>(c.batch_per_rank()) *
+         (c.warmup + c.iterations);
+}
+
 namespace {
 
 /// The probe: FCN layers of 1024 units at batch 64, about 2 GFLOP per training step, small
@@ -129,11 +134,7 @@ std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, con
     }
     CaseEstimate e;
     e.rate_flops = it->second;
-    if (e.rate_flops > 0) {
-      const double step_flops =
-          flops_per_sample(make_workload(c.workload)).train() * static_cast<double>(c.batch_per_rank());
-      e.seconds = step_flops * (c.warmup + c.iterations) / e.rate_flops;
-    }
+    if (e.rate_flops > 0) e.seconds = training_flops_per_rank(c) / e.rate_flops;
     out.push_back(e);
   }
   return out;

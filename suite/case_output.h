@@ -20,6 +20,10 @@ OutputFormat parse_output_format(const std::string& name);
 /// summary attribute, as the results file holds them (non-finite numbers as null).
 std::string case_json(const std::string& name, const CaseRecord& r);
 
+/// The analytic training FLOP one rank of `c` computes over its warm-up and timed steps: the
+/// work the dry run's estimate and the progress line's time left are made of.
+double training_flops_per_rank(const CaseSpec& c);
+
 /// The dry run's estimate of one case: the training steps' FLOPs over a rate measured on this
 /// machine (or given); `seconds` < 0 when no rate is known for the case's driver and device.
 struct CaseEstimate {

@@ -9,6 +9,7 @@
 
 #include "suite/case_output.h"
 #include "suite/mpi_context.h"
+#include "suite/progress.h"
 #include "suite/run_matrix.h"
 
 namespace dlscale {
@@ -17,10 +18,11 @@ struct RunArgs {
   MatrixOverrides overrides;
   std::optional<std::string> config, suite, out;
   bool overwrite = false, resume = false;
-  OutputFormat format = OutputFormat::kText;  ///< how finished cases are printed
-  bool dry_run = false;                       ///< list the cases and their estimate, run nothing
-  double assume_gflops = 0;                   ///< dry run: this rate per rank instead of a probe
-  std::string command_line;                   ///< argv as typed, for provenance
+  OutputFormat format = OutputFormat::kText;    ///< how finished cases are printed
+  bool dry_run = false;                         ///< list the cases and their estimate, run nothing
+  double assume_gflops = 0;                     ///< dry run: this rate per rank instead of a probe
+  ProgressMode progress = ProgressMode::kNone;  ///< the progress line (main() picks the default)
+  std::string command_line;                     ///< argv as typed, for provenance
 };
 
 struct AllreduceArgs {

@@ -36,9 +36,9 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 
   RunArgs args;
   for (int i = 0; i < argc; ++i) args.command_line += (i ? " " : "") + shell_quote(argv[i]);
-  std::string config, suite, out, format = "text";
+  std::string config, suite, out, format = "text", progress;
 
-  CLI::App* run = app.add_subcommand("run", "run benchmark cases (default: the built-in quick suite)");
+  CLI::App* run = app.add_subcommand("run", "run benchmark cases (default: the built-in study suite)");
   // One option per run-matrix axis (suite/run_matrix.cpp declares them), its values kept as
   // text for the axis's own parser.
   const std::vector<dlscale::Axis>& axes = dlscale::axes();
@@ -58,6 +58,10 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   o_cfg->excludes(o_suite);
   run->add_option("--format", format,
                   "finished cases on stdout: text (one summary line) or json (one object per line)");
+  auto* o_progress =
+      run->add_option("--progress", progress,
+                      "none, plain (a line every 10 s) or bar (one line rewritten in place); default: bar "
+                      "when stderr is a terminal, else plain");
   run->add_flag("--dry-run", args.dry_run,
                 "print the cases and an estimate of their duration, then exit without running or writing anything");
   auto* o_gflops = run->add_option("--assume-gflops", args.assume_gflops,
@@ -152,6 +156,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     if (o_out->count() && out.empty()) throw dlscale::UsageError("--out: an empty path");
     if (!out.empty()) args.out = out;
     args.format = dlscale::parse_output_format(format);
+    args.progress = o_progress->count() ? dlscale::parse_progress_mode(progress) : dlscale::default_progress_mode();
     if (o_gflops->count() && !(args.assume_gflops > 0 && std::isfinite(args.assume_gflops))) {
       throw dlscale::UsageError(fmt::format("--assume-gflops must be a positive number, got {}", args.assume_gflops));
     }

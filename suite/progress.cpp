@@ -2,37 +2,84 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <numeric>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "suite/errors.h"
 
 namespace dlscale {
 
 namespace {
-constexpr std::chrono::seconds kLogInterval{5};
+
+// Often enough to show a log is alive, rarely enough that a long sweep's log stays readable.
+constexpr std::chrono::seconds kLogInterval{10};
+
+std::string clock_text(double s) {
+  const auto whole = static_cast<long long>(std::lround(s));
+  if (whole >= 3600) return fmt::format("{}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60);
+  return fmt::format("{}:{:02}", whole / 60, whole % 60);
 }
 
-Progress::Progress(bool enabled, std::FILE* out) : enabled_(enabled), out_(out), tty_(isatty(STDERR_FILENO) == 1) {}
+}  // namespace
+
+ProgressMode parse_progress_mode(const std::string& name) {
+  if (name == "none") return ProgressMode::kNone;
+  if (name == "plain") return ProgressMode::kPlain;
+  if (name == "bar") return ProgressMode::kBar;
+  throw UsageError(fmt::format("--progress {}: expected none, plain or bar", name));
+}
+
+ProgressMode default_progress_mode() { return isatty(STDERR_FILENO) == 1 ? ProgressMode::kBar : ProgressMode::kPlain; }
+
+Progress::Progress(bool enabled, ProgressMode mode, std::FILE* out)
+    : enabled_(enabled), mode_(mode), out_(out), run_start_(std::chrono::steady_clock::now()) {}
+
+void Progress::run_started(std::vector<double> case_work) {
+  work_ = std::move(case_work);
+  run_start_ = last_print_ = std::chrono::steady_clock::now();
+}
 
 void Progress::case_started(int index, int total, const std::string& description, const std::string& command) {
   if (!enabled_) return;
-  prefix_ = fmt::format("[{}/{}] {}", index + 1, total, description);
+  index_ = index;
+  total_ = total;
+  description_ = description;
   fmt::print(out_, "# {}\n", command);
   std::fflush(out_);
-  last_print_ = std::chrono::steady_clock::now();
+}
+
+std::string Progress::overall(double case_fraction) const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+  std::string line = fmt::format("{} elapsed", clock_text(elapsed));
+  const double total = std::accumulate(work_.begin(), work_.end(), 0.0);
+  const double current = static_cast<size_t>(index_) < work_.size() ? work_[static_cast<size_t>(index_)] : 0.0;
+  const double done = work_done_ + case_fraction * current;
+  // The rate of the work done so far (set-up and the all-reduce microbenchmarks included) over
+  // the work left; no estimate before the first step finished.
+  if (done > 0 && elapsed > 0) line += fmt::format(", about {} left", clock_text((total - done) * elapsed / done));
+  return line;
 }
 
 void Progress::iteration(const char* phase, int done, int total, double last_step_s) {
-  if (!enabled_) return;
+  if (!enabled_ || mode_ == ProgressMode::kNone) return;
   const auto now = std::chrono::steady_clock::now();
-  if (!tty_ && now - last_print_ < kLogInterval) return;
+  if (mode_ == ProgressMode::kPlain && now - last_print_ < kLogInterval) return;
   last_print_ = now;
-  const std::string line = fmt::format("{}: {} {}/{} ({:.3f} s/step)", prefix_, phase, done, total, last_step_s);
-  if (tty_) {
+  // The case's steps so far, warm-up first: its share of the case's work.
+  const bool warm = std::string(phase) == "warm-up";
+  const double fraction = warm ? 0.0 : static_cast<double>(done) / std::max(total, 1);
+  const std::string line = fmt::format("[case {}/{}] {} | {}: {} {}/{} ({:.3f} s/step)", index_ + 1, total_,
+                                       overall(fraction), description_, phase, done, total, last_step_s);
+  if (mode_ == ProgressMode::kBar) {
     fmt::print(stderr, "\r\033[K{}", line);
     line_open_ = true;
   } else {
-    fmt::print(stderr, "{}\n", line);
+    fmt::print(stderr, "progress: {}\n", line);
   }
   std::fflush(stderr);
 }
@@ -42,6 +89,7 @@ void Progress::case_finished(const std::string& line, std::FILE* to) {
   if (line_open_) fmt::print(stderr, "\r\033[K");
   line_open_ = false;
   std::fflush(stderr);
+  if (static_cast<size_t>(index_) < work_.size()) work_done_ += work_[static_cast<size_t>(index_)];
   fmt::print(to, "{}\n", line);
   std::fflush(to);
 }

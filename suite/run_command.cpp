@@ -148,7 +148,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     if (args.config) {
       matrices = parse_matrix_toml(read_text_file(*args.config), *args.config);
     } else if (args.suite || nothing_given) {
-      suite_name = args.suite.value_or("quick");
+      suite_name = args.suite.value_or("study");
       matrices = parse_matrix_toml(find_suite(suite_name).toml, "suite " + suite_name);
     } else {
       matrices = {MatrixSpec{}};
@@ -188,7 +188,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   const bool json = args.format == OutputFormat::kJson;
   // With --format json stdout carries the case objects only; everything else goes to stderr.
   std::FILE* const text_out = json ? stderr : stdout;
-  Progress progress(root, text_out);
+  Progress progress(root, args.progress, text_out);
   RankInfo mine = mpi.info();
   // Only runs with GPU cases ask the drivers about GPUs (that initialises CUDA on every rank).
   if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; })) {
@@ -205,6 +205,9 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }
 
+  std::vector<double> work;
+  for (size_t i = 0; i < cases.size(); ++i) work.push_back(skip[i] ? 0.0 : training_flops_per_rank(cases[i]));
+  progress.run_started(std::move(work));
   Runner runner(mpi, drivers, progress,
                 fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {} --resume",
                             out_path, resume_command(args.command_line, out_path)));

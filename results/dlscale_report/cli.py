@@ -1,6 +1,7 @@
 """Command line of dlscale-report.
 
-  dlscale-report summary FILE... [--format text|csv|json]    one row per case
+  dlscale-report summary FILE... [--format text|csv|json]    one row per case (text: and
+                                                             the scaling diagnosis)
   dlscale-report check FILE...                               recorded vs recomputed stats
   dlscale-report scaling FILE... [--mode weak|strong] [--format text|csv|json] [-o DIR]
   dlscale-report threads FILE... [--format text|csv|json] [-o DIR]    thread sweep
@@ -8,6 +9,8 @@
   dlscale-report phases FILE... [--format text|csv|json] [-o DIR]     forward/backward/...
   dlscale-report ranks FILE... [--format text|csv|json] [-o DIR]      per-rank times, stragglers
   dlscale-report allreduce FILE... [--format text|csv|json] [-o DIR]  all-reduce bandwidth
+  dlscale-report diagnosis FILE... [--format text|csv|json] [-o DIR]  why each series loses
+                                                             efficiency, per part
   dlscale-report compare A B [--format text|csv|json]        B/A per matched case, U test
   dlscale-report report FILE... -o DIR [--compare-to A]      everything as DIR/index.html
   dlscale-report --version                                   version and source commit
@@ -95,7 +98,9 @@ def _parser():
                        ("batch", "batch sweep: time per mini-batch against batch size"),
                        ("phases", "forward/backward/all-reduce/update time per case"),
                        ("ranks", "per-rank times, straggler, heat maps"),
-                       ("allreduce", "all-reduce microbenchmark bandwidth")):
+                       ("allreduce", "all-reduce microbenchmark bandwidth"),
+                       ("diagnosis", "lost efficiency of each scaling series by part, from the "
+                                     "phases")):
         s = sub.add_parser(name, help=text)
         files(s)
         fmt(s)
@@ -197,7 +202,13 @@ def _run(args):
         elif args.format == "json":
             text = format_json(rows)
         else:
+            from .diagnosis import diagnose, diagnosis_lines
             text = format_table(rows, len(args.files) > 1)
+            # Why each scaling series scales as it does, one sentence per series and rank count.
+            lines = diagnosis_lines(diagnose(load_study(args.files).cases))
+            if lines:
+                text += "\nscaling diagnosis (percent of the step lost to each part; " \
+                        "docs/metrics.md):\n" + "".join(f"  {line}\n" for line in lines)
         sys.stdout.write(text)
         return 0
     if args.command == "check":
@@ -263,6 +274,16 @@ def _run(args):
         tables = [allreduce_table(allreduce_rows(benchmarks))]
         if plots:
             figures = plots.allreduce_plot(benchmarks, outdir)
+    elif args.command == "diagnosis":
+        from .diagnosis import diagnose, diagnosis_lines, diagnosis_rows, diagnosis_table
+        diagnoses = diagnose(study.cases)
+        table = diagnosis_table(diagnosis_rows(diagnoses))
+        table.notes += diagnosis_lines(diagnoses)
+        tables = [table]
+        if plots:
+            from .scaling import build_series, scaling_modes
+            series = [s for m in scaling_modes(study.cases) for s in build_series(study.cases, m)[0]]
+            figures = plots.overview_plot(series, diagnoses, outdir)
     else:                                       # pragma: no cover - argparse restricts it
         raise ReportError(f"unknown command {args.command}")
     _emit(args, tables, figures)

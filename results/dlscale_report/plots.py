@@ -336,3 +336,99 @@ def allreduce_plot(benchmarks, outdir):
     return [(_save(fig, outdir, "allreduce_bandwidth.png"),
              "all-reduce bandwidth against message size (algbw = bytes/time, busbw = "
              "algbw·2(P-1)/P)")]
+
+
+# ---------------------------------------------------------------- overview
+
+PART_COLORS = {"compute": "#4C72B0", "straggler": "#DD8452", "allreduce": "#C44E52",
+               "other": "#8C8C8C"}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def overview_plot(series, diagnoses, outdir):
+    """The report's first figure: speedup and efficiency against P for every series (colour:
+    network, marker: driver, line: scaling mode), and below them the step's parts at each P,
+    relative to the ideal step there, the drivers of a network side by side."""
+    from matplotlib.lines import Line2D
+    from .diagnosis import PARTS, STEP_NAMES
+
+    plotted = [s for s in series if len(s.ok_rows) > 1]
+    bars = [d for d in diagnoses if d.points]
+    if not plotted:
+        return []
+    workloads = sorted({s.rows[0]["workload"] for s in plotted} | {d.workload for d in bars})
+    drivers = sorted({s.rows[0]["driver"] for s in plotted} | {d.driver for d in bars})
+    color = dict(zip(workloads, _colors(len(workloads))))
+    marker = {d: MARKERS[i % len(MARKERS)] for i, d in enumerate(drivers)}
+    style = {"strong": "-", "weak": "--"}
+
+    fig = plt.figure(figsize=(7.6, 6.6) if bars else (7.6, 3.4))
+    grid = fig.add_gridspec(2 if bars else 1, 2, height_ratios=[1, 1.15] if bars else [1],
+                            hspace=0.55, wspace=0.3)
+    ax_s, ax_e = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    ranks = sorted({r["ranks"] for s in plotted for r in s.ok_rows})
+    for s in plotted:
+        rows, first = s.ok_rows, s.rows[0]
+        kw = dict(color=color[first["workload"]], marker=marker[first["driver"]],
+                  ls=style[s.mode], lw=1.3, ms=5)
+        ax_s.plot([r["ranks"] for r in rows], [r["speedup"] for r in rows], **kw)
+        ax_e.plot([r["ranks"] for r in rows], [r["efficiency"] for r in rows], **kw)
+    p0 = min(s.baseline_ranks for s in plotted)
+    ax_s.plot(ranks, [p / p0 for p in ranks], color="k", ls=":", lw=1.2)
+    ax_e.axhline(1.0, color="k", ls=":", lw=1.2)
+    for ax in (ax_s, ax_e):
+        ax.set_xticks(ranks)
+        ax.set_xlabel("ranks P")
+    ax_s.set_ylabel("speedup S(P)")
+    ax_s.set_title("speedup (dotted: ideal P/P0)")
+    ax_e.set_ylabel("efficiency E(P)")
+    ax_e.set_ylim(0, 1.15)
+    ax_e.set_title("efficiency (dotted: ideal 1)")
+    handles = ([Line2D([], [], color=color[w], lw=3, label=w) for w in workloads]
+               + [Line2D([], [], color="k", marker=marker[d], ls="", label=d) for d in drivers]
+               + [Line2D([], [], color="k", ls=style[m], label=m)
+                  for m in ("strong", "weak") if any(s.mode == m for s in plotted)])
+    ax_e.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
+                fontsize=7.5)
+
+    if bars:
+        ax_b = fig.add_subplot(grid[1, :])
+        bars = sorted(bars, key=lambda d: (d.mode, d.workload, d.driver))
+        x, ticks, labels, groups = 0.0, [], [], {}
+        for d in bars:
+            k0 = d.baseline_parts["step"]
+            columns = [(d.baseline_ranks, d.baseline_parts, k0)] + [
+                (p.ranks, p.parts, p.ideal_s) for p in d.points]
+            for i, (p, parts, ideal) in enumerate(columns):
+                bottom = 0.0
+                for part in PARTS:
+                    h = max(parts[part], 0.0) / ideal
+                    ax_b.bar(x + i * 0.42, h, 0.38, bottom=bottom, color=PART_COLORS[part])
+                    bottom += h
+                ax_b.text(x + i * 0.42, bottom + 0.02, f"{p}", ha="center", va="bottom",
+                          fontsize=6.5)
+            ticks.append(x + 0.21 * (len(columns) - 1))
+            labels.append(d.driver)
+            groups.setdefault((d.mode, d.workload), []).append(x)
+            x += 0.42 * len(columns) + 0.35
+        ax_b.axhline(1.0, color="k", ls=":", lw=1.2)
+        ax_b.set_xticks(ticks)
+        ax_b.set_xticklabels(labels, rotation=30, ha="right", fontsize=7.5)
+        ax_b.grid(axis="x", visible=False)
+        top = ax_b.get_ylim()[1] * 1.12
+        ax_b.set_ylim(0, top)
+        for (mode, workload), xs in groups.items():
+            # The network's name without its size overrides: the legend above has them.
+            ax_b.text((min(xs) + max(xs)) / 2 + 0.2, top * 0.97, f"{workload.split(':')[0]}\n{mode}",
+                      ha="center", va="top", fontsize=7)
+            ax_b.axvline(min(xs) - 0.3, color="#bbb", lw=0.6)
+        ax_b.set_ylabel("step time / ideal step")
+        ax_b.set_title("parts of the step at each P (number over the bar), relative to the "
+                       "ideal step (dotted)")
+        ax_b.legend([Rectangle((0, 0), 1, 1, color=PART_COLORS[k]) for k in reversed(PARTS)],
+                    [STEP_NAMES[k] for k in reversed(PARTS)], loc="center left",
+                    bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=7.5)
+    return [(_save(fig, outdir, "overview.png"),
+             "speedup and efficiency against ranks for every series (colour: network, marker: "
+             "driver, line: scaling mode); below, the median iteration's parts at each P over the "
+             "ideal step there: a bar above 1 lost that much")]

@@ -14,6 +14,7 @@ from . import plots
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case
 from .compare import compare_rows, compare_table
+from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_rows, diagnosis_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
 from .scaling import build_series, scaling_modes, scaling_table
@@ -48,6 +49,15 @@ nav ul { columns: 3; font-size: .9em; }
 .ok { color: #176317; } .bad { color: #a01010; font-weight: bold; }
 .csv { font-size: .8em; }
 code, pre { background: #f3f3f6; padding: 0 .2em; }
+.meta { font-size: .85em; color: #444; margin: .3em 0; }
+.overview { display: flex; gap: 1.2em; align-items: flex-start; }
+.overview-figure { flex: 0 0 60%; }
+.overview-figure figure { margin: 0; }
+.overview-text { flex: 1 1 auto; min-width: 0; }
+.overview-text h2 { margin-top: 0; }
+ul.diagnosis { padding-left: 1.1em; font-size: .88em; }
+ul.diagnosis li { margin-bottom: .45em; }
+ul.omitted { font-size: .82em; color: #555; }
 pre { padding: .5em; overflow-x: auto; font-size: .8em; }
 """
 
@@ -88,11 +98,12 @@ class Page:
         if grid:
             self.parts.append("</div>\n")
 
-    def render(self, title, header):
+    def render(self, title, top, header):
+        """top: the first screen (the overview); header: what precedes the table of contents."""
         toc = "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in self.toc)
         return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                 f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
-                f"<h1>{html.escape(title)}</h1>\n{header}<nav><ul>{toc}</ul></nav>\n"
+                f"<h1>{html.escape(title)}</h1>\n{top}{header}<nav><ul>{toc}</ul></nav>\n"
                 + "".join(self.parts) + "</body>\n</html>\n")
 
 
@@ -117,12 +128,32 @@ def _files_html(study):
 def write_report(study, outdir, baseline=None, title=None):
     """Write outdir/index.html (and figures, CSVs); returns its path.
 
+    The first screen answers why the study scales as it does: the overview figure and the
+    diagnosis sentences side by side; the detail sections follow. A section without data is
+    left out, named in one line under the overview.
+
     baseline: an optional second Study; its cases are compared with `study`'s
     (A = baseline, B = study).
     """
     os.makedirs(outdir, exist_ok=True)
     page = Page(outdir)
     cases = study.cases
+    omitted = []
+
+    def section(anchor, title_, table, csv_name, empty, figures=(), intro=None, grid=False):
+        """A detail section, or one line in `omitted` when its table has no rows."""
+        if not table.rows:
+            omitted.append(f"{title_}: {empty}")
+            return False
+        page.section(anchor, title_, intro)
+        page.table(table, csv_name)
+        page.figures(figures() if callable(figures) else figures, grid=grid)
+        return True
+
+    series_by_mode = {mode: build_series(cases, mode) for mode in scaling_modes(cases)}
+    all_series = [s for series, _ in series_by_mode.values() for s in series]
+    diagnoses = [diagnose_series(s) for s in all_series]
+    overview = _overview_html(page, all_series, diagnoses, outdir)
 
     page.section("consistency", "consistency check",
                  "Every ok case's recorded summary recomputed from its raw samples "
@@ -134,11 +165,14 @@ def write_report(study, outdir, baseline=None, title=None):
     else:
         page.text(f"all {len(cases)} case(s) consistent", cls="ok")
 
-    page.section("summary", "cases")
-    page.table(summary_table([case_row(c) for c in cases]), "summary.csv")
+    section("summary", "cases", summary_table([case_row(c) for c in cases]), "summary.csv",
+            "the files hold no case")
 
-    for mode in scaling_modes(cases):
-        series, notes = build_series(cases, mode)
+    rows = diagnosis_rows(diagnoses)
+    section("diagnosis", "scaling diagnosis", diagnosis_table(rows), "diagnosis.csv",
+            "no scaling series has phases (--phases) at two rank counts")
+
+    for mode, (series, notes) in series_by_mode.items():
         page.section(f"scaling-{mode}", f"{mode} scaling")
         page.table(scaling_table(series, mode, notes), f"scaling_{mode}.csv")
         if any(len(s.ok_rows) > 1 for s in series):
@@ -146,44 +180,72 @@ def write_report(study, outdir, baseline=None, title=None):
         else:
             page.text("No series has ok cases at two or more rank counts, so there is no "
                       "curve to plot; give the files of jobs with other rank counts too.")
+    if not series_by_mode:
+        omitted.append("scaling: no case")
 
     for knob, title_ in (("threads", "thread sweep"), ("batch", "batch sweep")):
         panels, notes = build_panels(cases, knob)
-        page.section(f"{knob}-sweep", title_)
-        page.table(sweep_table(panels, knob, notes), f"{knob}_sweep.csv")
-        page.figures(plots.sweep_plot(panels, knob, outdir))
+        section(f"{knob}-sweep", title_, sweep_table(panels, knob, notes), f"{knob}_sweep.csv",
+                f"no series of ok cases that differ only in {knob}",
+                lambda: plots.sweep_plot(panels, knob, outdir))
 
     rows = phase_rows(cases)
-    page.section("phases", "phases")
-    page.table(phase_table(rows, len(study.files) > 1), "phases.csv")
-    page.figures(plots.phase_plot(rows, outdir))
+    section("phases", "phases", phase_table(rows, len(study.files) > 1), "phases.csv",
+            "no case has phase times (run dlscale with --phases)",
+            lambda: plots.phase_plot(rows, outdir))
 
     hosts = {f.path: hosts_of(f.ranks) for f in study.files}
-    page.section("ranks", "ranks and stragglers")
-    page.table(rank_table(rank_rows(cases, hosts), len(study.files) > 1), "ranks.csv")
     multi = [c for c in cases if c.ok and c.iter_time_s is not None and c.iter_time_s.shape[0] > 1]
     shown = multi or [c for c in cases if c.ok]
-    page.figures(plots.rank_heatmaps(shown, outdir, limit=MAX_HEATMAPS), grid=True)
-    if len(shown) > MAX_HEATMAPS:
+    if section("ranks", "ranks and stragglers", rank_table(rank_rows(cases, hosts),
+                                                           len(study.files) > 1),
+               "ranks.csv", "no ok case",
+               lambda: plots.rank_heatmaps(shown, outdir, limit=MAX_HEATMAPS), grid=True) \
+            and len(shown) > MAX_HEATMAPS:
         page.text(f"heat maps of the first {MAX_HEATMAPS} of {len(shown)} cases; "
                   "`dlscale-report ranks FILES -o DIR` draws them all")
 
     benchmarks = [b for f in study.files for b in f.allreduce]
-    page.section("allreduce", "all-reduce microbenchmark")
-    page.table(allreduce_table(allreduce_rows(benchmarks)), "allreduce.csv")
-    page.figures(plots.allreduce_plot(benchmarks, outdir))
+    section("allreduce", "all-reduce microbenchmark", allreduce_table(allreduce_rows(benchmarks)),
+            "allreduce.csv", "no all-reduce microbenchmark in the files (dlscale allreduce, or "
+            "--phases on two or more ranks)", lambda: plots.allreduce_plot(benchmarks, outdir))
 
     if baseline is not None:
         rows, notes = compare_rows(baseline.cases, cases)
-        page.section("compare", "comparison with a baseline run",
-                     f"A = {', '.join(baseline.paths)}; B = the files of this report.")
-        page.table(compare_table(rows, notes), "compare.csv")
+        section("compare", "comparison with a baseline run", compare_table(rows, notes),
+                "compare.csv", "no case matches one of the baseline's",
+                intro=f"A = {', '.join(baseline.paths)}; B = the files of this report.")
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    header = (f"<p>Generated {now} by dlscale-report from {len(study.files)} file(s), "
-              f"{len(cases)} case(s). Times in ms unless stated (1 ms = 1e-3 s); SI prefixes. "
-              "Definitions: docs/metrics.md.</p>\n" + _files_html(study))
+    intro = (f"<p class=\"meta\">Generated {now} by dlscale-report from {len(study.files)} "
+             f"file(s), {len(cases)} case(s). Times in ms unless stated (1 ms = 1e-3 s); SI "
+             "prefixes. Definitions: docs/metrics.md.</p>\n")
+    left_out = ("" if not omitted else
+                '<ul class="omitted">' + "".join(f"<li>not shown, no data: {html.escape(o)}</li>"
+                                                 for o in omitted) + "</ul>\n")
     path = os.path.join(outdir, "index.html")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(page.render(title or "dlscale report", header))
+        f.write(page.render(title or "dlscale report", intro + overview,
+                            _files_html(study) + left_out))
     return path
+
+
+def _overview_html(page, series, diagnoses, outdir):
+    """The overview figure and, beside it, one sentence per series and rank count."""
+    figures = plots.overview_plot(series, diagnoses, outdir)
+    lines = diagnosis_lines(diagnoses)
+    if not lines:
+        lines = ["no scaling series: the files hold no case"]
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    figure = "".join(f'<figure><img src="{html.escape(os.path.basename(p))}" '
+                     f'alt="{html.escape(c)}"><figcaption>{html.escape(c)}</figcaption></figure>'
+                     for p, c in figures)
+    if not figure:
+        figure = ("<p>No series has ok cases at two or more rank counts: no overview figure "
+                  "(run with --ranks 1,2 or give the files of several jobs).</p>")
+    return ('<div class="overview"><div class="overview-figure">' + figure + "</div>"
+            '<div class="overview-text"><h2 id="why">Why it scales as it does</h2>'
+            "<p class=\"meta\">Per series and rank count: the efficiency, and the lost time by "
+            "part in percent of the step (they add up to 1 − efficiency); "
+            '<a href="#diagnosis">details</a>.</p>'
+            f'<ul class="diagnosis">{items}</ul></div></div>\n')

@@ -61,6 +61,7 @@ class Series:
     label: str
     mode: str
     rows: list                         # one dict per case, sorted by ranks
+    cases: list = field(default_factory=list)   # the Case of each row
     baseline_ranks: object = None      # P0, None when no case is ok
     projection: object = None          # Projection used for the projected columns
     projection_case: object = None     # the Case it comes from
@@ -108,7 +109,7 @@ def _series(group, mode):
     # here then follows from iter_time_s alone.
     stats = {c.index: case_stats(c) for c in group}
     ok = [c for c in group if stats[c.index] is not None]
-    s = Series(label=label, mode=mode, rows=[_row(c, label) for c in group])
+    s = Series(label=label, mode=mode, rows=[_row(c, label) for c in group], cases=list(group))
     if not ok:
         return s
     base = ok[0]

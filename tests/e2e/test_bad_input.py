@@ -45,7 +45,7 @@ c("run", "-w", W, "--resume", "--out", "keep.h5", files={"keep.h5": b"previous r
 c("run", "-w", W, "--resume", "--out", "absent.h5"); c("run", "-w", W, "--resume", "--overwrite", "--out", "x.h5", names=["--overwrite and --resume"])
 c("run", "-w", W, "--config", "missing.toml"); c("run", "-w", W, "--config", "."); c("run", "--config", "/dev/zero")
 c("run", "--config", "big.toml", files={"big.toml": b"# " + b"x" * (2 << 20) + b"\n"})
-c("run", "--config", "a.toml", "--suite", "quick", files={"a.toml": b'workload = "mnist_fnn"\n'})
+c("run", "--config", "a.toml", "--suite", "smoke", files={"a.toml": b'workload = "mnist_fnn"\n'})
 c("run", "--suite", "nightly-xl"); c("run", "--suite", "")
 # workloads and drivers
 c("run", "-w", "resnet9000"); c("run", "-w", ""); c("run", "-w", ",mnist_fnn"); c("run", "-w", "mnist_fnn,mnist_fnn")

@@ -288,14 +288,14 @@ class RealData(Workdir):
         self.assertLess(loss[-8:].mean(), loss[:8].mean())
 
 
-class DefaultRunCoversTheCatalog(Workdir):
-    def test_no_workload_runs_the_quick_suite_with_every_network(self):
-        # No workload, config or suite: the built-in quick suite into results/quick.h5. The flags
-        # given still apply, so this is also every catalog network at batch 2 for one iteration.
-        proc = dlscale(["run", "--batch", "2", "--warmup", "0", "--iterations", "1"], ranks=1, cwd=self.dir,
-                       timeout=1200)
+class SmokeSuiteCoversTheCatalog(Workdir):
+    def test_smoke_suite_runs_every_network(self):
+        # The smoke suite into results/smoke.h5. The flags given still apply, so this is every
+        # catalog network at batch 2 for one iteration.
+        proc = dlscale(["run", "--suite", "smoke", "--batch", "2", "--warmup", "0", "--iterations", "1"], ranks=1,
+                       cwd=self.dir, timeout=1200)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        out = self.path("results/quick.h5")
+        out = self.path("results/smoke.h5")
         with h5py.File(out, "r") as f:
             cases = {f["cases"][n].attrs["workload"]: f["cases"][n] for n in f["cases"]}
             self.assertEqual(sorted(cases), sorted(WORKLOADS_MD_PARAMS))
@@ -311,6 +311,50 @@ class DefaultRunCoversTheCatalog(Workdir):
         self.assertEqual(summary.returncode, 0, summary.stderr)
         for name in WORKLOADS_MD_PARAMS:
             self.assertIn(name, summary.stdout)
+
+
+class DefaultStudy(Workdir):
+    def test_no_selection_is_the_study_suite(self):
+        # No workload, config or suite: the study suite, listed by a dry run (nothing runs).
+        proc = dlscale(["run", "--dry-run", "--assume-gflops", "10"], cwd=self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("-> results/study.h5", proc.stdout)
+        cases = [line.split("   # ")[0] for line in proc.stdout.splitlines() if re.match(r"^\d{4} dlscale run ", line)]
+        scaling = [c for c in cases if "--phases" in c]
+        # Strong and weak scaling over 1 and 2 ranks, with phases, and every CPU driver.
+        for mode in ("strong", "weak"):
+            for ranks in ("1", "2"):
+                self.assertTrue(any(f"--scaling {mode}" in c and f"--ranks {ranks}" in c for c in scaling)
+                                or mode == "weak" and any(f"--ranks {ranks}" in c and "--scaling" not in c
+                                                          for c in scaling), (mode, ranks))
+        for driver in ("libtorch", "onednn", "kokkos", "reference"):
+            self.assertTrue(any(f"-d {driver}" in c or driver == "libtorch" and " -d " not in c for c in scaling),
+                            driver)
+        for workload in ("cifar10_cnn", "fcn5", "lstm32"):
+            self.assertTrue(any(workload in c for c in scaling), workload)
+        self.assertTrue(any("--threads 2" in c for c in cases))  # the thread sweep
+
+    def test_progress_modes(self):
+        small = ["run", "-w", "mnist_fnn:width=16", "--batch", "4", "--warmup", "1", "--iterations", "3",
+                 "--ranks", "1,2", "--overwrite", "--out", self.path("p.h5")]
+        bar = dlscale(small + ["--progress", "bar"])
+        self.assertEqual(bar.returncode, 0, bar.stderr)
+        # Rewritten in place: the case count, the time elapsed and an estimate of the time left.
+        # (text mode reads the carriage return as a newline; the erase-line sequence stays)
+        lines = [line.strip() for line in bar.stderr.split("\033[K") if line.startswith("[case ")]
+        self.assertTrue(lines, bar.stderr)
+        self.assertTrue(any(re.match(r"\[case 2/2\] \d+:\d\d elapsed, about \d+:\d\d left \| mnist_fnn", line)
+                            for line in lines), lines)
+        for mode in ("none", "plain"):
+            proc = dlscale(small + ["--progress", mode])
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertNotIn("\033[K", proc.stderr, mode)  # plain: whole lines only, at most one per 10 s
+            self.assertEqual(len([line for line in proc.stdout.splitlines() if line.endswith("| ok")]), 2)
+        bad = small[:-1] + [self.path("bad.h5"), "--progress", "fancy"]
+        proc = dlscale(bad)
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(error_lines(proc), ["dlscale: error: --progress fancy: expected none, plain or bar"])
+        self.assertFalse(os.path.exists(self.path("bad.h5")))  # nothing run
 
 
 class MachineReadable(Workdir):
@@ -382,7 +426,8 @@ class InfoAndList(unittest.TestCase):
         proc = dlscale(["list"], ranks=1)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("117997696", proc.stdout)
-        self.assertIn("quick", proc.stdout)
+        self.assertIn("study", proc.stdout)
+        self.assertIn("smoke", proc.stdout)
 
 
 if __name__ == "__main__":

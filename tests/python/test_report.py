@@ -352,8 +352,12 @@ class CliTest(unittest.TestCase):
     def test_summary_text(self):
         proc = run_cli("summary", self.path)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        lines = proc.stdout.splitlines()
+        table, diagnosis = proc.stdout.split("\n\n")
+        lines = table.splitlines()
         self.assertEqual(len(lines), 2 + 3)                    # header, rule, 3 cases
+        # Then the diagnosis: every series here has one rank count, which is a note, not an error.
+        self.assertTrue(diagnosis.startswith("scaling diagnosis"), diagnosis)
+        self.assertIn("needs two rank counts with ok cases (has P=", diagnosis)
         self.assertNotIn("file", lines[0])                     # a single file: no file column
         for name, workload in (("0000", "mlp"), ("0001", "cnn"), ("0002", "transformer")):
             self.assertTrue(any(l.startswith(name) and workload in l for l in lines[2:]))
@@ -369,7 +373,7 @@ class CliTest(unittest.TestCase):
         write_results(second, sample_cases()[:1])
         proc = run_cli("summary", self.path, second, module=True)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        lines = proc.stdout.splitlines()
+        lines = proc.stdout.split("\n\n")[0].splitlines()
         self.assertTrue(lines[0].startswith("file"))
         self.assertEqual(len(lines), 2 + 4)
         self.assertTrue(lines[-1].startswith(second))

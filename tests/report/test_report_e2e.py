@@ -423,6 +423,26 @@ class Figures(Study):
             page_rows = read_csv(f.read())
         self.assertEqual(len(page_rows), len(self.csv_of("scaling", "--mode", "weak", *self.all)))
 
+        # The first screen: the overview figure and the diagnosis, before any detail section.
+        self.assertIn("overview.png", names)
+        self.assertLess(page.index("overview.png"), page.index('id="consistency"'))
+        self.assertLess(page.index('id="why"'), page.index('id="consistency"'))
+        self.assertIn('id="diagnosis"', page)
+        # No empty table: every table has body rows (a section without data is one line).
+        tables = page.split("<table")[1:]
+        self.assertTrue(tables)
+        for table in tables:
+            body = table.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+            self.assertIn("<tr", body, table[:300])
+        self.assertNotIn("(no rows)", page)
+        # No broken image: each <img> is a PNG file with a width and a height (IHDR).
+        for ref in (r for r in files if r.endswith(".png")):
+            with open(os.path.join(out, ref), "rb") as f:
+                head = f.read(24)
+            self.assertEqual(head[12:16], b"IHDR", ref)
+            self.assertGreater(int.from_bytes(head[16:20], "big"), 0, ref)
+            self.assertGreater(int.from_bytes(head[20:24], "big"), 0, ref)
+
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         if chromium is None:
             self.skipTest("chromium not installed: no rendering check")
@@ -436,6 +456,72 @@ class Figures(Study):
             capture_output=True, text=True, timeout=180)
         self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
         self.assertPngs([shot])
+
+
+def diagnosis_parts(iter_time_s, phase_time_s):
+    """The median iteration's step parts, straight from docs/metrics.md (Scaling diagnosis)."""
+    t, ph = np.asarray(iter_time_s), np.asarray(phase_time_s)
+    step = t.max(axis=0)
+    fb = ph[:, :, 0] + ph[:, :, 1]
+    last = np.argmax(fb, axis=0)
+    parts = {"step": step, "compute": fb.mean(axis=0), "straggler": fb.max(axis=0) - fb.mean(axis=0),
+             "allreduce": np.array([ph[r, i, 2] for i, r in enumerate(last)])}
+    parts["other"] = step - fb.max(axis=0) - parts["allreduce"]
+    order = np.argsort(step, kind="stable")
+    middle = [order[(len(step) - 1) // 2], order[len(step) // 2]]
+    return {k: float(np.mean(v[middle])) for k, v in parts.items()}
+
+
+class Diagnosis(Study):
+    PARTS = ("compute", "straggler", "allreduce", "other")
+
+    def test_parts_sum_to_the_gap_and_come_from_the_phases(self):
+        rows = self.csv_of("diagnosis", *self.weak)
+        where = {(r["series"], int(r["ranks"])): (r["file"], r["case"])
+                 for r in self.csv_of("scaling", "--mode", "weak", *self.weak)}
+        # 2 workloads × 2 thread counts, each diagnosed at P = 2 and 3 against P = 1.
+        self.assertEqual(sorted({(r["series"], int(r["ranks"])) for r in rows}),
+                         sorted(k for k in where if k[1] > 1))
+        for r in rows:
+            p = int(r["ranks"])
+            base = self.raw[where[(r["series"], 1)]]
+            case = self.raw[where[(r["series"], p)]]
+            b, c = (diagnosis_parts(x["iter"], x["phase"]) for x in (base, case))
+            step, gap = num(r["step_ms"]) / 1e3, num(r["gap_ms"]) / 1e3
+            # The step and the gap are those of the scaling table (median step, weak: ideal T(1)).
+            self.assertClose(step, step_stats(case["iter"])[0], rel=1e-9)
+            self.assertClose(gap, step - step_stats(base["iter"])[0], rel=1e-9)
+            for k in self.PARTS:
+                self.assertClose(num(r[f"{k}_ms"]) / 1e3, c[k], rel=1e-9, msg=k)
+                self.assertClose(num(r[f"{k}_lost_ms"]) / 1e3, c[k] - b[k], rel=1e-9, msg=k)
+            lost = sum(num(r[f"{k}_lost_ms"]) / 1e3 for k in self.PARTS)
+            self.assertLess(abs(lost - gap), 0.01 * step, r["series"])
+            shares = sum(num(r[f"{k}_lost_share"]) for k in self.PARTS)
+            self.assertAlmostEqual(shares, 1 - num(r["efficiency"]), places=9)
+            # A 2- or 3-rank step reduces gradients: some exposed all-reduce is lost.
+            self.assertGreater(c["allreduce"], 0)
+        # One sentence per series and rank count, in the terminal summary too.
+        proc = report("summary", *self.weak)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        sentences = [line for line in proc.stdout.splitlines() if "efficiency" in line and " at P=" in line]
+        self.assertEqual(len(sentences), len(rows))
+        for line in sentences:
+            self.assertRegex(line, r"at P=\d, efficiency \d\.\d\d: -?\d+% ")
+            for name in ("compute inflation", "straggler wait", "exposed all-reduce", "update and other"):
+                self.assertIn(name, line)
+
+    def test_one_rank_count_gets_a_note(self):
+        out = self.path("one_rank_count")
+        proc = report("report", self.weak[1], "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("needs two rank counts with ok cases (has P=2)", page)
+        self.assertIn("not shown, no data: scaling diagnosis", page)
+        proc = report("summary", self.weak[1])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        notes = [line for line in proc.stdout.splitlines() if "needs two rank counts" in line]
+        self.assertEqual(len(notes), 4, proc.stdout)
 
 
 class BadInput(Study):

@@ -87,7 +87,7 @@ batch = [80, 160]
 }
 
 TEST(RunMatrix, OverridesReplaceFieldsOfEveryMatrix) {
-  auto m = parse_matrix_toml(find_suite("quick").toml, "quick");
+  auto m = parse_matrix_toml(find_suite("smoke").toml, "smoke");
   MatrixOverrides o;
   o.set(axis("batch"), {"4"});
   o.set(axis("iterations"), {"2"});
@@ -186,9 +186,9 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
   const Registry drivers = compiled_drivers();
   if (drivers.find("libtorch") == nullptr) GTEST_SKIP() << "the built-in suites use the LibTorch driver";
   for (const BuiltinSuite& s : builtin_suites()) {
-    const auto cases = expand(parse_matrix_toml(s.toml, s.name), 1);
+    const auto cases = expand(parse_matrix_toml(s.toml, s.name), 2);
     EXPECT_FALSE(cases.empty()) << s.name;
-    const std::string problem = usage_error_of([&] { validate(cases, drivers, 1); });
+    const std::string problem = usage_error_of([&] { validate(cases, drivers, 2); });
     // A suite that runs on GPUs only is refused, with the reason, where the device is missing;
     // mixed suites run their CPU cases and record the rest.
     const bool gpu_only =
@@ -207,11 +207,11 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
 }
 
 TEST(RunMatrix, UnknownSuiteIsAUsageError) {
-  EXPECT_NE(usage_error_of([] { find_suite("nope"); }).find("unknown suite 'nope' (known: quick"), std::string::npos);
+  EXPECT_NE(usage_error_of([] { find_suite("nope"); }).find("unknown suite 'nope' (known: study"), std::string::npos);
 }
 
 TEST(RunMatrix, ExpandedCasesAreRecordedAsToml) {
-  const auto cases = expand(parse_matrix_toml(find_suite("quick").toml, "quick"), 2);
+  const auto cases = expand(parse_matrix_toml(find_suite("smoke").toml, "smoke"), 2);
   const std::string text = cases_to_toml(cases);
   size_t tables = 0;
   for (size_t p = text.find("[[case]]"); p != std::string::npos; p = text.find("[[case]]", p + 1)) ++tables;
