@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""The same networks in PyTorch eager mode on the same GPU: the yardstick the cuda driver is held
-to (issue: "at least match PyTorch eager").
+"""The same networks in PyTorch eager mode on the same GPU or CPU: the yardstick dlscale's drivers
+are held to (issue: "at least match PyTorch eager").
 
 Each network is built from `dlscale list --json NAME`, so it is layer for layer the network dlscale
 trains (workloads/workload.h). A step is what dlscale times: forward, loss, backward, plain SGD
-update (no all-reduce: one GPU), timed with CUDA events after warm-up; the median is reported.
-fp32 means fp32: TF32 is switched off for cuBLAS and cuDNN unless --precision tf32.
+update (no all-reduce: one device), timed after warm-up (CUDA events on a GPU, the host clock on
+the CPU); the median is reported. fp32 means fp32: TF32 is switched off for cuBLAS and cuDNN
+unless --precision tf32. bf16 is PyTorch's mixed precision: the forward pass under
+torch.autocast(device, torch.bfloat16), fp32 parameters and SGD.
 
   python3 bench/pytorch_eager.py --dlscale build/current/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64,128
   python3 bench/pytorch_eager.py --dlscale build/gpu/dlscale --cases-from gpu.h5   # the GPU cases of a dlscale file
+  python3 bench/pytorch_eager.py --device cpu --threads 2 -w resnet50 --batch 16 --precision fp32,bf16
 
 Prints one JSON object per case (workload, batch, precision, step_median_s, tflops), after one per
-precision with the GPU's measured matrix-product ceiling (gemm, device, tflops: torch.matmul of
-two random 8192x8192 matrices), the yardstick for "share of peak" (scripts/gpu-check.sh).
+precision with the device's measured matrix-product ceiling (gemm, device, tflops: torch.matmul of
+two random square matrices, 8192 on a GPU, 2048 on the CPU), the yardstick for "share of peak"
+(scripts/gpu-check.sh).
 """
 
 import argparse
@@ -21,6 +25,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 
 import torch
 from torch import nn
@@ -113,7 +118,7 @@ def time_workload(w, batch, precision, warmup, iterations, device):
         y = torch.randint(0, w["num_classes"], (batch * steps,), device=device)
         loss_fn = lambda out: nn.functional.cross_entropy(out.reshape(-1, w["num_classes"]), y)  # noqa: E731
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
 
     def step():
         opt.zero_grad(set_to_none=False)
@@ -124,16 +129,27 @@ def time_workload(w, batch, precision, warmup, iterations, device):
 
     for _ in range(warmup):
         step()
+    median = statistics.median(timed(step, iterations, device))
+    return median, w["train_flops_per_sample"] * batch / median / 1e12
+
+
+def timed(f, iterations, device):
+    """Seconds of each of `iterations` calls of f: CUDA events on a GPU, the host clock on the CPU."""
     times = []
+    if device == "cpu":
+        for _ in range(iterations):
+            start = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - start)
+        return times
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(iterations):
         start.record()
-        step()
+        f()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
-    median = statistics.median(times)
-    return median, w["train_flops_per_sample"] * batch / median / 1e12
+    return times
 
 
 def set_precision(precision):
@@ -143,21 +159,15 @@ def set_precision(precision):
     torch.backends.cudnn.allow_tf32 = tf32
 
 
-def gemm_ceiling(precision, n=8192, warmup=3, iterations=10):
+def gemm_ceiling(precision, device, warmup=3, iterations=10):
     """Median TFLOP/s of an n^3 matrix product on random data in `precision`."""
     set_precision(precision)
+    n = 2048 if device == "cpu" else 8192
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for i in range(warmup + iterations):
-        start.record()
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(warmup):
         torch.matmul(a, b)
-        end.record()
-        end.synchronize()
-        if i >= warmup:
-            times.append(start.elapsed_time(end) / 1e3)
-    return 2 * n**3 / statistics.median(times) / 1e12
+    return 2 * n**3 / statistics.median(timed(lambda: torch.matmul(a, b), iterations, device)) / 1e12
 
 
 def cases_from(path):
@@ -183,6 +193,8 @@ def main():
     ap.add_argument("--batch", default="64", help="batch sizes, comma-separated")
     ap.add_argument("--precision", default="fp32", help="fp32, tf32, bf16, comma-separated")
     ap.add_argument("--cases-from", metavar="FILE", help="instead of -w/--batch/--precision: the GPU cases of FILE")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: PyTorch's choice")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
     args = ap.parse_args()
@@ -191,15 +203,18 @@ def main():
     else:
         cases = list(itertools.product(args.workloads.split(","), [int(b) for b in args.batch.split(",")],
                                        args.precision.split(",")))
+    device = args.device
     for _, _, precision in cases:
-        if precision not in ("fp32", "tf32", "bf16"):
-            sys.exit(f"pytorch_eager: unknown precision {precision!r} (fp32, tf32, bf16)")
-    if not torch.cuda.is_available():
+        if precision not in ("fp32", "tf32", "bf16") or (device == "cpu" and precision == "tf32"):
+            sys.exit(f"pytorch_eager: unknown precision {precision!r} on {device} (fp32, bf16; tf32 on cuda)")
+    if device == "cuda" and not torch.cuda.is_available():
         sys.exit("pytorch_eager: this PyTorch sees no GPU")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.backends.cudnn.benchmark = True  # choose convolution algorithms by timing, as dlscale does
+    name = torch.cuda.get_device_name() if device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     for precision in dict.fromkeys(p for _, _, p in cases):
-        print(json.dumps({"gemm": precision, "device": torch.cuda.get_device_name(), "tflops": gemm_ceiling(precision)}),
-              flush=True)
+        print(json.dumps({"gemm": precision, "device": name, "tflops": gemm_ceiling(precision, device)}), flush=True)
     networks = {}
     for name, batch, precision in cases:
         if name not in networks:
@@ -208,12 +223,13 @@ def main():
         set_precision(precision)
         record = {"workload": name, "batch": batch, "precision": precision}
         try:
-            median, tflops = time_workload(networks[name], batch, precision, args.warmup, args.iterations, "cuda")
+            median, tflops = time_workload(networks[name], batch, precision, args.warmup, args.iterations, device)
             record.update(step_median_s=median, tflops=tflops)
         except torch.cuda.OutOfMemoryError:
             record.update(status="oom")
         print(json.dumps(record), flush=True)
-        torch.cuda.empty_cache()  # the next network gets the memory this one cached
+        if device == "cuda":
+            torch.cuda.empty_cache()  # the next network gets the memory this one cached
 
 
 if __name__ == "__main__":

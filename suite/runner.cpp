@@ -87,11 +87,12 @@ class HostStepTimer final : public StepTimer {
   Clock::time_point marks_[kPhaseCount + 1];
 };
 
-/// "avx512_core_bf16", "avx512_core (bf16 emulated)", or "" where the driver cannot tell.
+/// "avx512_core_bf16", "avx512_core (bf16 emulated)" when emulation runs, or "" where the driver
+/// cannot tell.
 std::string describe_isa(const Driver* driver, const CaseSpec& spec) {
   if (driver == nullptr) return "";
   const ComputeIsa isa = driver->compute_isa(spec.device, spec.precision);
-  if (isa.native || isa.isa.empty()) return isa.isa;
+  if (isa.native || isa.isa.empty() || !spec.allow_emulation) return isa.isa;  // unsupported unless allowed
   return fmt::format("{} ({} emulated)", isa.isa, precision_name(spec.precision));
 }
 

@@ -275,6 +275,29 @@ def phase_plot(rows, outdir):
              "the slowest rank; tick: step median")]
 
 
+# ---------------------------------------------------------------- precisions
+
+def precision_loss_plot(rows, outdir, limit=6):
+    """Loss over the timed iterations, fp32 solid and the reduced precision dashed, per pair."""
+    rows = [r for r in rows if r["fp32_loss"] is not None and r["reduced_loss"] is not None][:limit]
+    if not rows:
+        return []
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for r, color in zip(rows, _colors(len(rows))):
+        ax.plot(range(1, len(r["fp32_loss"]) + 1), r["fp32_loss"], "-", color=color,
+                label=_wrap(f"{r['label']} fp32", 70))
+        ax.plot(range(1, len(r["reduced_loss"]) + 1), r["reduced_loss"], "--", color=color,
+                label=_wrap(f"{r['label']} {r['precision']}", 70))
+    ax.set_xlabel("timed iteration")
+    ax.set_ylabel("loss (mean over ranks)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("loss by precision, same seed and data")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
+    fig.tight_layout()
+    return [(_save(fig, outdir, "precision_loss.png"),
+             f"loss per timed iteration: fp32 solid, reduced precision dashed (first {len(rows)} pairs)")]
+
+
 # ---------------------------------------------------------------- ranks
 
 def rank_heatmaps(cases, outdir, limit=None):

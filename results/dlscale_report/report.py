@@ -14,6 +14,7 @@ from . import plots
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case
 from .compare import compare_rows, compare_table
+from .precisions import precision_pairs, precision_rows, precision_table
 from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_rows, diagnosis_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
@@ -188,6 +189,11 @@ def write_report(study, outdir, baseline=None, title=None):
         section(f"{knob}-sweep", title_, sweep_table(panels, knob, notes), f"{knob}_sweep.csv",
                 f"no series of ok cases that differ only in {knob}",
                 lambda: plots.sweep_plot(panels, knob, outdir))
+
+    rows = precision_rows(precision_pairs(cases))
+    section("precisions", "drivers by precision", precision_table(rows), "precisions.csv",
+            "no case ran in fp32 and in a reduced precision with everything else the same",
+            lambda: plots.precision_loss_plot(rows, outdir))
 
     rows = phase_rows(cases)
     section("phases", "phases", phase_table(rows, len(study.files) > 1), "phases.csv",

@@ -18,6 +18,7 @@ COLUMNS = (
     ("driver", "driver", False),
     ("device", "device", False),
     ("precision", "precision", False),
+    ("isa", "isa", False),
     ("denormals", "denormals", False),
     ("scaling", "scaling", False),
     ("ranks", "ranks", True),
@@ -32,7 +33,7 @@ COLUMNS = (
 )
 
 # CSV keeps the CI bounds and the message as separate machine-readable columns.
-CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "denormals", "scaling",
+CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa", "denormals", "scaling",
                "ranks", "batch_per_rank", "global_batch", "threads",
                "step_median_ms", "ci95_low_ms", "ci95_high_ms",
                "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "status", "message")
@@ -48,6 +49,7 @@ def case_row(case):
         "driver": a.get("driver"),
         "device": a.get("device_type"),
         "precision": a.get("precision"),
+        "isa": a.get("isa", ""),
         "denormals": a.get("denormals", ""),
         "scaling": a.get("scaling"),
         "ranks": a.get("ranks"),
