@@ -514,7 +514,9 @@ class SlurmCase(unittest.TestCase):
         with open(os.path.join(d, "files.txt")) as f:
             self.assertEqual(f.read().split(), files)
         self.assertIn(f"{REPORT} summary {files[0]} {files[1]}", proc.stdout)
-        self.assertEqual(len(re.findall(r"mnist_fnn:width=16\s+libtorch\s+cpu", proc.stdout)), 2, proc.stdout)
+        # One summary row per file (the diagnosis sentences after the table name the series too).
+        rows = re.findall(r"^\S+\.h5\s+\d{4}\s+mnist_fnn:width=16\s+libtorch\s+cpu", proc.stdout, re.M)
+        self.assertEqual(len(rows), 2, proc.stdout)
 
     def test_study_without_wait_prints_job_ids_then_collect(self):
         d = os.path.join(self.dir, "study")
