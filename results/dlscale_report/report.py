@@ -14,6 +14,7 @@ from . import plots
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case
 from .compare import compare_rows, compare_table
+from .drivers import driver_rows, driver_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
 from .scaling import build_series, scaling_modes, scaling_table
@@ -136,6 +137,11 @@ def write_report(study, outdir, baseline=None, title=None):
 
     page.section("summary", "cases")
     page.table(summary_table([case_row(c) for c in cases]), "summary.csv")
+
+    page.section("drivers", "drivers compared",
+                 "Each configuration that more than one driver ran: throughput, share of each "
+                 "driver's own measured peak, CPU utilisation and energy per sample.")
+    page.table(driver_table(driver_rows(cases)), "drivers.csv")
 
     for mode in scaling_modes(cases):
         series, notes = build_series(cases, mode)

@@ -12,6 +12,8 @@ No assertion is on how fast anything ran.
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
 """
 
+import csv
+import io
 import math
 import os
 import re
@@ -26,6 +28,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results"))
 from dlscale_report.check import check_file  # noqa: E402
+from dlscale_report.drivers import driver_rows  # noqa: E402
+from dlscale_report.schema import load_results  # noqa: E402
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -88,6 +92,16 @@ class Utilisation(unittest.TestCase):
                          "--threads", "1", "--warmup", "1", "--iterations", "3", "--peak-seconds", "0.05",
                          "--out", out)
         self.assertEqual(check_file(out), [])
+        # The report's columns and its driver comparison carry the same numbers.
+        report = os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results", "dlscale-report")
+        text = subprocess.run([sys.executable, report, "summary", "--format", "csv", out], capture_output=True,
+                              text=True, check=True).stdout
+        for row in csv.DictReader(io.StringIO(text)):
+            self.assertTrue(float(row["cpu_utilisation"]) > 0 and float(row["peak_pct"]) > 0, row)
+            self.assertTrue(float(row["host_peak_rss_mb"]) > 0, row)
+        rows = driver_rows(load_results(out).cases)
+        self.assertEqual(sorted(r["driver"] for r in rows), sorted(drivers))
+        self.assertTrue(all(r["peak_pct"] > 0 for r in rows))
         with h5py.File(out, "r") as f:
             rates = f["peak/0000/rates"][()]
             self.assertEqual(sorted({r.decode() for r in rates["driver"][rates["kind"] == b"gemm"]}), sorted(drivers))
