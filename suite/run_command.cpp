@@ -220,7 +220,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   // The peaks every case is compared with, outside any case: measured now on every rank (and
   // recorded in the file), read from a file, or skipped.
   PeakLookup peaks({}, "", "--peak skip: no peak was measured or given");
-  if (args.peak == "measure") {
+  // A resume with every case done measures nothing.
+  if (args.peak == "measure" && std::find(skip.begin(), skip.end(), 0) != skip.end()) {
     std::set<PeakKey> unique;
     std::vector<PeakKey> keys;
     bool gpu_cases = false;
