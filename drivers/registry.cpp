@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -111,7 +113,17 @@ class HostTriad final : public PeakKernel {
   void synchronize() override {}
   double work() const override { return 3.0 * sizeof(float) * static_cast<double>(n_); }
   std::string describe() const override {
-    return fmt::format("host triad a = b + s*c, float32, {} elements per array, {} std::thread(s)", n_, threads_);
+    // Arrays that fit in the last-level cache measure the cache, not the memory: say which.
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const double total = 3.0 * sizeof(float) * static_cast<double>(n_);
+    const std::string cache =
+        l3 <= 0 ? std::string("L3 size unknown")
+        : total > static_cast<double>(l3)
+            ? fmt::format("{:.0f} MiB in all, more than the {} MiB L3", total / 1048576.0, l3 >> 20)
+            : fmt::format("{:.0f} MiB in all, within the {} MiB L3: may be a cache bandwidth", total / 1048576.0,
+                          l3 >> 20);
+    return fmt::format("host triad a = b + s*c, float32, {} elements per array ({}), {} std::thread(s)", n_, cache,
+                       threads_);
   }
 
  private:
