@@ -29,18 +29,18 @@ def dlscale_steps(binary, threads, warmup, iterations):
     """(workload, batch, driver, precision) -> (median step s, status, isa) from one dlscale job."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "bf16.h5")
         for workload, batch in CASES:
+            path = os.path.join(tmp, f"{workload}.h5")
             subprocess.run([binary, "run", "-w", workload, "-d", "onednn,libtorch", "--precision", "fp32,bf16",
                             "--batch", str(batch), "--threads", str(threads), "--warmup", str(warmup),
                             "--iterations", str(iterations), "--out", path], check=True)
-        with h5py.File(path, "r") as f:
-            for name in f["cases"]:
-                g = f["cases"][name]
-                a = g.attrs
-                key = (a["workload"], int(a["batch_per_rank"]), a["driver"], a["precision"])
-                median = g["summary"].attrs["step_median_s"] if a["status"] == "ok" else None
-                out[key] = (median, a["status"], a.get("isa", ""))
+            with h5py.File(path, "r") as f:
+                for name in f["cases"]:
+                    g = f["cases"][name]
+                    a = g.attrs
+                    key = (a["workload"], int(a["batch_per_rank"]), a["driver"], a["precision"])
+                    median = g["summary"].attrs["step_median_s"] if a["status"] == "ok" else None
+                    out[key] = (median, a["status"], a.get("isa", ""))
     return out
 
 

@@ -83,7 +83,25 @@ struct Optimizer {
 };
 
 struct MemoryStats {
-  int64_t device_peak_bytes = 0;  ///< 0 on CPU
+  int64_t device_peak_bytes = 0;  ///< 0 on CPU; -1 where the backend cannot tell
+};
+
+/// What a measured peak times: a square matrix product of the backend's own library (FLOP/s), or
+/// a memory-bound copy of the device (bytes/s).
+enum class PeakKind { kGemm, kStream };
+
+/// One unit of work of a backend, repeated to measure its sustained rate (`dlscale peak`,
+/// docs/metrics.md "Measured peak"). Made outside any timed region; run() queues the work and
+/// synchronize() waits for it, so that device work is timed like a training step.
+class PeakKernel {
+ public:
+  virtual ~PeakKernel() = default;
+  virtual void run() = 0;
+  virtual void synchronize() = 0;
+  /// FLOP (kGemm) or bytes moved (kStream) by one run().
+  virtual double work() const = 0;
+  /// How the work is done, for the results file: the library call, its types, the size.
+  virtual std::string describe() const = 0;
 };
 
 /// Thrown by a driver when its device or host memory runs out; the case is recorded as `oom`
@@ -235,6 +253,13 @@ class Driver {
   virtual std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
                                                         const RankGroup& ranks) const;
   virtual std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const = 0;
+  /// Whether make_peak_kernel can measure `kind` on `device` in `precision` here. The default:
+  /// kStream on the CPU (the host triad every CPU driver shares), nothing else.
+  virtual Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const;
+  /// The work a peak of `kind` times, of size `n` (the matrices' order for kGemm, elements per
+  /// buffer for kStream), on `ctx`'s device and threads in `ctx.precision`; only after
+  /// supports_peak said yes.
+  virtual std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const;
   /// Library name -> version, recorded in /system/software.
   virtual std::map<std::string, std::string> versions() const = 0;
 };

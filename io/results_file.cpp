@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 namespace dlscale {
@@ -56,13 +58,15 @@ Attrs read_all_attrs(hid_t obj) {
   return attrs;
 }
 
-// Tables are packed as records of 8-byte fields: int64 or a char* for a variable-length string.
+// Tables are packed as records of 8-byte fields: int64, float64 or a char* for a variable-length
+// string.
 Datatype record_type(const Table& table) {
   Datatype t(DLSCALE_CHECK_H5(H5Tcreate(H5T_COMPOUND, 8 * table.columns.size())));
   Datatype str = h5::string_type();
   for (size_t c = 0; c < table.columns.size(); ++c) {
     const Column& col = table.columns[c];
-    DLSCALE_CHECK_H5(H5Tinsert(t.get(), col.name.c_str(), 8 * c, col.is_string ? str.get() : H5T_NATIVE_INT64));
+    const hid_t member = col.is_string ? str.get() : col.is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
+    DLSCALE_CHECK_H5(H5Tinsert(t.get(), col.name.c_str(), 8 * c, member));
   }
   return t;
 }
@@ -80,6 +84,8 @@ void write_table(hid_t parent, const std::string& name, const Table& table) {
       if (col.is_string) {
         const char* ptr = col.strings[r].c_str();
         std::memcpy(dst, &ptr, sizeof ptr);
+      } else if (col.is_double) {
+        std::memcpy(dst, &col.doubles[r], 8);
       } else {
         std::memcpy(dst, &col.ints[r], 8);
       }
@@ -93,7 +99,7 @@ void write_table(hid_t parent, const std::string& name, const Table& table) {
   if (rows > 0) DLSCALE_CHECK_H5(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()));
 }
 
-Table read_table(hid_t parent, const std::string& name) {
+Table read_table_at(hid_t parent, const std::string& name) {
   Dataset ds(DLSCALE_CHECK_H5(H5Dopen2(parent, name.c_str(), H5P_DEFAULT)));
   Datatype file_type(DLSCALE_CHECK_H5(H5Dget_type(ds.get())));
   const int cols = DLSCALE_CHECK_H5(H5Tget_nmembers(file_type.get()));
@@ -106,6 +112,7 @@ Table read_table(hid_t parent, const std::string& name) {
     H5free_memory(member);
     const H5T_class_t cls = H5Tget_member_class(file_type.get(), static_cast<unsigned>(c));
     col.is_string = cls == H5T_STRING;
+    col.is_double = cls == H5T_FLOAT;
     table.columns.push_back(col);
   }
   Datatype mem = record_type(table);
@@ -122,6 +129,10 @@ Table read_table(hid_t parent, const std::string& name) {
         char* ptr = nullptr;
         std::memcpy(&ptr, src, sizeof ptr);
         col.strings.emplace_back(ptr != nullptr ? ptr : "");
+      } else if (col.is_double) {
+        double v = 0;
+        std::memcpy(&v, src, 8);
+        col.doubles.push_back(v);
       } else {
         int64_t v = 0;
         std::memcpy(&v, src, 8);
@@ -176,8 +187,12 @@ ResultsFile ResultsFile::open(const std::string& path, bool writable) {
   if (!h5::has_attr(f.file_.get(), "schema"))
     throw H5Error(path + ": not a dlscale results file (no schema attribute)");
   const std::string schema = h5::get_string_attr(f.file_.get(), "schema");
-  if (schema != kSchemaVersion) {
-    throw H5Error(path + ": schema '" + schema + "' is not supported (expected " + kSchemaVersion + ")");
+  // Written files keep one layout: only the current schema is resumed; older ones are read.
+  const bool readable =
+      std::find(std::begin(kReadableSchemas), std::end(kReadableSchemas), schema) != std::end(kReadableSchemas);
+  if (schema != kSchemaVersion && (writable || !readable)) {
+    throw H5Error(path + ": schema '" + schema + "' is not supported" + (writable ? " for writing" : "") +
+                  " (expected " + kSchemaVersion + ")");
   }
   return f;
 }
@@ -195,7 +210,7 @@ void ResultsFile::write_system(const Table& ranks, const Attrs& software, const 
   write_attrs(env.get(), environment);
 }
 
-Table ResultsFile::read_ranks() const { return read_table(file_.get(), "system/ranks"); }
+Table ResultsFile::read_ranks() const { return read_table_at(file_.get(), "system/ranks"); }
 
 Attrs ResultsFile::read_attrs(const std::string& group_path) const {
   h5::Group g = h5::open_group(file_.get(), group_path);
@@ -228,8 +243,16 @@ void ResultsFile::write_group(const std::string& path, const GroupRecord& group)
       h5::write_doubles(g.get(), d.name, dims, d.doubles);
     }
   }
+  for (const auto& [name, table] : group.tables) write_table(g.get(), name, table);
   flush();
 }
+
+std::vector<std::string> ResultsFile::group_names(const std::string& parent) const {
+  if (!h5::exists(file_.get(), parent)) return {};
+  return h5::children(h5::open_group(file_.get(), parent).get());
+}
+
+Table ResultsFile::read_table(const std::string& path) const { return read_table_at(file_.get(), path); }
 
 std::string ResultsFile::write_case(const CaseRecord& r) {
   char name[16];
@@ -269,7 +292,7 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
     r.exposed_allreduce_s = h5::read_doubles(g.get(), "exposed_allreduce_s", nullptr);
   }
   r.loss = h5::read_doubles(g.get(), "loss", nullptr);
-  if (h5::exists(g.get(), "memory")) r.memory = read_table(g.get(), "memory");
+  if (h5::exists(g.get(), "memory")) r.memory = read_table_at(g.get(), "memory");
   if (h5::exists(g.get(), "summary")) {
     h5::Group s = h5::open_group(g.get(), "summary");
     r.summary = read_all_attrs(s.get());

@@ -1,4 +1,4 @@
-// The results file (schema dlscale/1, see docs/schema.md): root provenance, the rank table,
+// The results file (schema dlscale/2, see docs/schema.md): root provenance, the rank table,
 // software versions, allow-listed environment, and one group per case. Written by rank 0
 // only, with the serial HDF5 API, and flushed after every case so that a crash later in a
 // sweep loses nothing already measured.
@@ -14,7 +14,9 @@
 
 namespace dlscale {
 
-inline constexpr const char* kSchemaVersion = "dlscale/1";
+inline constexpr const char* kSchemaVersion = "dlscale/2";
+/// The schemas this version reads; it writes (and resumes) kSchemaVersion only.
+inline constexpr const char* kReadableSchemas[] = {"dlscale/1", "dlscale/2"};
 
 using AttrValue = std::variant<std::string, int64_t, double>;
 /// Attributes in the order they are written.
@@ -23,16 +25,34 @@ using Attrs = std::vector<std::pair<std::string, AttrValue>>;
 /// Looks up an attribute; throws std::out_of_range naming it when absent.
 const AttrValue& attr(const Attrs& attrs, const std::string& name);
 
-/// A column of a compound table: integers or strings.
+/// A column of a compound table: integers, strings or floats.
 struct Column {
   std::string name;
   bool is_string = false;
-  std::vector<int64_t> ints;         ///< used when !is_string
+  std::vector<int64_t> ints;         ///< used when neither is_string nor is_double
   std::vector<std::string> strings;  ///< used when is_string
-  size_t size() const { return is_string ? strings.size() : ints.size(); }
-  static Column of_ints(std::string name, std::vector<int64_t> v) { return {std::move(name), false, std::move(v), {}}; }
+  std::vector<double> doubles;       ///< used when is_double
+  bool is_double = false;
+  size_t size() const { return is_string ? strings.size() : is_double ? doubles.size() : ints.size(); }
+  static Column of_ints(std::string name, std::vector<int64_t> v) {
+    Column c;
+    c.name = std::move(name);
+    c.ints = std::move(v);
+    return c;
+  }
   static Column of_strings(std::string name, std::vector<std::string> v) {
-    return {std::move(name), true, {}, std::move(v)};
+    Column c;
+    c.name = std::move(name);
+    c.is_string = true;
+    c.strings = std::move(v);
+    return c;
+  }
+  static Column of_doubles(std::string name, std::vector<double> v) {
+    Column c;
+    c.name = std::move(name);
+    c.is_double = true;
+    c.doubles = std::move(v);
+    return c;
   }
 };
 
@@ -53,10 +73,12 @@ struct DatasetRecord {
   bool is_int = false;
 };
 
-/// A group of attributes and datasets (all-reduce measurements, projections).
+/// A group of attributes, datasets and tables (all-reduce measurements, projections, peaks,
+/// utilisation).
 struct GroupRecord {
   Attrs attrs;
   std::vector<DatasetRecord> datasets;
+  std::vector<std::pair<std::string, Table>> tables;
 };
 
 /// Everything measured for one case.
@@ -76,7 +98,8 @@ class ResultsFile {
  public:
   /// Creates a new file; fails if it exists unless `overwrite`.
   static ResultsFile create(const std::string& path, bool overwrite);
-  /// Opens an existing dlscale file; throws when it is not one or has another schema.
+  /// Opens an existing dlscale file; throws when it is not one, or has a schema this version
+  /// cannot read (kReadableSchemas) or, `writable`, another than kSchemaVersion.
   static ResultsFile open(const std::string& path, bool writable);
 
   void write_root(const Attrs& attrs);
@@ -95,6 +118,10 @@ class ResultsFile {
   std::string append_group(const std::string& parent, const GroupRecord& group);
   /// Writes a group at `path` (its parent must exist) and flushes the file.
   void write_group(const std::string& path, const GroupRecord& group);
+  /// Names of the child groups of `parent` ("0000", …), in order; empty when it does not exist.
+  std::vector<std::string> group_names(const std::string& parent) const;
+  /// The table dataset at `path`.
+  Table read_table(const std::string& path) const;
 
   void flush();
   const std::string& path() const { return path_; }

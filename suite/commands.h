@@ -1,4 +1,4 @@
-// The four subcommands of `dlscale`. Each runs on every rank and returns the process exit
+// The five subcommands of `dlscale`. Each runs on every rank and returns the process exit
 // code, which is the same on every rank: 0 success, 1 a case failed, 2 bad input.
 #pragma once
 
@@ -23,6 +23,16 @@ struct RunArgs {
   double assume_gflops = 0;                     ///< dry run: this rate per rank instead of a probe
   ProgressMode progress = ProgressMode::kNone;  ///< the progress line (main() picks the default)
   std::string command_line;                     ///< argv as typed, for provenance
+  std::string peak = "measure";                 ///< measure, skip, or a file holding /peak
+  double peak_seconds = 0.2;                    ///< per measured peak
+};
+
+struct PeakArgs {
+  std::vector<std::string> drivers, devices, precisions, threads;  ///< empty: the defaults
+  double seconds = 0.5;
+  std::optional<std::string> out;
+  bool overwrite = false;
+  std::string command_line;
 };
 
 struct AllreduceArgs {
@@ -38,6 +48,7 @@ struct AllreduceArgs {
 
 int run_command(const MpiContext& mpi, const RunArgs& args);
 int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args);
+int peak_command(const MpiContext& mpi, const PeakArgs& args);
 /// The catalog, drivers and suites; with `json_workload`, that workload's full definition as JSON.
 int list_command(const MpiContext& mpi, const std::string& json_workload);
 int info_command(const MpiContext& mpi);

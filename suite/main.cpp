@@ -67,6 +67,11 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_gflops = run->add_option("--assume-gflops", args.assume_gflops,
                                    "--dry-run: estimate with this training rate per rank instead of measuring one");
 
+  auto* o_peak = run->add_option("--peak", args.peak,
+                                 "peaks to compare each case with: measure (once per job, before the cases), skip, "
+                                 "or a results file holding /peak (from dlscale peak)");
+  auto* o_peak_s = run->add_option("--peak-seconds", args.peak_seconds, "seconds per measured peak (--peak measure)");
+
   dlscale::AllreduceArgs ar;
   std::string ar_out;
   CLI::App* allreduce = app.add_subcommand("allreduce", "all-reduce microbenchmark (nccl-tests conventions)");
@@ -80,6 +85,17 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   auto* o_ar_out = allreduce->add_option("--out", ar_out, "results file (default results/allreduce.h5)");
   allreduce->add_flag("--overwrite", ar.overwrite, "replace an existing results file");
   allreduce->add_flag("--resume", ar.resume, "add to an existing results file");
+
+  dlscale::PeakArgs pk;
+  std::string pk_out;
+  CLI::App* peak = app.add_subcommand("peak", "measure each backend's sustained GEMM rate and the memory bandwidth");
+  peak->add_option("-d,--driver", pk.drivers, "drivers, comma-separated (default: every compiled one)");
+  peak->add_option("--device", pk.devices, "cpu or cuda (default: each driver's own)");
+  peak->add_option("--precision", pk.precisions, "fp32, tf32 or bf16, comma-separated (default: fp32,bf16)");
+  peak->add_option("--threads", pk.threads, "backend threads per rank: positive integers or auto (default: auto)");
+  peak->add_option("--seconds", pk.seconds, "seconds per measurement");
+  auto* o_pk_out = peak->add_option("--out", pk_out, "results file (default results/peak.h5)");
+  peak->add_flag("--overwrite", pk.overwrite, "replace an existing results file");
 
   CLI::App* list = app.add_subcommand("list", "list workloads, drivers and suites");
   std::string list_json;
@@ -127,6 +143,15 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     return dlscale::allreduce_command(mpi, ar);
   }
   if (*info) return dlscale::info_command(mpi);
+  if (*peak) {
+    pk.command_line = args.command_line;
+    if (o_pk_out->count() && pk_out.empty()) {
+      dlscale::report_usage_error(mpi.world(), "--out: an empty path");
+      return 2;
+    }
+    if (!pk_out.empty()) pk.out = pk_out;
+    return dlscale::peak_command(mpi, pk);
+  }
 
   std::string problem;
   try {
@@ -161,6 +186,9 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
       throw dlscale::UsageError(fmt::format("--assume-gflops must be a positive number, got {}", args.assume_gflops));
     }
     if (o_gflops->count() && !args.dry_run) throw dlscale::UsageError("--assume-gflops goes with --dry-run");
+    if (o_peak_s->count() && o_peak->count() && args.peak != "measure") {
+      throw dlscale::UsageError("--peak-seconds goes with --peak measure");
+    }
   } catch (const dlscale::UsageError& e) {
     problem = e.what();
   }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -19,6 +21,7 @@
 #include "suite/commands.h"
 #include "suite/device_binding.h"
 #include "suite/errors.h"
+#include "suite/peak.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 #include "suite/runner.h"
@@ -142,6 +145,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   std::string suite_name, out_path;
   std::optional<ResultsFile> file;
   std::vector<char> skip;
+  std::vector<PeakRow> peak_rows;
+  std::string peak_where;
   std::string problem;
   try {
     std::vector<MatrixSpec> matrices;
@@ -159,6 +164,13 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     validate(cases, drivers, mpi.size(), !args.dry_run);
     out_path = args.out.value_or(default_out(args, suite_name));
     skip.assign(cases.size(), 0);
+    if (!(args.peak_seconds > 0 && std::isfinite(args.peak_seconds))) {
+      throw UsageError(fmt::format("--peak-seconds must be a positive number, got {}", args.peak_seconds));
+    }
+    if (args.peak != "measure" && args.peak != "skip") {
+      if (args.peak.empty()) throw UsageError("--peak: an empty path");
+      if (root) peak_rows = read_peak_file(args.peak, &peak_where);
+    }
   } catch (const UsageError& e) {
     problem = e.what();
   }
@@ -205,12 +217,42 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }
 
+  // The peaks every case is compared with, outside any case: measured now on every rank (and
+  // recorded in the file), read from a file, or skipped.
+  PeakLookup peaks({}, "", "--peak skip: no peak was measured or given");
+  // A resume with every case done measures nothing.
+  if (args.peak == "measure" && std::find(skip.begin(), skip.end(), 0) != skip.end()) {
+    std::set<PeakKey> unique;
+    std::vector<PeakKey> keys;
+    bool gpu_cases = false;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (skip[i]) continue;
+      const CaseSpec& c = cases[i];
+      const PeakKey key{c.driver, c.device, c.precision, c.threads > 0 ? c.threads : mpi.default_threads()};
+      if (unique.insert(key).second) keys.push_back(key);
+      gpu_cases = gpu_cases || c.device == DeviceType::kCuda;
+    }
+    const int gpu = gpu_cases ? gpu_index_for(mpi.local_rank(), visible_gpus(drivers)) : 0;
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.peak_seconds, gpu);
+    if (root) {
+      const std::string name = file->append_group("peak", peak_group(rows, "measured by this run", args.peak_seconds));
+      fmt::print(stderr, "dlscale: peak: {} measurement(s) per rank in {:.1f} s -> /peak/{} (--peak skip omits them)\n",
+                 rows.size() / static_cast<size_t>(mpi.size()),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), name);
+      peaks = PeakLookup(std::move(rows), fmt::format("/peak/{} of this file", name));
+    }
+  } else if (args.peak != "skip" && root) {
+    peaks = PeakLookup(std::move(peak_rows), peak_where);
+  }
+
   std::vector<double> work;
   for (size_t i = 0; i < cases.size(); ++i) work.push_back(skip[i] ? 0.0 : training_flops_per_rank(cases[i]));
   progress.run_started(std::move(work));
   Runner runner(mpi, drivers, progress,
                 fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {} --resume",
-                            out_path, resume_command(args.command_line, out_path)));
+                            out_path, resume_command(args.command_line, out_path)),
+                std::move(peaks));
   int failed = 0;
   size_t done = 0;
   bool stopped = false;
@@ -241,6 +283,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
         file->append_group("allreduce", allreduce);
       }
       if (outcome.projection) file->write_group("cases/" + name + "/projection", *outcome.projection);
+      if (outcome.utilisation) file->write_group("cases/" + name + "/utilisation", *outcome.utilisation);
       if (json) {
         progress.case_finished(case_json(name, rec), stdout);
       } else {

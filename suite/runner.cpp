@@ -22,6 +22,7 @@
 #include "suite/provenance.h"
 #include "suite/statistics.h"
 #include "suite/stop_signals.h"
+#include "suite/utilisation.h"
 #include "suite/watchdog.h"
 #include "workloads/catalog.h"
 #include "workloads/init.h"
@@ -191,7 +192,22 @@ struct Runner::Samples {
   std::vector<double> times, phase_times, losses;  ///< [iterations], [iterations][4], [iterations]
   std::vector<double> exposed;                     ///< [iterations], on more than one rank
   int64_t host_peak = -1, device_peak = 0;
+  CpuUsage cpu;       ///< over the timed iterations
+  Energy cpu_energy;  ///< of the host's CPU packages, read by the host's first rank only
+  GpuUsage gpu;
 };
+
+namespace {
+
+/// DLSCALE_TEST_SLEEP_RANK (tests only, docs/running.md): the rank that sleeps after each timed
+/// step for as long as the step took, idle half of it, to check the utilisation arithmetic on
+/// real processes; -1 when unset.
+int test_sleep_rank() {
+  const char* v = std::getenv("DLSCALE_TEST_SLEEP_RANK");
+  return v != nullptr && *v != '\0' ? std::atoi(v) : -1;
+}
+
+}  // namespace
 
 Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   Setup s;
@@ -334,14 +350,35 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
     out.interrupted = sum[2] > 0;
     return std::make_pair(t, sum[0]);
   };
+  // The meters of the timed region: opened before it, read at its two ends only (the GPU's
+  // sampling thread wakes every 100 ms), on every rank. The packages' energy counters are the
+  // host's: its first rank reads them, so that the ranks' energies add up.
+  std::optional<RaplMeter> rapl;
+  if (mpi_.local_rank() == 0) rapl.emplace();
+  std::optional<GpuMonitor> gpu;
+  if (s.device == DeviceType::kCuda) {
+    gpu.emplace(process_nvml(), pci_bus_id_of(s.driver->describe_device(DeviceType::kCuda, s.gpu)));
+  } else {
+    gpu.emplace("a CPU case has no GPU");
+  }
+  CpuMeter cpu;
+  const int sleeper = test_sleep_rank();
+  double slept = 0;
   try {
     for (int i = 0; i < spec.warmup && out.outcome.ok() && !out.interrupted; ++i) {
       const auto [t, loss] = guarded_step(i + 1, false);
       if (out.outcome.ok()) progress_.iteration("warm-up", i + 1, spec.warmup, t.total);
     }
     out.times.reserve(static_cast<size_t>(spec.iterations));
+    if (rapl) rapl->start();
+    gpu->start();
+    cpu.start();
     for (int i = 0; i < spec.iterations && out.outcome.ok() && !out.interrupted; ++i) {
       const auto [t, mean_loss] = guarded_step(i + 1, true);
+      if (mpi_.rank() == sleeper) {
+        usleep(static_cast<useconds_t>(t.total * 1e6));
+        slept += t.total;
+      }
       if (!out.outcome.ok() || out.interrupted) break;
       out.times.push_back(t.total);
       if (spec.ranks > 1) out.exposed.push_back(t.exposed_allreduce);
@@ -354,10 +391,87 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
                spec.command(), e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  out.cpu = cpu.stop();
+  out.gpu = gpu->stop();
+  out.cpu_energy = rapl ? rapl->stop()
+                        : Energy{kNotMeasured, fmt::format("unavailable: the CPU packages of host {} are read by its "
+                                                           "first rank (local rank 0)",
+                                                           mpi_.host())};
+  if (mpi_.rank() == sleeper) {
+    fmt::print(stderr, "dlscale: test: rank {} slept {:.6f} s of its {:.6f} s timed region (DLSCALE_TEST_SLEEP_RANK)\n",
+               mpi_.rank(), slept, out.cpu.wall_s);
+  }
   out.host_peak = peak_rss_bytes();
   out.device_peak = model.memory().device_peak_bytes;
   return out;
 }
+
+namespace {
+
+/// /cases/NNNN/utilisation from every rank's meters ([ranks][8] as gathered in run_on), and the
+/// summary's utilisation, share of peak and energy (docs/metrics.md, "Utilisation and energy").
+GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLookup& peaks,
+                              const std::vector<double>& use, const std::vector<std::string>& cpu_sources,
+                              const std::vector<std::string>& gpu_sources, Attrs& summary) {
+  const auto ranks = static_cast<size_t>(spec.ranks);
+  Column rank = Column::of_ints("rank", {}), cpu_s = Column::of_doubles("cpu_time_s", {}),
+         wall_s = Column::of_doubles("wall_s", {}), util = Column::of_doubles("cpu_utilisation", {}),
+         busy = Column::of_doubles("busy_cores", {}), cpu_j = Column::of_doubles("cpu_energy_j", {}),
+         cpu_src = Column::of_strings("cpu_energy_source", {}), gpu_j = Column::of_doubles("gpu_energy_j", {}),
+         gpu_util = Column::of_doubles("gpu_utilisation_pct", {}),
+         gpu_clock = Column::of_doubles("gpu_sm_clock_mhz", {}), gpu_power = Column::of_doubles("gpu_power_w", {}),
+         gpu_n = Column::of_ints("gpu_samples", {}), gpu_src = Column::of_strings("gpu_source", {});
+  double util_sum = 0, busy_sum = 0, cpu_energy = 0, gpu_energy = 0;
+  bool any_cpu_energy = false, all_gpu_energy = true;
+  for (size_t r = 0; r < ranks; ++r) {
+    const double* u = &use[r * 8];
+    const CpuUsage c{u[0], u[1]};
+    rank.ints.push_back(static_cast<int64_t>(r));
+    cpu_s.doubles.push_back(c.cpu_s);
+    wall_s.doubles.push_back(c.wall_s);
+    util.doubles.push_back(c.utilisation(threads));
+    busy.doubles.push_back(c.busy_cores());
+    util_sum += c.utilisation(threads);
+    busy_sum += c.busy_cores();
+    cpu_j.doubles.push_back(u[2]);
+    cpu_src.strings.push_back(cpu_sources[r]);
+    // The host's first rank reads its packages; the others record NaN and why.
+    if (std::isfinite(u[2])) cpu_energy += u[2], any_cpu_energy = true;
+    gpu_j.doubles.push_back(u[3]);
+    if (std::isfinite(u[3])) gpu_energy += u[3];
+    all_gpu_energy = all_gpu_energy && std::isfinite(u[3]);
+    gpu_util.doubles.push_back(u[4]);
+    gpu_clock.doubles.push_back(u[5]);
+    gpu_power.doubles.push_back(u[6]);
+    gpu_n.ints.push_back(static_cast<int64_t>(u[7]));
+    gpu_src.strings.push_back(gpu_sources[r]);
+  }
+  GroupRecord g;
+  g.tables.emplace_back("per_rank", Table{{rank, cpu_s, wall_s, util, busy, cpu_j, cpu_src, gpu_j, gpu_util, gpu_clock,
+                                           gpu_power, gpu_n, gpu_src}});
+  // A case's energy is its device's: the CPU packages' for a CPU case, the GPUs' for a GPU case.
+  const bool gpu_case = spec.device == DeviceType::kCuda;
+  const double energy =
+      gpu_case ? (all_gpu_energy ? gpu_energy : kNotMeasured) : (any_cpu_energy ? cpu_energy : kNotMeasured);
+  const std::string energy_note =
+      gpu_case ? (all_gpu_energy ? "the GPUs' (NVML), summed over ranks" : gpu_sources.front())
+               : (any_cpu_energy ? "the CPU packages' (powercap), summed over hosts: " + cpu_sources.front()
+                                 : cpu_sources.front());
+  std::string peak_note;
+  const double peak = peaks.gemm_sum({spec.driver, spec.device, spec.precision, threads}, spec.ranks, &peak_note);
+  g.attrs = {{"threads", int64_t{threads}}, {"peak", peak_note}, {"energy", energy_note}};
+  const double achieved = std::get<double>(attr(summary, "achieved_flops"));
+  const double steps = static_cast<double>(spec.iterations);
+  summary.emplace_back("cpu_utilisation", util_sum / static_cast<double>(ranks));
+  summary.emplace_back("busy_cores", busy_sum / static_cast<double>(ranks));
+  summary.emplace_back("peak_flops", peak);
+  summary.emplace_back("peak_share", achieved / peak);
+  summary.emplace_back("energy_j_per_step", energy / steps);
+  summary.emplace_back("energy_j_per_sample", energy / (steps * static_cast<double>(spec.global_batch())));
+  return g;
+}
+
+}  // namespace
 
 CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int total) {
   const Clock::time_point wall_start = Clock::now();
@@ -446,6 +560,16 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   const int64_t mem_local[2] = {samples.host_peak, samples.device_peak};
   std::vector<int64_t> mem_all(root ? static_cast<size_t>(ranks) * 2 : 0);
   DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
+  // Utilisation over the timed region, every rank's (collective, whatever the outcome).
+  constexpr int kUse = 8;
+  const double use_local[kUse] = {samples.cpu.cpu_s,           samples.cpu.wall_s,
+                                  samples.cpu_energy.joules,   samples.gpu.energy_j,
+                                  samples.gpu.utilisation_pct, samples.gpu.sm_clock_mhz,
+                                  samples.gpu.power_w,         static_cast<double>(samples.gpu.samples)};
+  std::vector<double> use_all(root ? static_cast<size_t>(ranks) * kUse : 0);
+  DLSCALE_CHECK_MPI(MPI_Gather(use_local, kUse, MPI_DOUBLE, use_all.data(), kUse, MPI_DOUBLE, 0, comm));
+  const std::vector<std::string> cpu_energy_sources = gather_strings(comm, samples.cpu_energy.source);
+  const std::vector<std::string> gpu_sources = gather_strings(comm, samples.gpu.source);
   // The all-reduce microbenchmark at this case's gradient size, for the phase breakdown and the
   // projection, through the same reduction the steps used (a driver's own on its device's
   // memory, else MPI on host memory); collective, so it runs before rank 0 goes its own way.
@@ -513,6 +637,10 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
       }
     }
   }
+  if (result.ok()) {
+    outcome.utilisation =
+        utilisation_group(spec, threads, peaks_, use_all, cpu_energy_sources, gpu_sources, rec.summary);
+  }
   if (microbenchmark) {
     outcome.allreduce = allreduce_group(*microbenchmark, setup.device == DeviceType::kCuda ? "nccl" : "mpi", "");
     const double compute_s =
@@ -549,6 +677,10 @@ std::string summary_line(const CaseRecord& r) {
   if (!r.exposed_allreduce_s.empty()) {
     line += fmt::format(" | exposed all-reduce {:.2f} ms", sum("exposed_allreduce_median_s") * 1e3);
   }
+  const double share = sum("peak_share"), joules = sum("energy_j_per_sample");
+  line += fmt::format(" | cpu {:.2f} busy {:.2f}", sum("cpu_utilisation"), sum("busy_cores"));
+  line += std::isfinite(share) ? fmt::format(" | {:.1f}% of peak", share * 100) : std::string(" | peak unavailable");
+  line += std::isfinite(joules) ? fmt::format(" | {:.3g} J/sample", joules) : std::string(" | energy unavailable");
   return line + " | ok";
 }
 

@@ -14,6 +14,7 @@
 #include "io/results_file.h"
 #include "suite/gradient_allreduce.h"
 #include "suite/mpi_context.h"
+#include "suite/peak.h"
 #include "suite/progress.h"
 #include "suite/run_matrix.h"
 #include "workloads/data/dataset.h"
@@ -53,14 +54,18 @@ struct CaseOutcome {
   /// With --phases on more than one rank: the all-reduce microbenchmark at the case's gradient
   /// size (and the powers of two below it, for the fit), and the projection built on it.
   std::optional<GroupRecord> allreduce, projection;
+  /// For a case that trained: /cases/NNNN/utilisation (CPU time, energy, GPU, peak).
+  std::optional<GroupRecord> utilisation;
 };
 
 class Runner {
  public:
   /// `stop_hint`: what to tell the user when a case hangs past its --case-timeout and the
-  /// process must end (where the finished cases are, and how to run the rest).
-  Runner(const MpiContext& mpi, const Registry& drivers, Progress& progress, std::string stop_hint = "")
-      : mpi_(mpi), drivers_(drivers), progress_(progress), stop_hint_(std::move(stop_hint)) {}
+  /// process must end (where the finished cases are, and how to run the rest). `peaks`: what
+  /// rank 0 compares each case's achieved FLOP/s with.
+  Runner(const MpiContext& mpi, const Registry& drivers, Progress& progress, std::string stop_hint = "",
+         PeakLookup peaks = PeakLookup({}, "", "no peak was given to this run"))
+      : mpi_(mpi), drivers_(drivers), progress_(progress), stop_hint_(std::move(stop_hint)), peaks_(std::move(peaks)) {}
 
   /// Runs `spec` on every rank of the world communicator. The returned record is complete on
   /// rank 0 only. A setup failure on any rank (unsupported, out of memory, error) is agreed
@@ -83,6 +88,7 @@ class Runner {
   const Registry& drivers_;
   Progress& progress_;
   std::string stop_hint_;
+  PeakLookup peaks_;
   std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // by spec, read once per sweep
 };
 

@@ -327,6 +327,68 @@ class CudaModel final : public Model {
   std::vector<std::unique_ptr<GpuLayer>> layers_;  // nullptr for Flatten
 };
 
+/// The measured peaks on a GPU: cublasGemmEx on n x n matrices in the case's precision (fp32 and
+/// tf32 in fp32 storage, bf16 operands with an fp32 result, all accumulating in fp32), and a
+/// device-to-device copy for the memory bandwidth; both on a stream of their own.
+class CudaPeakKernel final : public PeakKernel {
+ public:
+  CudaPeakKernel(PeakKind kind, int64_t n, const DriverContext& ctx)
+      : kind_(kind), n_(n), precision_(ctx.precision), device_(select(ctx.device_index)) {
+    const size_t operand = precision_ == Precision::kBf16 && kind == PeakKind::kGemm ? 2 : 4;
+    const size_t elements = kind == PeakKind::kGemm ? static_cast<size_t>(n * n) : static_cast<size_t>(n);
+    a_ = DeviceBuffer(elements * operand, nullptr);
+    b_ = DeviceBuffer(elements * operand, nullptr);
+    c_ = DeviceBuffer(elements * 4, nullptr);
+    // Bytes of 0x3f: floats of 0.75 and bf16 of 0.75, not zeros, which tensor cores run cooler on.
+    DLSCALE_CHECK_CUDA(cudaMemset(a_.get(), 0x3f, a_.bytes()));
+    DLSCALE_CHECK_CUDA(cudaMemset(b_.get(), 0x3f, b_.bytes()));
+    DLSCALE_CHECK_CUDA(cudaDeviceSynchronize());
+    DLSCALE_CHECK_CUDA(cublasSetStream(cublas_, stream_));
+    workspace_ = DeviceBuffer(kCublasWorkspace, nullptr);
+    DLSCALE_CHECK_CUDA(cublasSetWorkspace(cublas_, workspace_.get(), kCublasWorkspace));
+  }
+  void run() override {
+    if (kind_ == PeakKind::kStream) {
+      DLSCALE_CHECK_CUDA(cudaMemcpyAsync(c_.get(), a_.get(), a_.bytes(), cudaMemcpyDeviceToDevice, stream_));
+      return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    const int n = static_cast<int>(n_);
+    const cudaDataType in = precision_ == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t compute =
+        precision_ == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    DLSCALE_CHECK_CUDA(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a_.get(), in, n, b_.get(), in, n,
+                                    &zero, c_.get(), CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
+  }
+  void synchronize() override { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+  double work() const override {
+    const double n = static_cast<double>(n_);
+    return kind_ == PeakKind::kGemm ? 2.0 * n * n * n : 2.0 * static_cast<double>(a_.bytes());
+  }
+  std::string describe() const override {
+    if (kind_ == PeakKind::kStream) {
+      return fmt::format("cudaMemcpyAsync device to device, {} bytes read and written each, GPU {}", a_.bytes(),
+                         device_);
+    }
+    return fmt::format("cublasGemmEx {} ({} operands, fp32 result and accumulation), n={}, GPU {}",
+                       precision_ == Precision::kTf32 ? "CUBLAS_COMPUTE_32F_FAST_TF32" : "CUBLAS_COMPUTE_32F",
+                       precision_ == Precision::kBf16 ? "bf16" : "fp32", n_, device_);
+  }
+
+ private:
+  static int select(int device) {
+    DLSCALE_CHECK_CUDA(cudaSetDevice(device));
+    return device;
+  }
+  PeakKind kind_;
+  int64_t n_;
+  Precision precision_;
+  int device_;  // current before the stream and the handle are made, which belong to it
+  Stream stream_;
+  CublasHandle cublas_;
+  DeviceBuffer a_, b_, c_, workspace_;
+};
+
 class CudaDriver final : public Driver {
  public:
   std::string_view name() const override { return "cuda"; }
@@ -377,6 +439,20 @@ class CudaDriver final : public Driver {
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     if (ctx.device != DeviceType::kCuda) throw std::invalid_argument("the cuda driver runs on GPUs only");
     return std::make_unique<CudaModel>(w, ctx);
+  }
+
+  Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const override {
+    if (const Support here = device_available(device); !here.ok) return here;
+    if (kind == PeakKind::kStream && precision != Precision::kFp32) {
+      return Support::no("cuda driver: the memory bandwidth is measured once, as fp32");
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const override {
+    const Support ok = supports_peak(kind, ctx.device, ctx.precision);
+    if (!ok.ok) throw std::invalid_argument(ok.reason);
+    return std::make_unique<CudaPeakKernel>(kind, n, ctx);
   }
 
   std::map<std::string, std::string> versions() const override {

@@ -239,6 +239,44 @@ void ensure_kokkos(const DriverContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The measured peak: the GEMM every Linear and convolution layer of the driver calls (kk::gemm).
+
+class KokkosGemm final : public PeakKernel {
+ public:
+  KokkosGemm(int64_t n, const DriverContext& ctx)
+      : n_(n),
+        threads_(ctx.threads),
+        denormals_(ctx.denormals),
+        a_(kk::make_floats("kokkos_peak::a", n * n)),
+        b_(kk::make_floats("kokkos_peak::b", n * n)),
+        c_(kk::make_floats("kokkos_peak::c", n * n)) {
+    Kokkos::deep_copy(a_, 0.5f);
+    Kokkos::deep_copy(b_, 0.25f);
+    Kokkos::deep_copy(c_, 0.0f);
+  }
+  void run() override {
+    std::optional<DenormalScope> scope;
+    if (!kOnDevice) {
+      if (BlasThreads::get().settable()) BlasThreads::get().apply(threads_);
+      scope.emplace(denormals_, threads_);
+    }
+    kk::gemm(false, false, 1.0f, {a_.data(), n_, n_}, {b_.data(), n_, n_}, 0.0f, {c_.data(), n_, n_});
+  }
+  void synchronize() override { Kokkos::fence(); }
+  double work() const override { return 2.0 * static_cast<double>(n_) * static_cast<double>(n_) * n_; }
+  std::string describe() const override {
+    return fmt::format("KokkosBlas::gemm (TPLs: {}) on Kokkos::{}, float32, n={}, BLAS threads: {}", kernels_tpls(),
+                       ExecSpace::name(), n_, kOnDevice ? "-" : BlasThreads::get().describe());
+  }
+
+ private:
+  int64_t n_;
+  int threads_;
+  Denormals denormals_;
+  kk::Floats a_, b_, c_;
+};
+
+// ---------------------------------------------------------------------------------------------
 // The model.
 
 template <typename T>
@@ -480,6 +518,24 @@ class KokkosDriver final : public Driver {
     } catch (const std::bad_alloc&) {
       throw OutOfMemory(fmt::format("kokkos driver: out of memory for {} ({} parameters)", w.name, parameter_count(w)));
     }
+  }
+
+  Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const override {
+    if (kind != PeakKind::kGemm) return Driver::supports_peak(kind, device, precision);
+    if (const Support here = device_available(device); !here.ok) return here;
+    if (precision != Precision::kFp32) {
+      return Support::no(fmt::format("kokkos driver: its GEMM is float32 only, not {}", precision_name(precision)));
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const override {
+    if (kind != PeakKind::kGemm) return Driver::make_peak_kernel(kind, n, ctx);
+    const Support ok = supports_peak(kind, ctx.device, ctx.precision);
+    if (!ok.ok) throw std::invalid_argument(ok.reason);
+    if (!kOnDevice && BlasThreads::get().settable()) BlasThreads::get().apply(ctx.threads);
+    ensure_kokkos(ctx);
+    return std::make_unique<KokkosGemm>(n, ctx);
   }
 
   std::map<std::string, std::string> versions() const override {

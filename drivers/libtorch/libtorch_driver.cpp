@@ -21,6 +21,9 @@
 #include "drivers/gpu/gpu_devices.h"
 #include "drivers/gpu/gpu_step.h"
 #endif
+#ifdef DLSCALE_TORCH_CUDA_ALLOCATOR
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -152,6 +155,14 @@ class LibTorchModel final : public Model {
         autocast_(ctx.precision == Precision::kBf16 && ctx.device == DeviceType::kCpu) {
     at::set_num_threads(ctx.threads);
     at::manual_seed(ctx.seed);  // dropout masks
+#ifdef DLSCALE_TORCH_CUDA_ALLOCATOR
+    if (device_.is_cuda()) {
+      // The allocator keeps the blocks of earlier cases cached: released first, so that this
+      // case's peak is its own.
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+    }
+#endif
     if (device_.is_cuda()) {
       // Explicit both ways: PyTorch lets cuDNN use TF32 for fp32 convolutions by default, which
       // would make its "fp32" differ from every other driver's.
@@ -317,8 +328,16 @@ class LibTorchModel final : public Model {
   }
 
   MemoryStats memory() const override {
-    // The CPU-only LibTorch this builds against has no CUDA allocator API: -1 = not measured.
-    return {device_.is_cuda() ? -1 : 0};
+    if (!device_.is_cuda()) return {0};
+#ifdef DLSCALE_TORCH_CUDA_ALLOCATOR
+    // The peak of what the caching allocator reserved from CUDA since the model was made: the
+    // device memory the case held, cached blocks included.
+    namespace alloc = c10::cuda::CUDACachingAllocator;
+    return {
+        alloc::getDeviceStats(device_.index()).reserved_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)].peak};
+#else
+    return {-1};  // a LibTorch without its CUDA allocator library (c10_cuda) to ask
+#endif
   }
 
 #ifdef DLSCALE_WITH_CUDA
@@ -418,6 +437,48 @@ std::string aten_cpu_capability() {
   if (lowered == "DEFAULT" || (lowered == "AVX2" && best == "AVX512")) return lowered;
   return best;
 }
+/// The measured peak: torch::mm of two n x n tensors in the case's precision (bf16 tensors give a
+/// bf16 product, as the driver's bf16 Linear layers compute it; tf32 lets cuBLAS use TF32).
+class LibTorchGemm final : public PeakKernel {
+ public:
+  LibTorchGemm(int64_t n, const DriverContext& ctx)
+      : n_(n),
+        threads_(ctx.threads),
+        denormals_(ctx.denormals),
+        device_(ctx.device == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(ctx.device_index))
+                                                : at::Device(at::kCPU)),
+        precision_(ctx.precision) {
+    at::set_num_threads(threads_);
+    if (device_.is_cuda()) at::globalContext().setAllowTF32CuBLAS(precision_ == Precision::kTf32);
+    const at::ScalarType type = precision_ == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+    const at::TensorOptions opts = at::TensorOptions().dtype(type).device(device_);
+    a_ = at::full({n, n}, 0.5, opts);
+    b_ = at::full({n, n}, 0.25, opts);
+    c_ = at::empty({n, n}, opts);
+  }
+  void run() override {
+    if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
+    std::optional<DenormalScope> mode;
+    if (!device_.is_cuda()) mode.emplace(denormals_, threads_);
+    at::mm_out(c_, a_, b_);
+  }
+  void synchronize() override {
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  }
+  double work() const override { return 2.0 * static_cast<double>(n_) * static_cast<double>(n_) * n_; }
+  std::string describe() const override {
+    return fmt::format("torch::mm_out, {} tensors on {}, n={}, {} intra-op threads (LibTorch {})",
+                       precision_name(precision_), device_.str(), n_, threads_, TORCH_VERSION);
+  }
+
+ private:
+  int64_t n_;
+  int threads_;
+  Denormals denormals_;
+  at::Device device_;
+  Precision precision_;
+  at::Tensor a_, b_, c_;
+};
 
 class LibTorchDriver final : public Driver {
  public:
@@ -488,6 +549,22 @@ class LibTorchDriver final : public Driver {
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     return out_of_memory_as_such([&] { return std::make_unique<LibTorchModel>(w, ctx); });
+  }
+
+  Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const override {
+    if (kind != PeakKind::kGemm) return Driver::supports_peak(kind, device, precision);
+    if (const Support here = device_available(device); !here.ok) return here;
+    if (precision == Precision::kTf32 && device != DeviceType::kCuda) {
+      return Support::no("libtorch driver: tf32 is a GPU precision");
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const override {
+    if (kind != PeakKind::kGemm) return Driver::make_peak_kernel(kind, n, ctx);
+    const Support ok = supports_peak(kind, ctx.device, ctx.precision);
+    if (!ok.ok) throw std::invalid_argument(ok.reason);
+    return out_of_memory_as_such([&] { return std::make_unique<LibTorchGemm>(n, ctx); });
   }
 
   std::map<std::string, std::string> versions() const override { return {{"libtorch", TORCH_VERSION}}; }

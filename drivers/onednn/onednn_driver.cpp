@@ -317,6 +317,66 @@ std::string runtime_name(unsigned runtime) {
   }
 }
 
+/// Whether this CPU computes bf16 products natively (AVX512_BF16's dot products, or AMX): elsewhere
+/// oneDNN emulates them, and a bf16 peak would measure the emulation.
+Support native_bf16() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) return Support::yes();
+  return Support::no(fmt::format(
+      "onednn driver: bf16 needs native bf16 products (AVX512_BF16 or AMX); oneDNN runs {} here", isa_name(isa)));
+}
+
+/// The measured peak: oneDNN's matmul primitive, C[f32] = A B with A and B in the case's
+/// precision (bf16 products accumulate in fp32), on plain row-major matrices.
+class OnednnGemm final : public PeakKernel {
+  using memory = dnnl::memory;
+
+ public:
+  OnednnGemm(int64_t n, const DriverContext& ctx) : n_(n), threads_(ctx.threads), denormals_(ctx.denormals) {
+    const ExecutionScope scope(threads_, denormals_);
+    const auto type = ctx.precision == Precision::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::dims dims{n, n};
+    const memory::desc in_md(dims, type, memory::format_tag::ab);
+    // B in the layout the kernel prefers (bf16 kernels want pairs of rows interleaved), reordered
+    // once here, as a layer keeps its weights between updates; with a plain B every product
+    // would repack it.
+    const memory::desc b_md(dims, type, memory::format_tag::any);
+    const memory::desc out_md(dims, memory::data_type::f32, memory::format_tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(in_md, b_md, out_md), env_.engine);
+    impl_ = pd.impl_info_str();
+    type_ = type == memory::data_type::bf16 ? "bf16 x bf16 -> f32" : "f32 x f32 -> f32";
+    a_ = onednn::allocate(env_, in_md);
+    b_ = onednn::allocate(env_, pd.weights_desc());
+    c_ = onednn::allocate(env_, out_md);
+    // Filled through a reorder from f32, which converts to bf16 where needed.
+    std::vector<float> values(static_cast<size_t>(n * n), 0.5f);
+    memory src = onednn::wrap(env_, onednn::plain_md(dims), values.data());
+    dnnl::reorder(src, a_).execute(env_.stream, src, a_);
+    dnnl::reorder(src, b_).execute(env_.stream, src, b_);
+    env_.stream.wait();
+    matmul_ = dnnl::matmul(pd);
+  }
+  void run() override {
+    const ExecutionScope scope(threads_, denormals_);
+    matmul_.execute(env_.stream, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}});
+  }
+  void synchronize() override { env_.stream.wait(); }
+  double work() const override { return 2.0 * static_cast<double>(n_) * static_cast<double>(n_) * n_; }
+  std::string describe() const override {
+    return fmt::format("oneDNN matmul ({}), {}, B prepacked, n={}, ISA {}", impl_, type_, n_,
+                       isa_name(dnnl::get_effective_cpu_isa()));
+  }
+
+ private:
+  int64_t n_;
+  int threads_;
+  Denormals denormals_;
+  onednn::Env env_;
+  memory a_, b_, c_;
+  dnnl::matmul matmul_;
+  std::string impl_, type_;
+};
+
 class OnednnDriver final : public Driver {
  public:
   std::string_view name() const override { return "onednn"; }
@@ -390,6 +450,23 @@ class OnednnDriver final : public Driver {
       throw OutOfMemory(
           fmt::format("onednn driver: out of host memory for {} ({} parameters)", w.name, parameter_count(w)));
     }
+  }
+
+  Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const override {
+    if (kind != PeakKind::kGemm) return Driver::supports_peak(kind, device, precision);
+    if (device != DeviceType::kCpu) return Support::no("onednn driver: CPU only");
+    if (precision == Precision::kBf16) return native_bf16();
+    if (precision != Precision::kFp32) {
+      return Support::no(fmt::format("onednn driver: no {} matmul on the CPU", precision_name(precision)));
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const override {
+    if (kind != PeakKind::kGemm) return Driver::make_peak_kernel(kind, n, ctx);
+    const Support ok = supports_peak(kind, ctx.device, ctx.precision);
+    if (!ok.ok) throw std::invalid_argument(ok.reason);
+    return std::make_unique<OnednnGemm>(n, ctx);
   }
 
   std::map<std::string, std::string> versions() const override {

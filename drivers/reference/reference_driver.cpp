@@ -6,6 +6,8 @@
 
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -99,6 +101,35 @@ class ReferenceModel final : public Model {
   bool has_gradients_ = false;
 };
 
+/// The measured peak of a driver that computes in float64 on one thread: the loop of its Linear
+/// layers (reference_network.cpp), each output the dot product of a row of A with a row of B.
+class ReferenceGemm final : public PeakKernel {
+ public:
+  ReferenceGemm(int64_t n, Denormals denormals)
+      : n_(n), denormals_(denormals), a_(static_cast<size_t>(n * n), 0.5), b_(a_.size(), 0.25), c_(a_.size()) {}
+  void run() override {
+    const DenormalScope mode(denormals_, 1);
+    for (int64_t r = 0; r < n_; ++r) {
+      for (int64_t o = 0; o < n_; ++o) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < n_; ++i)
+          sum += a_[static_cast<size_t>(r * n_ + i)] * b_[static_cast<size_t>(o * n_ + i)];
+        c_[static_cast<size_t>(r * n_ + o)] = sum;
+      }
+    }
+  }
+  void synchronize() override {}
+  double work() const override { return 2.0 * static_cast<double>(n_) * static_cast<double>(n_) * n_; }
+  std::string describe() const override {
+    return fmt::format("the reference Linear loop (dot products of rows), float64, one thread, n={}", n_);
+  }
+
+ private:
+  int64_t n_;
+  Denormals denormals_;
+  std::vector<double> a_, b_, c_;
+};
+
 class ReferenceDriver final : public Driver {
  public:
   std::string_view name() const override { return "reference"; }
@@ -123,6 +154,20 @@ class ReferenceDriver final : public Driver {
       throw OutOfMemory(fmt::format("reference driver: out of host memory for {} ({} parameters in double)", w.name,
                                     parameter_count(w)));
     }
+  }
+
+  Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const override {
+    if (kind != PeakKind::kGemm || device != DeviceType::kCpu || precision != Precision::kFp32) {
+      return Driver::supports_peak(kind, device, precision);
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const override {
+    if (kind != PeakKind::kGemm) return Driver::make_peak_kernel(kind, n, ctx);
+    const Support ok = supports_peak(kind, ctx.device, ctx.precision);
+    if (!ok.ok) throw std::invalid_argument(ok.reason);
+    return std::make_unique<ReferenceGemm>(n, ctx.denormals);
   }
 
   std::map<std::string, std::string> versions() const override { return {{"reference", "dlscale built-in, float64"}}; }

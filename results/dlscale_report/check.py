@@ -70,6 +70,34 @@ def _compare_exposed(case, rel_tol, abs_tol):
     return []
 
 
+def utilisation_of(case):
+    """(mean CPU utilisation, mean busy cores) recomputed from the per-rank CPU and wall times of
+    /cases/NNNN/utilisation (docs/metrics.md), or None for a case without that group."""
+    u = case.utilisation
+    if u is None or u.per_rank is None:
+        return None
+    cpu, wall = u.per_rank["cpu_time_s"], u.per_rank["wall_s"]
+    threads = case.get("threads")
+    return float(np.mean(cpu / (wall * threads))), float(np.mean(cpu / wall))
+
+
+def _compare_utilisation(case, rel_tol, abs_tol):
+    """cpu_utilisation, busy_cores and peak_share (dlscale/2) against what they are made of."""
+    recomputed = utilisation_of(case)
+    if recomputed is None:
+        return []
+    problems = []
+    s = case.summary
+    pairs = [("cpu_utilisation", recomputed[0]), ("busy_cores", recomputed[1])]
+    if "peak_flops" in s:
+        pairs.append(("peak_share", float(s["achieved_flops"]) / float(s["peak_flops"])))
+    for key, b in pairs:
+        a = float(s.get(key, math.nan))
+        if not ((math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)):
+            problems.append(f"{key} = {a!r}, recomputed {b!r}")
+    return problems
+
+
 def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
     """Problems found in one loaded Case, each prefixed with file and case."""
     where = f"{case.file}: case {case.name}"
@@ -96,6 +124,7 @@ def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             problems += compare_summary(case.summary, case_stats(case), rel_tol, abs_tol)
             problems += _compare_phase_medians(case, rel_tol, abs_tol)
             problems += _compare_exposed(case, rel_tol, abs_tol)
+            problems += _compare_utilisation(case, rel_tol, abs_tol)
     elif case.summary is not None:
         problems.append(f"summary group present although status is {case.status}")
     return [f"{where}: {p}" for p in problems]

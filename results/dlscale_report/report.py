@@ -14,8 +14,9 @@ from . import plots
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case
 from .compare import compare_rows, compare_table
-from .precisions import precision_pairs, precision_rows, precision_table
 from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_rows, diagnosis_table
+from .drivers import driver_rows, driver_table
+from .precisions import precision_pairs, precision_rows, precision_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
 from .scaling import build_series, scaling_modes, scaling_table
@@ -172,6 +173,11 @@ def write_report(study, outdir, baseline=None, title=None):
     rows = diagnosis_rows(diagnoses)
     section("diagnosis", "scaling diagnosis", diagnosis_table(rows), "diagnosis.csv",
             "no scaling series has phases (--phases) at two rank counts")
+
+    section("drivers", "drivers compared", driver_table(driver_rows(cases)), "drivers.csv",
+            "no configuration ran on more than one driver",
+            intro="Each configuration that more than one driver ran: throughput, share of each "
+                  "driver's own measured peak, CPU utilisation and energy per sample.")
 
     for mode, (series, notes) in series_by_mode.items():
         page.section(f"scaling-{mode}", f"{mode} scaling")

@@ -1,4 +1,4 @@
-"""Reading dlscale/1 results files.
+"""Reading dlscale/1 and dlscale/2 results files.
 
 This is the only module that touches HDF5. It checks that a file really is a
 dlscale results file and turns it into plain Python objects (dicts of str/int/
@@ -7,7 +7,8 @@ Files are read with plain serial h5py and closed before returning.
 
 Optional parts that newer writers add are read when present and are None or
 empty otherwise: /cases/NNNN/projection (Projection), /allreduce/NNNN
-(AllReduce), and extra case attributes (participants, bucket_mb, overlap).
+(AllReduce), extra case attributes (participants, bucket_mb, overlap), and in
+dlscale/2 /cases/NNNN/utilisation (Utilisation) and /peak/NNNN (Peak).
 """
 
 import os
@@ -16,7 +17,9 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-SCHEMA = "dlscale/1"
+SCHEMA = "dlscale/2"
+# Every schema this package reads: dlscale/2 only adds groups and summary attributes.
+SCHEMAS = ("dlscale/1", "dlscale/2")
 
 
 class ReportError(Exception):
@@ -60,6 +63,7 @@ class Case:
     projection: object = None  # Projection, when the case holds /projection
     exposed_allreduce_s: object = None  # float64 [ranks, iterations] (P > 1, newer files) or None
     index: int = 0             # position in a Study (all files together); 0 when loaded alone
+    utilisation: object = None  # Utilisation (dlscale/2, cases that trained) or None
 
     def get(self, key):
         """A required case attribute; a missing one is a malformed file."""
@@ -87,6 +91,23 @@ class Projection:
 
 
 @dataclass
+class Utilisation:
+    """/cases/NNNN/utilisation: CPU time, energy and GPU readings over the timed region."""
+
+    attrs: dict                # threads, peak (where the peak came from), energy (its source)
+    per_rank: object           # structured array [ranks]: cpu_utilisation, busy_cores, ...
+
+
+@dataclass
+class Peak:
+    """/peak/NNNN: measured GEMM rates and memory bandwidths, one row per rank."""
+
+    name: str
+    attrs: dict                # source, seconds, measured_utc
+    rates: object              # structured array: kind, driver, device_type, precision, ...
+
+
+@dataclass
 class AllReduce:
     """/allreduce/NNNN: one all-reduce microbenchmark (a sweep over message sizes)."""
 
@@ -110,6 +131,7 @@ class ResultsFile:
     cases: list
     software: dict = field(default_factory=dict)     # /system/software attributes
     allreduce: list = field(default_factory=list)    # AllReduce, in group order
+    peaks: list = field(default_factory=list)        # Peak, in group order (dlscale/2)
 
 
 def _dataset(group, name, dtype=None):
@@ -160,6 +182,7 @@ def _read_case(path, name, group):
                           "expected [ranks, iterations]")
     summary = group.get("summary")
     projection = group.get("projection")
+    utilisation = group.get("utilisation")
     return Case(
         file=path,
         name=name,
@@ -172,6 +195,8 @@ def _read_case(path, name, group):
         projection=_read_projection(f"{path}: case {name}", projection)
         if isinstance(projection, h5py.Group) else None,
         exposed_allreduce_s=exposed,
+        utilisation=Utilisation(attrs=attrs_dict(utilisation), per_rank=_dataset(utilisation, "per_rank"))
+        if isinstance(utilisation, h5py.Group) else None,
     )
 
 
@@ -232,9 +257,9 @@ def _open(path):
         f.close()
         raise ReportError(f"{path}: not a dlscale results file (schema attribute missing)")
     schema = decode(schema)
-    if schema != SCHEMA:
+    if schema not in SCHEMAS:
         f.close()
-        raise ReportError(f"{path}: schema {schema!r} is not supported (expected {SCHEMA})")
+        raise ReportError(f"{path}: schema {schema!r} is not supported (expected {' or '.join(SCHEMAS)})")
     return f
 
 
@@ -263,9 +288,11 @@ def load_results(path, only=None):
             # /allreduce is newer than some files; absent means no microbenchmark ran.
             allreduce = [] if only is not None else [
                 _read_allreduce(path, n, g) for n, g in _groups(f.get("allreduce"))]
+            peaks = [] if only is not None else [
+                Peak(name=n, attrs=attrs_dict(g), rates=_dataset(g, "rates")) for n, g in _groups(f.get("peak"))]
             return ResultsFile(path=path, attrs=attrs_dict(f), ranks=ranks, cases=cases,
                                software=attrs_dict(software) if isinstance(software, h5py.Group) else {},
-                               allreduce=allreduce)
+                               allreduce=allreduce, peaks=peaks)
     except (OSError, KeyError, ValueError, TypeError) as e:
         # h5py raises these for truncated or oddly typed content; one line for the user.
         raise ReportError(f"{path}: malformed results file ({e})") from e

@@ -6,6 +6,7 @@ same rows serve the aligned text table and the CSV and JSON output.
 
 import csv
 import io
+import math
 
 from .schema import load_results
 from .stats import case_stats
@@ -29,6 +30,11 @@ COLUMNS = (
     ("samples_per_s", "samples/s", True),
     ("achieved_gflops", "GFLOP/s", True),
     ("exposed_allreduce_ms", "exposed all-reduce ms", True),
+    ("cpu_utilisation", "CPU util", True),
+    ("peak_pct", "% of peak", True),
+    ("host_peak_rss_mb", "host RSS MB", True),
+    ("device_peak_mb", "device MB", True),
+    ("energy_j_per_sample", "J/sample", True),
     ("status", "status", False),
 )
 
@@ -36,7 +42,9 @@ COLUMNS = (
 CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa", "denormals", "scaling",
                "ranks", "batch_per_rank", "global_batch", "threads",
                "step_median_ms", "ci95_low_ms", "ci95_high_ms",
-               "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "status", "message")
+               "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation", "busy_cores",
+               "peak_gflops", "peak_pct", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
+               "energy_j_per_sample", "energy_source", "status", "message")
 
 
 def case_row(case):
@@ -60,7 +68,19 @@ def case_row(case):
         "message": a.get("message", ""),
         "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None,
         "samples_per_s": None, "achieved_gflops": None, "exposed_allreduce_ms": None,
+        "cpu_utilisation": None, "busy_cores": None, "peak_gflops": None, "peak_pct": None,
+        "host_peak_rss_mb": None, "device_peak_mb": None, "energy_j_per_step": None,
+        "energy_j_per_sample": None, "energy_source": None,
     }
+    # Memory: the largest rank's peak (1 MB = 1e6 B); -1 (not measured) and 0 (a CPU case's
+    # device) show as missing.
+    m = case.memory
+    if m is not None and len(m):
+        for key, field in (("host_peak_rss_mb", "host_peak_rss_bytes"), ("device_peak_mb", "device_peak_bytes")):
+            if field in m.dtype.names and m[field].max() > 0:
+                row[key] = float(m[field].max()) / 1e6
+    if case.utilisation is not None:
+        row["energy_source"] = case.utilisation.attrs.get("energy")
     # Show what the benchmark recorded; fall back to recomputing when an ok
     # case somehow lacks its summary group.
     s = case.summary if case.summary is not None else case_stats(case)
@@ -71,8 +91,15 @@ def case_row(case):
                                 ("ci95_high_ms", "ci95_high_s", 1e3),
                                 ("samples_per_s", "samples_per_s", 1.0),
                                 ("achieved_gflops", "achieved_flops", 1e-9),
-                                ("exposed_allreduce_ms", "exposed_allreduce_median_s", 1e3)):
-            if s.get(src) is not None:
+                                ("exposed_allreduce_ms", "exposed_allreduce_median_s", 1e3),
+                                ("cpu_utilisation", "cpu_utilisation", 1.0),
+                                ("busy_cores", "busy_cores", 1.0),
+                                ("peak_gflops", "peak_flops", 1e-9),
+                                ("peak_pct", "peak_share", 100.0),
+                                ("energy_j_per_step", "energy_j_per_step", 1.0),
+                                ("energy_j_per_sample", "energy_j_per_sample", 1.0)):
+            # dlscale/2 summaries; NaN (unavailable) shows as missing.
+            if s.get(src) is not None and not math.isnan(float(s[src])):
                 row[key] = float(s[src]) * scale
     return row
 
@@ -102,8 +129,12 @@ def _cell(row, key):
         return "-"
     if key == "samples_per_s":
         return f"{v:.1f}"
-    if key in ("achieved_gflops", "exposed_allreduce_ms"):
+    if key in ("achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation"):
         return f"{v:.2f}"
+    if key in ("peak_pct", "host_peak_rss_mb", "device_peak_mb"):
+        return f"{v:.1f}"
+    if key == "energy_j_per_sample":
+        return f"{v:.3g}"
     return str(v)
 
 
@@ -151,5 +182,10 @@ def summary_table(rows, show_file=None):
             for key, h, right in COLUMNS if show_file or key != "file"]
     notes = ["as recorded in each file's summary group; step = max over ranks per iteration, "
              "median over iterations, with its order-statistic 95% CI; samples/s = global batch "
-             "/ median; GFLOP/s = analytic training FLOP per step / median (1 GFLOP = 1e9 FLOP)"]
+             "/ median; GFLOP/s = analytic training FLOP per step / median (1 GFLOP = 1e9 FLOP); "
+             "CPU util = process CPU time / (wall time x threads) over the timed region, mean over "
+             "ranks; % of peak = achieved / the measured GEMM peak of the case's driver, device, "
+             "precision and threads summed over ranks; RSS and device MB: the largest rank's peak "
+             "(1 MB = 1e6 B); J/sample = the case's device energy (CPU packages or GPUs) over the "
+             "timed region / samples; '-' = unavailable (see the CSV's energy_source)"]
     return Table(title="cases", columns=cols, rows=rows, csv_columns=CSV_COLUMNS, notes=notes)

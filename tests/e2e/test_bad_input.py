@@ -90,6 +90,14 @@ c("allreduce", "--iterations", "0"); c("allreduce", "--warmup", "-1"); c("allred
 c("allreduce", "--out", "keep.h5", files={"keep.h5": b"previous results"}); c("allreduce", "--backend", "nccl")
 c("list", "--json", "resnet9000"); c("list", "--json", "mnist_fnn:width=0", names=["override width needs a positive integer, got '0'"]); c("frobnicate"); c("run", "extra-positional")
 c("info", "--verbose")
+# measured peaks: nothing is measured and no file is created
+c("peak", "-d", "nosuch"); c("peak", "-d", "onednn,caffe"); c("peak", "--precision", "fp64"); c("peak", "--precision", "")
+c("peak", "--device", "tpu"); c("peak", "--threads", "0"); c("peak", "--threads", "two"); c("peak", "--seconds", "0")
+c("peak", "--seconds", "nan"); c("peak", "--out", ""); c("peak", "--out", "keep.h5", files={"keep.h5": b"previous results"})
+c("run", "-w", W, "--peak", "missing.h5"); c("run", "-w", W, "--peak", "")
+c("run", "-w", W, "--peak", "keep.h5", files={"keep.h5": b"not a results file"})
+c("run", "-w", W, "--peak-seconds", "0"); c("run", "-w", W, "--peak-seconds", "-1")
+c("run", "-w", W, "--peak", "skip", "--peak-seconds", "1", names=["--peak-seconds"])
 
 
 

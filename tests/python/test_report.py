@@ -328,7 +328,7 @@ class FileTest(unittest.TestCase):
             dr.load_results(foreign)
         other = os.path.join(self.tmp.name, "other.h5")
         write_results(other, sample_cases(), schema="dlscale/0")
-        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1\)"):
+        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1 or dlscale/2\)"):
             dr.load_results(other)
 
 
@@ -409,7 +409,7 @@ class CliTest(unittest.TestCase):
         other = os.path.join(self.tmp.name, "other.h5")
         write_results(other, sample_cases(), schema="dlscale/0")
         self.assertOneLineError(run_cli("summary", self.path, other),
-                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1)")
+                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1 or dlscale/2)")
 
     def test_not_hdf5(self):
         text = os.path.join(self.tmp.name, "notes.txt")

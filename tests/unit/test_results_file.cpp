@@ -1,8 +1,10 @@
 // HDF5 round trip through io/: what the writer stores reads back identically, and foreign or
 // missing files are refused with a clear message.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -56,7 +58,7 @@ TEST_F(ResultsFileTest, RoundTrip) {
   }
   const ResultsFile f = ResultsFile::open(path_, false);
   const Attrs root = f.read_root();
-  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/1");
+  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/2");
   EXPECT_EQ(std::get<int64_t>(attr(root, "world_size")), 2);
   const Table ranks = f.read_ranks();
   ASSERT_EQ(ranks.rows(), 2u);
@@ -97,6 +99,38 @@ TEST_F(ResultsFileTest, OpenRefusesForeignFiles) {
   std::ofstream(dir_ + "/plain.txt") << "not hdf5";
   EXPECT_THROW(ResultsFile::open(dir_ + "/plain.txt", false), h5::H5Error);
   EXPECT_THROW(ResultsFile::open(dir_ + "/missing.h5", false), h5::H5Error);
+}
+
+TEST_F(ResultsFileTest, OlderSchemaIsReadButNotWritten) {
+  { ResultsFile::create(path_, false).write_root({{"schema", std::string("dlscale/1")}}); }
+  EXPECT_NO_THROW(ResultsFile::open(path_, false));
+  try {
+    ResultsFile::open(path_, true);
+    FAIL() << "opened a dlscale/1 file for writing";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("schema 'dlscale/1' is not supported for writing"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ResultsFileTest, GroupTablesWithFloatColumnsRoundTrip) {
+  ResultsFile f = ResultsFile::create(path_, false);
+  f.write_root({{"schema", std::string(kSchemaVersion)}});
+  GroupRecord g;
+  g.attrs = {{"source", std::string("test")}};
+  g.tables.emplace_back("rates",
+                        Table{{Column::of_strings("kind", {"gemm", "stream"}),
+                               Column::of_doubles("rate", {1.5e11, std::nan("")}), Column::of_ints("rank", {0, 1})}});
+  EXPECT_EQ(f.append_group("peak", g), "0000");
+  EXPECT_EQ(f.group_names("peak"), std::vector<std::string>{"0000"});
+  EXPECT_TRUE(f.group_names("absent").empty());
+  const Table t = f.read_table("peak/0000/rates");
+  ASSERT_EQ(t.rows(), 2u);
+  EXPECT_TRUE(t.column("rate").is_double);
+  EXPECT_DOUBLE_EQ(t.column("rate").doubles[0], 1.5e11);
+  EXPECT_TRUE(std::isnan(t.column("rate").doubles[1]));
+  EXPECT_EQ(t.column("kind").strings[1], "stream");
+  EXPECT_EQ(t.column("rank").ints[1], 1);
 }
 
 }  // namespace
