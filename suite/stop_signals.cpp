@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -54,7 +55,25 @@ const char* stop_signal_name(int signal) {
 }
 
 StopDeadline::StopDeadline(int rank, std::string host, double grace_s)
-    : rank_(rank), host_(std::move(host)), grace_s_(grace_s), thread_([this] { watch(); }) {}
+    : rank_(rank), host_(std::move(host)), grace_s_(grace_s) {
+  // A small stack: the default 8 MB of address space can be what a rank under `ulimit -v` lacks
+  // for its backend's threads (LibTorch's thread pool then waits forever for a thread that
+  // could not start).
+  constexpr size_t kStackBytes = 256 * 1024;
+  pthread_attr_t attr;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    rc = pthread_attr_setstacksize(&attr, kStackBytes);
+    if (rc == 0) rc = pthread_create(&thread_, &attr, &StopDeadline::run, this);
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) throw std::runtime_error(std::string("cannot start the stop-deadline thread: ") + std::strerror(rc));
+}
+
+void* StopDeadline::run(void* self) {
+  static_cast<StopDeadline*>(self)->watch();
+  return nullptr;
+}
 
 StopDeadline::~StopDeadline() {
   {
@@ -63,7 +82,7 @@ StopDeadline::~StopDeadline() {
   }
   changed_.notify_all();
   sem_post(&g_wake);
-  thread_.join();
+  pthread_join(thread_, nullptr);  // cannot fail: a joinable thread of ours, joined once
 }
 
 void StopDeadline::set_doing(std::string doing) {

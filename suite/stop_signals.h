@@ -7,10 +7,11 @@
 // is ended by its StopDeadline, with one line saying so, and the same code.
 #pragma once
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <thread>
 
 namespace dlscale {
 
@@ -43,6 +44,7 @@ class StopDeadline {
 
  private:
   void watch();
+  static void* run(void* self);
 
   const int rank_;
   const std::string host_;
@@ -51,7 +53,7 @@ class StopDeadline {
   std::condition_variable changed_;
   bool done_ = false;
   std::string doing_ = "set-up", hint_;
-  std::thread thread_;  // last: it starts once the members above exist
+  pthread_t thread_{};
 };
 
 }  // namespace dlscale
