@@ -394,7 +394,8 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
 void ResultsFile::check_complete() const {
   try {
     const h5::File file = open_read();
-    const auto* world_size = std::get_if<int64_t>(&attr(read_all_attrs(file.get()), "world_size"));
+    const Attrs root = read_all_attrs(file.get());
+    const auto* world_size = std::get_if<int64_t>(&attr(root, "world_size"));
     if (world_size == nullptr) throw H5Error("the root attribute world_size is not an integer");
     if (read_table(file.get(), "system/ranks").rows() != static_cast<size_t>(*world_size)) {
       throw H5Error("/system/ranks does not have world_size rows");

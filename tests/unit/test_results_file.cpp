@@ -139,6 +139,35 @@ TEST_F(ResultsFileTest, ASecondWriterIsRefusedWhileTheFirstHoldsTheFile) {
   EXPECT_EQ(ResultsFile::open(path_, false).case_names(), (std::vector<std::string>{"0000"})) << "readers are welcome";
 }
 
+TEST_F(ResultsFileTest, CheckCompleteAcceptsWhatWasCommittedAndNamesWhatIsMissing) {
+  {
+    ResultsFile f = ResultsFile::create(path_, false);
+    ResultsFile::Update u = f.update();
+    u.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}});
+    u.write_system({{Column::of_ints("rank", {0, 1})}}, {}, {});
+    CaseRecord c = sample_case();
+    c.attrs.emplace_back("iterations", int64_t{3});
+    c.attrs.emplace_back("case_key", std::string("dlscale run -w fcn5"));
+    u.write_case(c);
+    u.commit();
+  }
+  EXPECT_NO_THROW(ResultsFile::open(path_, false).check_complete());
+  {
+    ResultsFile f = ResultsFile::open(path_, true);
+    ResultsFile::Update u = f.update();
+    CaseRecord half = sample_case();  // no case_key, no iterations: not what dlscale writes
+    half.summary.clear();
+    u.write_case(half);
+    u.commit();
+  }
+  try {
+    ResultsFile::open(path_, false).check_complete();
+    FAIL() << "a case without its summary passed";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path_ + ": not a complete dlscale file"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ResultsFileTest, OpenRefusesForeignFiles) {
   write_new(path_, "other/7", 0);
   try {
