@@ -237,7 +237,7 @@ class FileIntegrity(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="dlscale_fault_")
         self.out = os.path.join(self.dir, "k.h5")
         self.args = [DLSCALE, "run", "-w", "mnist_fnn:width=64", "-d", "reference", "--batch", ",".join(self.BATCHES),
-                     "--warmup", "1", "--iterations", "200", "--out", self.out]
+                     "--warmup", "1", "--iterations", "1000", "--out", self.out]
         self.keys = set()  # the case keys the file held after the last check
 
     def tearDown(self):
@@ -266,8 +266,8 @@ class FileIntegrity(unittest.TestCase):
             for name in sorted(f["cases"]) if "cases" in f else []:
                 g = f["cases"][name]
                 self.assertEqual(g.attrs["status"], "ok", name)
-                self.assertEqual(g["iter_time_s"].shape, (2, 200), name)
-                self.assertEqual(g["loss"].shape, (200,), name)
+                self.assertEqual(g["iter_time_s"].shape, (2, 1000), name)
+                self.assertEqual(g["loss"].shape, (1000,), name)
                 self.assertIn("step_median_s", g["summary"].attrs, name)
                 keys.append(g.attrs["case_key"])
         self.assertEqual(len(keys), len(set(keys)), f"a case is there twice: {keys}")
@@ -285,7 +285,7 @@ class FileIntegrity(unittest.TestCase):
         #    that was being written; the same command starts again and removes it.
         self.kill_at_stall((), "written:0")
         self.assertFalse(os.path.exists(self.out))
-        # 2. In the middle of the training of the second case.
+        # 2. In the middle of the training of the second case (0.2 s into its 1000 steps).
         launcher = self.start()
         seen = []
         try:
