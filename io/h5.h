@@ -47,6 +47,12 @@ class H5Handle {
   }
   ~H5Handle() { reset(); }
   hid_t get() const { return id_; }
+  /// Gives up ownership (for a close whose result must be checked).
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
   void reset() {
     if (id_ >= 0) Close(id_);
     id_ = H5I_INVALID_HID;

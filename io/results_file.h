@@ -1,10 +1,18 @@
 // The results file (schema dlscale/2, see docs/schema.md): root provenance, the rank table,
 // software versions, allow-listed environment, and one group per case. Written by rank 0
-// only, with the serial HDF5 API, and flushed after every case so that a crash later in a
-// sweep loses nothing already measured.
+// only, with the serial HDF5 API.
+//
+// The file on disk is only ever replaced whole: every change is written into a copy beside it
+// (PATH.dlscale-tmp), which is closed, synced and renamed over PATH, so that a reader, a kill
+// at any instant or a full disk finds either the previous complete file or the new one, never
+// a half-written case. A writer holds an advisory lock (flock on PATH.lock) for as long as it
+// exists, so that a second run cannot replace or truncate a file another run is writing.
+// docs/schema.md ("How it is written") gives the reasons for this design.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -94,42 +102,113 @@ struct CaseRecord {
   Attrs summary;                            ///< empty unless the case succeeded
 };
 
+/// Another process holds the lock of a results file (it is writing it).
+class FileBusy : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A change could not be written (disk full, quota, I/O error); the file on disk is the one
+/// before the change, complete.
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The advisory lock of a results file: flock on PATH.lock, which holds the holder's PID and
+/// host for the message of a refused second writer. The kernel drops the lock when its holder
+/// ends, however it ends (SIGKILL included), so a lock file left behind is never stale.
+class FileLock {
+ public:
+  /// Takes the lock or throws FileBusy naming the holder (H5Error when the lock file cannot
+  /// be created or locked at all).
+  explicit FileLock(const std::string& target);
+  ~FileLock();
+  FileLock(FileLock&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 class ResultsFile {
  public:
-  /// Creates a new file; fails if it exists unless `overwrite`.
+  class Update;
+
+  /// A new results file at `path`, locked; fails if it exists unless `overwrite`. Nothing is
+  /// written until the first Update is committed: an existing file stays as it is until then.
   static ResultsFile create(const std::string& path, bool overwrite);
-  /// Opens an existing dlscale file; throws when it is not one, or has a schema this version
-  /// cannot read (kReadableSchemas) or, `writable`, another than kSchemaVersion.
+  /// An existing dlscale file; throws H5Error when it is not one, or has a schema this version
+  /// cannot read (kReadableSchemas) or, `writable`, another than kSchemaVersion. `writable`:
+  /// locked for updates (throws FileBusy when another process writes it).
   static ResultsFile open(const std::string& path, bool writable);
 
-  void write_root(const Attrs& attrs);
+  // Reading: the file as last committed.
   Attrs read_root() const;
-  void write_system(const Table& ranks, const Attrs& software, const Attrs& environment);
   Table read_ranks() const;
   Attrs read_attrs(const std::string& group_path) const;
-
   /// Names of the case groups ("0000", "0001", …), in order.
   std::vector<std::string> case_names() const;
-  /// Writes the next case group and flushes the file; returns its name.
-  std::string write_case(const CaseRecord& record);
   CaseRecord read_case(const std::string& name) const;
-
-  /// Writes `parent`/NNNN (the next free number) and flushes the file; returns NNNN.
-  std::string append_group(const std::string& parent, const GroupRecord& group);
-  /// Writes a group at `path` (its parent must exist) and flushes the file.
-  void write_group(const std::string& path, const GroupRecord& group);
   /// Names of the child groups of `parent` ("0000", …), in order; empty when it does not exist.
   std::vector<std::string> group_names(const std::string& parent) const;
   /// The table dataset at `path`.
   Table read_table(const std::string& path) const;
 
-  void flush();
+  /// Throws H5Error naming the first part that is missing or malformed: the root attributes,
+  /// /system/ranks, a case (its attributes, samples, loss, summary), an /allreduce group. A file
+  /// dlscale committed is always complete; --resume refuses any other.
+  void check_complete() const;
+
+  /// Starts a change: a copy of the file (or, before the first commit of a created file, an
+  /// empty file) to write into. Throws WriteError.
+  Update update();
+
   const std::string& path() const { return path_; }
+  /// PATH.dlscale-tmp: where changes are written before they replace the file.
+  static std::string temp_path(const std::string& path) { return path + ".dlscale-tmp"; }
 
  private:
-  ResultsFile(std::string path, h5::File file) : path_(std::move(path)), file_(std::move(file)) {}
+  ResultsFile(std::string path, std::optional<FileLock> lock, bool exists)
+      : path_(std::move(path)), lock_(std::move(lock)), exists_(exists) {}
+  h5::File open_read() const;
   std::string path_;
+  std::optional<FileLock> lock_;  ///< held by writers
+  bool exists_;                   ///< a committed version exists (false for a created file)
+};
+
+/// One change of a results file. The writes go to the copy; commit() replaces the file with it
+/// at once. Destroyed without commit, the copy is removed and the file stays as it was.
+class ResultsFile::Update {
+ public:
+  Update(Update&& o) noexcept : owner_(o.owner_), file_(std::move(o.file_)), committed_(o.committed_) {
+    o.owner_ = nullptr;
+  }
+  Update& operator=(Update&&) = delete;
+  ~Update();
+
+  void write_root(const Attrs& attrs);
+  void write_system(const Table& ranks, const Attrs& software, const Attrs& environment);
+  /// Writes the next case group; returns its name.
+  std::string write_case(const CaseRecord& record);
+  /// Writes `parent`/NNNN (the next free number); returns NNNN.
+  std::string append_group(const std::string& parent, const GroupRecord& group);
+  /// Writes a group at `path` (its parent must exist).
+  void write_group(const std::string& path, const GroupRecord& group);
+
+  /// Closes the copy, syncs it to the disk and renames it over the file; throws WriteError,
+  /// leaving the file as it was.
+  void commit();
+
+ private:
+  friend class ResultsFile;
+  Update(ResultsFile& owner, h5::File file) : owner_(&owner), file_(std::move(file)) {}
+  ResultsFile* owner_;
   h5::File file_;
+  bool committed_ = false;
 };
 
 }  // namespace dlscale

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the test suite. GPU tests (label gpu) run only
 # where nvidia-smi sees a GPU. Extra arguments go to ctest (e.g. -L unit).
+# Then the sanitizer job: the unit and MPI tests again, built with the debug-asan preset
+# (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer); DLSCALE_SANITIZERS=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -20,3 +22,22 @@ if ! "build/$DLSCALE_PRESET/dlscale" info 2>/dev/null | grep -Eq '^GPUs: [1-9]';
   exclude=(-LE gpu)
 fi
 ctest --test-dir "build/$DLSCALE_PRESET" --output-on-failure "${exclude[@]}" "$@"
+
+if [ "${DLSCALE_SANITIZERS:-1}" != 0 ]; then
+  # Only the test binaries the unit and MPI tests run (not dlscale itself: the e2e, fault and
+  # report tests ran above on the release build).
+  cmake --preset debug-asan
+  cmake --build --preset debug-asan -j "$(nproc)" --target dlscale_sanitizer_tests
+  # Any report fails the test; leaks of Open MPI's own are the only ones suppressed.
+  export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
+  # Not here: report_unit and packaging (Python, ran above) and dlscale_libtorch_tests (not built,
+  # see tests/CMakeLists.txt).
+  ctest --preset debug-asan -j "$(nproc)" -L unit -E 'report_unit|packaging|NOT_BUILT'
+  # Open MPI's leaks are recognised by the libraries on their stacks: that needs its components
+  # kept loaded until the leak check and the slow unwinder (Open MPI has no frame pointers),
+  # which costs too much for the unit tests' LibTorch and oneDNN work.
+  OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1 \
+    ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0" ctest --preset debug-asan -L mpi
+fi

@@ -12,6 +12,7 @@
 #include "suite/errors.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
+#include "suite/stop_signals.h"
 
 namespace dlscale {
 
@@ -28,6 +29,9 @@ const Driver* gpu_driver(const Registry& drivers) {
 }  // namespace
 
 int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
+  // SIGTERM and SIGINT have no step boundary to wait for here: each rank ends within the grace.
+  StopDeadline deadline(mpi.rank(), mpi.host());
+  deadline.set_doing("the all-reduce microbenchmark");
   const bool root = mpi.rank() == 0;
   std::string problem;
   AllreduceOptions options;
@@ -96,8 +100,6 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   }
   if (report_usage_error(mpi.world(), problem)) return 2;
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
-  if (root) write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", args.resume);
-
   std::unique_ptr<GradientReducer> reducer;  // owns the communicator the transport uses
   std::unique_ptr<AllreduceTransport> transport;
   if (nccl) {
@@ -105,9 +107,23 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     transport = reducer->transport();
   }
   const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());
+  // The provenance and the measurements go into the file in one commit: until it, the file is
+  // as it was, and the same command runs again.
+  std::string name, error;
+  if (root) {
+    const auto writing = deadline.hold_off();
+    try {
+      ResultsFile::Update update = file->update();
+      write_provenance(update, table, drivers, mpi.size(), args.command_line, "", args.resume);
+      name = update.append_group("allreduce", allreduce_group(r, args.backend, ""));
+      update.commit();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
   // Every rank exits with the same code: 1 when any element came back wrong (rank 0 knows).
   if (!root) return allreduce_max(mpi.world(), 0);
-  const std::string name = file->append_group("allreduce", allreduce_group(r, args.backend, ""));
   fmt::print("dlscale allreduce: {} ranks, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
              r.ranks, args.backend, r.warmup, r.iterations, out_path, name);
   fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "errors");

@@ -15,6 +15,7 @@
 #include "suite/peak.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
+#include "suite/stop_signals.h"
 
 namespace dlscale {
 
@@ -34,6 +35,9 @@ std::vector<std::string> items(const std::vector<std::string>& given, const char
 }  // namespace
 
 int peak_command(const MpiContext& mpi, const PeakArgs& args) {
+  // SIGTERM and SIGINT have no step boundary to wait for here: each rank ends within the grace.
+  StopDeadline deadline(mpi.rank(), mpi.host());
+  deadline.set_doing("the peak measurements");
   Registry drivers;
   register_drivers(drivers);
   const bool root = mpi.rank() == 0;
@@ -122,11 +126,23 @@ int peak_command(const MpiContext& mpi, const PeakArgs& args) {
   if (root) {
     for (const std::string& w : provenance_warnings(detect_loaded_math()))
       fmt::print(stderr, "dlscale: warning: {}\n", w);
-    write_provenance(*file, table, drivers, mpi.size(), args.command_line, "", false);
   }
   const std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.seconds, gpu);
+  // The provenance and the peaks go into the file in one commit: until it, the file is as it was.
+  std::string name, error;
+  if (root) {
+    const auto writing = deadline.hold_off();
+    try {
+      ResultsFile::Update update = file->update();
+      write_provenance(update, table, drivers, mpi.size(), args.command_line, "", false);
+      name = update.append_group("peak", peak_group(rows, "dlscale peak", args.seconds));
+      update.commit();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
   if (!root) return 0;
-  const std::string name = file->append_group("peak", peak_group(rows, "dlscale peak", args.seconds));
   fmt::print("dlscale peak: {} rank(s), {} s per measurement -> {} /peak/{}\n", mpi.size(), args.seconds, out_path,
              name);
   print_peaks(stdout, rows);

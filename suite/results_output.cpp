@@ -43,29 +43,41 @@ ResultsFile open_results(const std::string& path, bool overwrite, bool resume, b
   if (exists && is_dir(path)) throw UsageError(fmt::format("--out {}: is a directory", path));
   if (exists && ::access(path.c_str(), W_OK) != 0)
     throw UsageError(fmt::format("--out {}: file is not writable", path));
-  if (resume) {
-    if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
-    try {
+  try {
+    if (resume) {
+      if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
       ResultsFile f = ResultsFile::open(path, true);
+      f.check_complete();
       const int64_t old_size = std::get<int64_t>(attr(f.read_root(), "world_size"));
       if (old_size != world_size) {
         throw UsageError(
             fmt::format("--resume: {} was written by {} ranks, this job has {}", path, old_size, world_size));
       }
       return f;
-    } catch (const h5::H5Error& e) {
-      throw UsageError(fmt::format("--resume: {}", e.what()));
     }
-  }
-  if (exists && !overwrite) {
-    throw UsageError(
-        fmt::format("{} already exists: pass --overwrite to replace it or --resume to add missing cases", path));
-  }
-  try {
+    if (exists && !overwrite) {
+      throw UsageError(
+          fmt::format("{} already exists: pass --overwrite to replace it or --resume to add missing cases", path));
+    }
     return ResultsFile::create(path, overwrite);
+  } catch (const FileBusy& e) {
+    throw UsageError(e.what());
   } catch (const h5::H5Error& e) {
-    throw UsageError(fmt::format("--out {}: {}", path, e.what()));
+    throw UsageError(fmt::format("{}: {}", resume ? "--resume" : "--out " + path, e.what()));
   }
+}
+
+std::set<std::string> finished_case_keys(const ResultsFile& file) {
+  std::set<std::string> done;
+  try {
+    for (const std::string& name : file.case_names()) {
+      const Attrs a = file.read_attrs("cases/" + name);
+      if (std::get<std::string>(attr(a, "status")) == "ok") done.insert(std::get<std::string>(attr(a, "case_key")));
+    }
+  } catch (const std::exception& e) {  // H5Error, a missing attribute, one of another type
+    throw UsageError(fmt::format("--resume: {}: not a complete dlscale file ({})", file.path(), e.what()));
+  }
+  return done;
 }
 
 Table rank_table(const std::vector<RankInfo>& rows) {
@@ -85,8 +97,8 @@ Table rank_table(const std::vector<RankInfo>& rows) {
   return {{rank, host, local, cpus, numa, device, threads}};
 }
 
-void write_provenance(ResultsFile& file, const std::vector<RankInfo>& table, const Registry& drivers, int world_size,
-                      const std::string& command_line, const std::string& config, bool resume) {
+void write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
+                      int world_size, const std::string& command_line, const std::string& config, bool resume) {
   if (resume) {
     file.write_root({{"resumed_utc", utc_now()}, {"resume_command_line", command_line}});
   } else {
@@ -99,7 +111,6 @@ void write_provenance(ResultsFile& file, const std::vector<RankInfo>& table, con
                      {"config", config}});
     file.write_system(rank_table(table), software_attributes(drivers), environment_attributes());
   }
-  file.flush();
 }
 
 }  // namespace dlscale

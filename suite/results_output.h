@@ -3,6 +3,7 @@
 // provenance every file starts with.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,16 +13,21 @@
 
 namespace dlscale {
 
-/// Opens `path` for writing: creates it (or replaces it with `overwrite`), or reopens a dlscale
-/// file of the same world size with `resume`. A `default_path` may create its directory. Throws
-/// UsageError naming the problem.
+/// Opens `path` for writing, locked against other writers: creates it (or replaces it with
+/// `overwrite`, at the first commit), or reopens a dlscale file of the same world size with
+/// `resume`. A `default_path` may create its directory. Throws UsageError naming the problem
+/// (another run writing the file among them).
 ResultsFile open_results(const std::string& path, bool overwrite, bool resume, bool default_path, int world_size);
+
+/// The case keys of the cases `file` holds with status ok: what --resume skips. Throws
+/// UsageError when a case cannot be read.
+std::set<std::string> finished_case_keys(const ResultsFile& file);
 
 /// /system/ranks from the gathered rank table.
 Table rank_table(const std::vector<RankInfo>& rows);
 
 /// The root attributes and /system of a new file, or the resume stamp of a resumed one.
-void write_provenance(ResultsFile& file, const std::vector<RankInfo>& table, const Registry& drivers, int world_size,
-                      const std::string& command_line, const std::string& config, bool resume);
+void write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
+                      int world_size, const std::string& command_line, const std::string& config, bool resume);
 
 }  // namespace dlscale

@@ -95,6 +95,24 @@ std::string resume_command(const std::string& command_line, const std::string& o
   return has_out ? out : out + " --out " + out_path;
 }
 
+}  // namespace
+
+bool write_failed(MPI_Comm comm, const std::string& error, const std::string& path, const std::string& resume_hint) {
+  int rank = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  if (allreduce_max(comm, error.empty() ? 0 : 1) == 0) return false;
+  if (!error.empty()) {
+    fmt::print(stderr,
+               "dlscale: error: the results file could not be written ({}); {} is as it was before, with every case "
+               "finished before. Make room (or repair the file system), then, under the same launcher: {}\n",
+               error, path, resume_hint);
+    std::fflush(stderr);
+  }
+  return true;
+}
+
+namespace {
+
 /// --dry-run: the cases a real run would record, each with its pasteable command and estimated
 /// duration, then the total; nothing is run or written. Rank 0 measures and prints.
 int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSpec>& cases, const Registry& drivers,
@@ -134,6 +152,8 @@ int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSp
 }  // namespace
 
 int run_command(const MpiContext& mpi, const RunArgs& args) {
+  // From here a stop signal that the ranks cannot act on together ends each rank on its own.
+  StopDeadline deadline(mpi.rank(), mpi.host());
   Registry drivers;
   register_drivers(drivers);
   const bool root = mpi.rank() == 0;
@@ -183,11 +203,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
       if (args.resume) {
         // A case is done when the file holds it with status ok; anything else runs again.
-        std::set<std::string> done;
-        for (const std::string& name : file->case_names()) {
-          const Attrs a = file->read_attrs("cases/" + name);
-          if (std::get<std::string>(attr(a, "status")) == "ok") done.insert(std::get<std::string>(attr(a, "case_key")));
-        }
+        const std::set<std::string> done = finished_case_keys(*file);
         for (size_t i = 0; i < cases.size(); ++i) skip[i] = done.count(cases[i].command()) ? 1 : 0;
       }
     }
@@ -213,9 +229,25 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     for (const std::string& w : provenance_warnings(detect_loaded_math())) progress.warn(w);
     for (const std::string& w : shared_core_warnings(table)) progress.warn(w);
     for (const std::string& w : shared_gpu_warnings(table)) progress.warn(w);
-    write_provenance(*file, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
-    fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
   }
+  const std::string resume_hint = fmt::format("{} --resume", resume_command(args.command_line, out_path));
+  deadline.set_hint(
+      fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {}", out_path, resume_hint));
+  {
+    std::string error;
+    if (root) {
+      const auto writing = deadline.hold_off();
+      try {
+        ResultsFile::Update update = file->update();
+        write_provenance(update, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
+        update.commit();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
+  }
+  if (root) fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
 
   // The peaks every case is compared with, outside any case: measured now on every rank (and
   // recorded in the file), read from a file, or skipped.
@@ -235,8 +267,19 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     const int gpu = gpu_cases ? gpu_index_for(mpi.local_rank(), visible_gpus(drivers)) : 0;
     const auto started = std::chrono::steady_clock::now();
     std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.peak_seconds, gpu);
+    std::string name, error;
     if (root) {
-      const std::string name = file->append_group("peak", peak_group(rows, "measured by this run", args.peak_seconds));
+      const auto writing = deadline.hold_off();
+      try {
+        ResultsFile::Update update = file->update();
+        name = update.append_group("peak", peak_group(rows, "measured by this run", args.peak_seconds));
+        update.commit();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
+    if (root) {
       fmt::print(stderr, "dlscale: peak: {} measurement(s) per rank in {:.1f} s -> /peak/{} (--peak skip omits them)\n",
                  rows.size() / static_cast<size_t>(mpi.size()),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), name);
@@ -249,10 +292,10 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   std::vector<double> work;
   for (size_t i = 0; i < cases.size(); ++i) work.push_back(skip[i] ? 0.0 : training_flops_per_rank(cases[i]));
   progress.run_started(std::move(work));
-  Runner runner(mpi, drivers, progress,
-                fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {} --resume",
-                            out_path, resume_command(args.command_line, out_path)),
-                std::move(peaks));
+  Runner runner(
+      mpi, drivers, progress,
+      fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {}", out_path, resume_hint),
+      std::move(peaks));
   int failed = 0;
   size_t done = 0;
   bool stopped = false;
@@ -266,24 +309,38 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       if (root) fmt::print(text_out, "# skipped (already in {}): {}\n", out_path, cases[i].command());
       continue;
     }
+    deadline.set_doing(fmt::format("case {}", cases[i].command()));
     const CaseOutcome outcome = runner.run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
     if (allreduce_max(mpi.world(), outcome.interrupted ? 1 : 0) != 0) {
       stopped = true;  // the unfinished case is not written: a resume runs it again
       break;
     }
-    ++done;
     const CaseRecord& rec = outcome.record;
+    // The case, its microbenchmark and its projection replace the file together: a kill leaves
+    // either all of them or none (and a resume runs the case again).
+    std::string name, error;
     if (root) {
-      const std::string name = file->write_case(rec);
-      if (outcome.allreduce) {
-        GroupRecord allreduce = *outcome.allreduce;
-        for (auto& [key, value] : allreduce.attrs) {
-          if (key == "case") value = name;
+      const auto writing = deadline.hold_off();
+      try {
+        ResultsFile::Update update = file->update();
+        name = update.write_case(rec);
+        if (outcome.allreduce) {
+          GroupRecord allreduce = *outcome.allreduce;
+          for (auto& [key, value] : allreduce.attrs) {
+            if (key == "case") value = name;
+          }
+          update.append_group("allreduce", allreduce);
         }
-        file->append_group("allreduce", allreduce);
+        if (outcome.projection) update.write_group("cases/" + name + "/projection", *outcome.projection);
+        if (outcome.utilisation) update.write_group("cases/" + name + "/utilisation", *outcome.utilisation);
+        update.commit();
+      } catch (const std::exception& e) {
+        error = e.what();
       }
-      if (outcome.projection) file->write_group("cases/" + name + "/projection", *outcome.projection);
-      if (outcome.utilisation) file->write_group("cases/" + name + "/utilisation", *outcome.utilisation);
+    }
+    if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
+    ++done;
+    if (root) {
       if (json) {
         progress.case_finished(case_json(name, rec), stdout);
       } else {
@@ -292,17 +349,15 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       if (std::get<std::string>(attr(rec.attrs, "status")) == "error") failed = 1;
     }
   }
+  deadline.set_doing("the end of the run");
   if (stopped) {
+    const int signal = allreduce_max(mpi.world(), stop_signal());
     if (root) {
-      file.reset();  // closed: every finished case is in it, and nothing else
       fmt::print(stderr,
                  "dlscale: stopped by {} after {} finished case(s); they are in {}. To run the rest, under the "
                  "same launcher:\n"
-                 "  {} --resume\n",
-                 stop_signal_name(allreduce_max(mpi.world(), stop_signal())), done, out_path,
-                 resume_command(args.command_line, out_path));
-    } else {
-      allreduce_max(mpi.world(), stop_signal());
+                 "  {}\n",
+                 stop_signal_name(signal), done, out_path, resume_hint);
     }
     return 3;
   }

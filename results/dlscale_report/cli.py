@@ -20,7 +20,7 @@ the command's figures (PNG) and table (CSV) into DIR and names them on stderr,
 so stdout stays the table alone. `report` prints the path of index.html.
 
 Exit codes: 0 success, 1 `check` found inconsistencies, 2 unusable input
-(missing/foreign/malformed file, wrong schema, bad usage, a missing Python
+(missing/foreign/malformed/partial file, wrong schema, bad usage, a missing Python
 module), always with one line `dlscale-report: error: ...` on stderr.
 
 Only the standard library is imported before the command is known: --help and

@@ -165,14 +165,26 @@ def _check_attrs(path, name, attrs):
 
 
 def _read_case(path, name, group):
+    if not isinstance(group, h5py.Group):
+        raise ReportError(f"{path}: /cases/{name} is not a group (not a complete dlscale file)")
     attrs = attrs_dict(group)
     _check_attrs(path, name, attrs)
+    ok = attrs["status"] == "ok"
+    # dlscale writes a case whole (docs/schema.md): a part missing is a damaged file, reported
+    # here rather than as a confusing failure deep in some table.
+    required = ["iter_time_s"] + (["loss"] + (["phase_time_s"] if attrs.get("phases") else []) if ok else [])
+    missing = [key for key in required if not isinstance(group.get(key), h5py.Dataset)]
+    if ok and not isinstance(group.get("summary"), h5py.Group):
+        missing.append("summary")
+    if missing:
+        raise ReportError(f"{path}: case {name} lacks {', '.join(missing)} (not a complete dlscale file)")
     iter_time = _dataset(group, "iter_time_s", np.float64)
     phase_time = _dataset(group, "phase_time_s", np.float64)
     # Shape checks here so that stats code can rely on the layout.
-    if iter_time is not None and iter_time.ndim != 2:
+    expected = (attrs["ranks"], attrs["iterations"] if ok else (iter_time.shape or [None])[-1])
+    if iter_time.ndim != 2 or iter_time.shape != expected or (ok and iter_time.shape[1] == 0):
         raise ReportError(f"{path}: case {name}: iter_time_s has shape {iter_time.shape}, "
-                          "expected [ranks, iterations]")
+                          f"expected [ranks, iterations] = {list(expected)}")
     if phase_time is not None and (phase_time.ndim != 3 or phase_time.shape[2] != 4):
         raise ReportError(f"{path}: case {name}: phase_time_s has shape {phase_time.shape}, "
                           "expected [ranks, iterations, 4]")
@@ -275,15 +287,18 @@ def load_results(path, only=None):
     try:
         with f:
             ranks = _dataset(f, "system/ranks")
+            if ranks is None or ranks.dtype.names is None:
+                raise ReportError(f"{path}: no /system/ranks table (not a complete dlscale file)")
             cases_group = f.get("cases")
-            names = sorted(cases_group.keys()) if isinstance(cases_group, h5py.Group) else []
+            if cases_group is not None and not isinstance(cases_group, h5py.Group):
+                raise ReportError(f"{path}: /cases is not a group (not a complete dlscale file)")
+            names = sorted(cases_group.keys()) if cases_group is not None else []
             if only is not None:
                 wanted = case_name(only)
                 if wanted not in names:
                     raise ReportError(f"{path}: no case {wanted} (cases: {', '.join(names) or 'none'})")
                 names = [wanted]
-            cases = [_read_case(path, n, cases_group[n]) for n in names
-                     if isinstance(cases_group[n], h5py.Group)]
+            cases = [_read_case(path, n, cases_group[n]) for n in names]
             software = f.get("system/software")
             # /allreduce is newer than some files; absent means no microbenchmark ran.
             allreduce = [] if only is not None else [

@@ -1,5 +1,6 @@
-// HDF5 round trip through io/: what the writer stores reads back identically, and foreign or
-// missing files are refused with a clear message.
+// HDF5 round trip through io/: what the writer stores reads back identically, foreign or
+// missing files are refused with a clear message, a change reaches the file only when it is
+// committed, and a second writer is refused while the first holds the file.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -23,6 +24,8 @@ class ResultsFileTest : public ::testing::Test {
   }
   void TearDown() override {
     std::remove(path_.c_str());
+    std::remove((path_ + ".lock").c_str());
+    std::remove(ResultsFile::temp_path(path_).c_str());
     std::remove((dir_ + "/plain.txt").c_str());
     rmdir(dir_.c_str());
   }
@@ -48,13 +51,17 @@ CaseRecord sample_case() {
 TEST_F(ResultsFileTest, RoundTrip) {
   {
     ResultsFile f = ResultsFile::create(path_, false);
-    f.write_root(
+    ResultsFile::Update u = f.update();
+    u.write_root(
         {{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}, {"config", std::string("a = 1\n")}});
     Table ranks{{Column::of_ints("rank", {0, 1}), Column::of_strings("host", {"n1", "nödé-2"}),
                  Column::of_strings("cpu_affinity", {"0-3", "4-7,12"})}};
-    f.write_system(ranks, {{"mpi", std::string("Open MPI v4.1.4")}}, {{"OMP_NUM_THREADS", std::string("4")}});
-    EXPECT_EQ(f.write_case(sample_case()), "0000");
-    EXPECT_EQ(f.write_case(sample_case()), "0001");
+    u.write_system(ranks, {{"mpi", std::string("Open MPI v4.1.4")}}, {{"OMP_NUM_THREADS", std::string("4")}});
+    EXPECT_EQ(u.write_case(sample_case()), "0000");
+    u.commit();
+    ResultsFile::Update second = f.update();
+    EXPECT_EQ(second.write_case(sample_case()), "0001");
+    second.commit();
   }
   const ResultsFile f = ResultsFile::open(path_, false);
   const Attrs root = f.read_root();
@@ -82,14 +89,89 @@ TEST_F(ResultsFileTest, RoundTrip) {
   EXPECT_EQ(got.attrs.back().first, "train_flops_per_step");
 }
 
+void write_new(const std::string& path, const std::string& schema, int cases) {
+  ResultsFile f = ResultsFile::create(path, true);
+  ResultsFile::Update u = f.update();
+  u.write_root({{"schema", schema}});
+  for (int i = 0; i < cases; ++i) u.write_case(sample_case());
+  u.commit();
+}
+
 TEST_F(ResultsFileTest, CreateRefusesExistingFileWithoutOverwrite) {
-  { ResultsFile::create(path_, false).write_root({{"schema", std::string(kSchemaVersion)}}); }
+  write_new(path_, kSchemaVersion, 0);
   EXPECT_THROW(ResultsFile::create(path_, false), h5::H5Error);
   EXPECT_NO_THROW(ResultsFile::create(path_, true));
 }
 
+TEST_F(ResultsFileTest, AChangeReachesTheFileOnlyWhenCommitted) {
+  write_new(path_, kSchemaVersion, 1);
+  {
+    ResultsFile f = ResultsFile::open(path_, true);
+    ResultsFile::Update u = f.update();
+    u.write_case(sample_case());
+    EXPECT_EQ(ResultsFile::open(path_, false).case_names(), (std::vector<std::string>{"0000"}));
+  }  // dropped without commit
+  EXPECT_EQ(ResultsFile::open(path_, false).case_names(), (std::vector<std::string>{"0000"}));
+  EXPECT_NE(access(ResultsFile::temp_path(path_).c_str(), F_OK), 0) << "the uncommitted copy is removed";
+  // --overwrite: the old file stays until the new one is committed.
+  {
+    ResultsFile f = ResultsFile::create(path_, true);
+    EXPECT_EQ(ResultsFile::open(path_, false).case_names(), (std::vector<std::string>{"0000"}));
+    ResultsFile::Update u = f.update();
+    u.write_root({{"schema", std::string(kSchemaVersion)}});
+    u.commit();
+  }
+  EXPECT_TRUE(ResultsFile::open(path_, false).case_names().empty());
+  EXPECT_NE(access((path_ + ".lock").c_str(), F_OK), 0) << "the lock file goes with its holder";
+}
+
+TEST_F(ResultsFileTest, ASecondWriterIsRefusedWhileTheFirstHoldsTheFile) {
+  write_new(path_, kSchemaVersion, 1);
+  ResultsFile writer = ResultsFile::open(path_, true);
+  for (const bool overwrite : {false, true}) {
+    try {
+      overwrite ? ResultsFile::create(path_, true) : ResultsFile::open(path_, true);
+      FAIL() << "a second writer got the file";
+    } catch (const FileBusy& e) {
+      EXPECT_NE(std::string(e.what()).find("is being written by another dlscale (pid " + std::to_string(getpid())),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(ResultsFile::open(path_, false).case_names(), (std::vector<std::string>{"0000"})) << "readers are welcome";
+}
+
+TEST_F(ResultsFileTest, CheckCompleteAcceptsWhatWasCommittedAndNamesWhatIsMissing) {
+  {
+    ResultsFile f = ResultsFile::create(path_, false);
+    ResultsFile::Update u = f.update();
+    u.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}});
+    u.write_system({{Column::of_ints("rank", {0, 1})}}, {}, {});
+    CaseRecord c = sample_case();
+    c.attrs.emplace_back("iterations", int64_t{3});
+    c.attrs.emplace_back("case_key", std::string("dlscale run -w fcn5"));
+    u.write_case(c);
+    u.commit();
+  }
+  EXPECT_NO_THROW(ResultsFile::open(path_, false).check_complete());
+  {
+    ResultsFile f = ResultsFile::open(path_, true);
+    ResultsFile::Update u = f.update();
+    CaseRecord half = sample_case();  // no case_key, no iterations: not what dlscale writes
+    half.summary.clear();
+    u.write_case(half);
+    u.commit();
+  }
+  try {
+    ResultsFile::open(path_, false).check_complete();
+    FAIL() << "a case without its summary passed";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path_ + ": not a complete dlscale file"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ResultsFileTest, OpenRefusesForeignFiles) {
-  { ResultsFile::create(path_, false).write_root({{"schema", std::string("other/7")}}); }
+  write_new(path_, "other/7", 0);
   try {
     ResultsFile::open(path_, false);
     FAIL() << "opened a file of another schema";
@@ -102,7 +184,12 @@ TEST_F(ResultsFileTest, OpenRefusesForeignFiles) {
 }
 
 TEST_F(ResultsFileTest, OlderSchemaIsReadButNotWritten) {
-  { ResultsFile::create(path_, false).write_root({{"schema", std::string("dlscale/1")}}); }
+  {
+    ResultsFile f = ResultsFile::create(path_, false);
+    ResultsFile::Update u = f.update();
+    u.write_root({{"schema", std::string("dlscale/1")}});
+    u.commit();
+  }
   EXPECT_NO_THROW(ResultsFile::open(path_, false));
   try {
     ResultsFile::open(path_, true);
@@ -115,13 +202,15 @@ TEST_F(ResultsFileTest, OlderSchemaIsReadButNotWritten) {
 
 TEST_F(ResultsFileTest, GroupTablesWithFloatColumnsRoundTrip) {
   ResultsFile f = ResultsFile::create(path_, false);
-  f.write_root({{"schema", std::string(kSchemaVersion)}});
+  ResultsFile::Update u = f.update();
+  u.write_root({{"schema", std::string(kSchemaVersion)}});
   GroupRecord g;
   g.attrs = {{"source", std::string("test")}};
   g.tables.emplace_back("rates",
                         Table{{Column::of_strings("kind", {"gemm", "stream"}),
                                Column::of_doubles("rate", {1.5e11, std::nan("")}), Column::of_ints("rank", {0, 1})}});
-  EXPECT_EQ(f.append_group("peak", g), "0000");
+  EXPECT_EQ(u.append_group("peak", g), "0000");
+  u.commit();
   EXPECT_EQ(f.group_names("peak"), std::vector<std::string>{"0000"});
   EXPECT_TRUE(f.group_names("absent").empty());
   const Table t = f.read_table("peak/0000/rates");

@@ -209,7 +209,8 @@ std::vector<uint8_t> read_binary_file(const std::string& path) {
 void write_binary_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   FilePtr f(std::fopen(path.c_str(), "wb"));
   if (!f) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-  if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+  // (fwrite's buffer must not be null, which an empty vector's data() may be)
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
     throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   }
   // fclose flushes, so a full disk may only show up here.
