@@ -319,9 +319,14 @@ std::string runtime_name(unsigned runtime) {
 
 /// Whether this CPU computes bf16 products natively (AVX512_BF16's dot products, or AMX): elsewhere
 /// oneDNN emulates them, and a bf16 peak would measure the emulation.
+/// Whether oneDNN computes bf16 products with bf16 instructions on `isa`, rather than emulating them.
+bool bf16_native_on(dnnl::cpu_isa isa) {
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
 Support native_bf16() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) return Support::yes();
+  if (bf16_native_on(isa)) return Support::yes();
   return Support::no(fmt::format(
       "onednn driver: bf16 needs native bf16 products (AVX512_BF16 or AMX); oneDNN runs {} here", isa_name(isa)));
 }
@@ -431,7 +436,7 @@ class OnednnDriver final : public Driver {
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     ComputeIsa out{isa_name(isa), true, {}};
     if (precision == Precision::kBf16) {
-      out.native = isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+      out.native = bf16_native_on(isa);
       out.native_needs = "avx512_core_bf16 or avx512_core_amx";
     }
     return out;
