@@ -57,7 +57,7 @@ def precision_rows(pairs):
             "label": describe(base, without=("precision",)),
             "workload": base.attrs.get("workload"), "driver": base.attrs.get("driver"),
             "device": base.attrs.get("device_type"), "precision": low.attrs.get("precision"),
-            "fp32_ms": t32, "reduced_ms": t16 if t16 is not None else None,
+            "fp32_ms": t32, "reduced_ms": t16,
             "reduced_status": low.status, "reduced_message": low.attrs.get("message", ""),
             "speedup": t32 / t16 if t32 and t16 else None,
             "fp32_isa": base.attrs.get("isa", ""), "reduced_isa": low.attrs.get("isa", ""),
