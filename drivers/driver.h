@@ -77,9 +77,35 @@ struct GradBuffer {
   bool on_device = false;  ///< true when `data` is a GPU pointer
 };
 
-/// Plain SGD without momentum, the timing runs' optimiser (Shi et al.).
+enum class OptimizerKind {
+  kSgd,   ///< p -= lr g: plain SGD without momentum, the timing runs' optimiser (Shi et al.)
+  kAdam,  ///< Adam (Kingma & Ba), exactly as torch.optim.Adam with its defaults (below)
+};
+
+/// "sgd", "adam".
+const char* optimizer_name(OptimizerKind k);
+/// The optimiser named `name`; throws std::invalid_argument for anything else.
+OptimizerKind parse_optimizer(const std::string& name);
+
+/// How Model::update() applies the gradients. Adam keeps two fp32 state values per parameter,
+/// m and v, zero when the model is made and after every load_parameters(), and counts its own
+/// updates t (1 at the first update after making or loading). Per parameter p with gradient g,
+/// the order of operations of torch.optim.Adam (amsgrad off, no weight decay):
+///   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
+///   p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + epsilon)
+/// GPU models keep m and v in device memory and update there.
 struct Optimizer {
   double learning_rate = 0.01;
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+};
+
+/// What an inference pass over one batch gives (Model::evaluate): sums, so that the harness can
+/// add them over batches and ranks before dividing.
+struct Evaluation {
+  double loss_sum = 0;      ///< the loss summed over every prediction (mean loss = loss_sum / predictions)
+  int64_t correct = 0;      ///< predictions equal to their label
+  int64_t predictions = 0;  ///< samples x labels_per_sample
 };
 
 struct MemoryStats {
@@ -207,6 +233,18 @@ class Model {
   virtual void synchronize() = 0;
   /// The gradients in the canonical layout (cross-checks only; may be slow).
   virtual std::vector<float> export_gradients() = 0;
+  /// Inference on `batch` (testing, validation): the forward pass in inference mode, with dropout
+  /// off and batch norm normalising with its running statistics (updated by every training
+  /// forward() as PyTorch does: momentum 0.1, the unbiased batch variance; mean 0 and variance 1
+  /// when the model is made), no gradients kept. A prediction is correct when the argmax of its
+  /// logits is its label (softmax cross-entropy; the lowest index wins a tie) or, for binary
+  /// cross-entropy, when (logit > 0) equals its label. Waits for the device, so the host clock
+  /// around it times it. Changes no parameter, optimiser state or running statistic; the batch
+  /// of set_batch() may be replaced: call set_batch() before training again.
+  virtual Evaluation evaluate(const Batch& batch) {  // TEMPORARY until every driver has its own (issue 14)
+    (void)batch;
+    throw std::logic_error("evaluate() is not implemented by this driver yet");
+  }
   virtual MemoryStats memory() const = 0;
   /// How the harness times this model's steps. nullptr (the default, for CPU models): the host
   /// clock read after synchronize(). GPU models return a timer on their own stream, so that a

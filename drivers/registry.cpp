@@ -44,6 +44,15 @@ Precision parse_precision(const std::string& name) {
   throw std::invalid_argument(fmt::format("unknown precision '{}' (expected fp32, tf32 or bf16)", name));
 }
 
+const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::kAdam ? "adam" : "sgd"; }
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+    if (name == optimizer_name(k)) return k;
+  }
+  throw std::invalid_argument(fmt::format("unknown optimizer '{}' (expected sgd or adam)", name));
+}
+
 const char* denormals_name(Denormals d) { return d == Denormals::kFlush ? "flush" : "ieee"; }
 
 Denormals parse_denormals(const std::string& name) {
