@@ -27,6 +27,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -193,7 +194,7 @@ class LibTorchModel final : public Model {
       if (w.layers[i].kind == LayerKind::kLstm) lstm_zero_bias_[i] = at::zeros({4 * w.layers[i].out}, opts);
     }
     for (const Layer& l : w.layers) {
-      // Running statistics, updated in training mode as PyTorch does (they do not affect training).
+      // Running statistics: updated by every training forward as PyTorch does, read by evaluate().
       if (l.kind == LayerKind::kBatchNorm2d) add_running_stats(l.in, opts);
       if (l.kind == LayerKind::kBottleneck) {
         add_running_stats(l.mid, opts);
@@ -208,6 +209,14 @@ class LibTorchModel final : public Model {
     check_size(canonical.size(), "load_parameters");
     at::NoGradGuard no_grad;
     params_.copy_(at::from_blob(const_cast<float*>(canonical.data()), {params_.numel()}, at::kFloat));
+    // A model loaded with new parameters starts afresh: no running statistics, no Adam moments.
+    for (at::Tensor& m : running_mean_) m.zero_();
+    for (at::Tensor& v : running_var_) v.fill_(1);
+    if (adam_m_.defined()) {
+      adam_m_.zero_();
+      adam_v_.zero_();
+    }
+    adam_steps_ = 0;
   }
 
   std::vector<float> export_parameters() override { return to_vector(params_); }
@@ -233,66 +242,35 @@ class LibTorchModel final : public Model {
   void forward() override {
     out_of_memory_as_such([&] {
       const auto scope = cpu_mode();
-      std::optional<CpuAutocast> autocast;
-      if (autocast_) autocast.emplace(at::kBFloat16);
-      at::Tensor h = input_;
-      size_t stats = 0;
-      for (size_t i = 0; i < workload_.layers.size(); ++i) {
-        const Layer& l = workload_.layers[i];
-        const std::vector<Param>& p = layer_params_[i];
-        switch (l.kind) {
-          case LayerKind::kLinear: {
-            std::vector<int64_t> out_shape = h.sizes().vec();
-            out_shape.back() = l.out;
-            const at::Tensor b = l.bias ? p[1].value : at::Tensor(), db = l.bias ? p[1].grad : at::Tensor();
-            h = LinearIntoFlatGrad::apply(h.reshape({-1, l.in}), p[0].value, b, p[0].grad, db).view(out_shape);
-            break;
-          }
-          case LayerKind::kConv2d:
-            h = at::conv2d(h, p[0].value, l.bias ? p[1].value : at::Tensor(), {l.stride, l.stride},
-                           {l.padding, l.padding});
-            break;
-          case LayerKind::kMaxPool2d:
-            h = at::max_pool2d(h, {l.kernel, l.kernel}, {l.stride, l.stride}, {l.padding, l.padding});
-            break;
-          case LayerKind::kGlobalAvgPool:
-            h = h.mean({2, 3});
-            break;
-          case LayerKind::kReLU:
-            h = at::relu(h);
-            break;
-          case LayerKind::kSigmoid:
-            h = at::sigmoid(h);
-            break;
-          case LayerKind::kTanh:
-            h = at::tanh(h);
-            break;
-          case LayerKind::kDropout:
-            h = at::dropout(h, l.p, /*train=*/true);
-            break;
-          case LayerKind::kBatchNorm2d:
-            h = batch_norm(h, p[0], p[1], stats++);
-            break;
-          case LayerKind::kBottleneck:
-            h = bottleneck(h, l, p, stats);
-            break;
-          case LayerKind::kFlatten:
-            h = h.flatten(1);
-            break;
-          case LayerKind::kEmbedding:
-            h = at::embedding(p[0].value, h);
-            break;
-          case LayerKind::kLstm:
-            h = lstm(h, l, p, lstm_zero_bias_[i]);
-            break;
-        }
-      }
-      h = h.to(at::kFloat);  // the loss in fp32 whatever the layers computed in
+      const at::Tensor logits = run_layers(/*training=*/true);
       if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
-        loss_ = at::binary_cross_entropy_with_logits(h.reshape({-1}), labels_);
+        loss_ = at::binary_cross_entropy_with_logits(logits.reshape({-1}), labels_);
       } else {
-        loss_ = at::cross_entropy_loss(h.reshape({-1, workload_.num_classes}), labels_);
+        loss_ = at::cross_entropy_loss(logits.reshape({-1, workload_.num_classes}), labels_);
       }
+    });
+  }
+
+  Evaluation evaluate(const Batch& batch) override {
+    set_batch(batch);
+    return out_of_memory_as_such([&] {
+      const auto scope = cpu_mode();
+      // No autograd graph, no saved activations; parameters are only read.
+      c10::InferenceMode inference;
+      const at::Tensor logits = run_layers(/*training=*/false);
+      Evaluation e;
+      e.predictions = labels_.numel();
+      if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+        const at::Tensor x = logits.reshape({-1});
+        e.loss_sum = at::binary_cross_entropy_with_logits(x, labels_, {}, {}, at::Reduction::Sum).item<double>();
+        e.correct = (x.gt(0) == labels_.gt(0.5)).sum().item<int64_t>();
+      } else {
+        const at::Tensor x = logits.reshape({-1, workload_.num_classes});
+        e.loss_sum = at::cross_entropy_loss(x, labels_, {}, at::Reduction::Sum).item<double>();
+        // at::argmax returns the first of equal maxima: the lowest index wins a tie.
+        e.correct = (x.argmax(1) == labels_).sum().item<int64_t>();
+      }
+      return e;  // item() waited for the device
     });
   }
 
@@ -314,7 +292,23 @@ class LibTorchModel final : public Model {
     out_of_memory_as_such([&] {
       const auto scope = cpu_mode();
       at::NoGradGuard no_grad;
-      params_.add_(grads_, -opt.learning_rate);
+      if (opt.kind == OptimizerKind::kSgd) {
+        params_.add_(grads_, -opt.learning_rate);
+        return;
+      }
+      // torch.optim.Adam (foreach=False) on the flat tensors, op for op, scalars in double as
+      // Python passes them: fp32 moments beside the fp32 master weights in every precision.
+      if (!adam_m_.defined()) {
+        adam_m_ = at::zeros_like(params_);
+        adam_v_ = at::zeros_like(params_);
+      }
+      ++adam_steps_;
+      const double t = static_cast<double>(adam_steps_);
+      const double bias_correction1 = 1 - std::pow(opt.beta1, t), bias_correction2 = 1 - std::pow(opt.beta2, t);
+      adam_m_.mul_(opt.beta1).add_(grads_, 1 - opt.beta1);
+      adam_v_.mul_(opt.beta2).addcmul_(grads_, grads_, 1 - opt.beta2);
+      const at::Tensor denom = (adam_v_.sqrt() / std::sqrt(bias_correction2)).add_(opt.epsilon);
+      params_.addcdiv_(adam_m_, denom, -opt.learning_rate / bias_correction1);
     });
   }
 
@@ -348,6 +342,67 @@ class LibTorchModel final : public Model {
 #endif
 
  private:
+  /// The network on the current batch, to fp32 logits. training: dropout draws masks and batch
+  /// norm normalises with the batch's statistics (updating the running ones); otherwise dropout
+  /// passes its input through and batch norm uses the running statistics, as module.eval() does.
+  at::Tensor run_layers(bool training) {
+    std::optional<CpuAutocast> autocast;
+    if (autocast_) autocast.emplace(at::kBFloat16);
+    at::Tensor h = input_;
+    size_t stats = 0;
+    for (size_t i = 0; i < workload_.layers.size(); ++i) {
+      const Layer& l = workload_.layers[i];
+      const std::vector<Param>& p = layer_params_[i];
+      switch (l.kind) {
+        case LayerKind::kLinear: {
+          std::vector<int64_t> out_shape = h.sizes().vec();
+          out_shape.back() = l.out;
+          const at::Tensor b = l.bias ? p[1].value : at::Tensor(), db = l.bias ? p[1].grad : at::Tensor();
+          h = LinearIntoFlatGrad::apply(h.reshape({-1, l.in}), p[0].value, b, p[0].grad, db).view(out_shape);
+          break;
+        }
+        case LayerKind::kConv2d:
+          h = at::conv2d(h, p[0].value, l.bias ? p[1].value : at::Tensor(), {l.stride, l.stride},
+                         {l.padding, l.padding});
+          break;
+        case LayerKind::kMaxPool2d:
+          h = at::max_pool2d(h, {l.kernel, l.kernel}, {l.stride, l.stride}, {l.padding, l.padding});
+          break;
+        case LayerKind::kGlobalAvgPool:
+          h = h.mean({2, 3});
+          break;
+        case LayerKind::kReLU:
+          h = at::relu(h);
+          break;
+        case LayerKind::kSigmoid:
+          h = at::sigmoid(h);
+          break;
+        case LayerKind::kTanh:
+          h = at::tanh(h);
+          break;
+        case LayerKind::kDropout:
+          h = at::dropout(h, l.p, training);
+          break;
+        case LayerKind::kBatchNorm2d:
+          h = batch_norm(h, p[0], p[1], stats++, training);
+          break;
+        case LayerKind::kBottleneck:
+          h = bottleneck(h, l, p, stats, training);
+          break;
+        case LayerKind::kFlatten:
+          h = h.flatten(1);
+          break;
+        case LayerKind::kEmbedding:
+          h = at::embedding(p[0].value, h);
+          break;
+        case LayerKind::kLstm:
+          h = lstm(h, l, p, lstm_zero_bias_[i], training);
+          break;
+      }
+    }
+    return h.to(at::kFloat);  // the loss in fp32 whatever the layers computed in
+  }
+
   /// On the CPU, the case's floating-point mode on LibTorch's intra-op (OpenMP) threads for the
   /// length of a computing call; nothing on a GPU.
   std::optional<DenormalScope> cpu_mode() const {
@@ -360,30 +415,34 @@ class LibTorchModel final : public Model {
     running_var_.push_back(at::ones({channels}, opts));
   }
 
-  at::Tensor batch_norm(const at::Tensor& x, const Param& weight, const Param& bias, size_t stats) {
-    return at::batch_norm(x, weight.value, bias.value, running_mean_[stats], running_var_[stats], /*training=*/true,
+  /// training: normalises with the batch's statistics and moves the running ones towards them
+  /// (momentum 0.1, unbiased variance); otherwise normalises with the running ones.
+  at::Tensor batch_norm(const at::Tensor& x, const Param& weight, const Param& bias, size_t stats, bool training) {
+    return at::batch_norm(x, weight.value, bias.value, running_mean_[stats], running_var_[stats], training,
                           /*momentum=*/0.1, /*eps=*/1e-5, /*cudnn_enabled=*/true);
   }
 
   /// ResNet v1.5 bottleneck; parameters in the canonical order of workloads/workload.h.
-  at::Tensor bottleneck(const at::Tensor& x, const Layer& l, const std::vector<Param>& p, size_t& stats) {
+  at::Tensor bottleneck(const at::Tensor& x, const Layer& l, const std::vector<Param>& p, size_t& stats,
+                        bool training) {
     at::Tensor h = at::conv2d(x, p[0].value);
-    h = at::relu(batch_norm(h, p[1], p[2], stats++));
+    h = at::relu(batch_norm(h, p[1], p[2], stats++, training));
     h = at::conv2d(h, p[3].value, at::Tensor(), {l.stride, l.stride}, {1, 1});
-    h = at::relu(batch_norm(h, p[4], p[5], stats++));
+    h = at::relu(batch_norm(h, p[4], p[5], stats++, training));
     h = at::conv2d(h, p[6].value);
-    h = batch_norm(h, p[7], p[8], stats++);
+    h = batch_norm(h, p[7], p[8], stats++, training);
     at::Tensor shortcut = x;
     if (p.size() > 9) {
       shortcut = at::conv2d(x, p[9].value, at::Tensor(), {l.stride, l.stride});
-      shortcut = batch_norm(shortcut, p[10], p[11], stats++);
+      shortcut = batch_norm(shortcut, p[10], p[11], stats++, training);
     }
     return at::relu(h + shortcut);
   }
 
   /// Stacked LSTM over [B, T, in], batch first; the second bias LibTorch expects is a constant
   /// zero so that each layer has exactly one trainable bias of 4H.
-  at::Tensor lstm(const at::Tensor& x, const Layer& l, const std::vector<Param>& p, const at::Tensor& zero_bias) {
+  at::Tensor lstm(const at::Tensor& x, const Layer& l, const std::vector<Param>& p, const at::Tensor& zero_bias,
+                  bool training) {
     std::vector<at::Tensor> weights;
     for (int64_t s = 0; s < l.num_layers; ++s) {
       const size_t base = static_cast<size_t>(3 * s);
@@ -391,7 +450,7 @@ class LibTorchModel final : public Model {
     }
     const at::Tensor h0 = at::zeros({l.num_layers, x.size(0), l.out}, x.options());
     auto result = at::lstm(x, {h0, h0}, weights, /*has_biases=*/true, l.num_layers, /*dropout=*/0.0,
-                           /*train=*/true, /*bidirectional=*/false, /*batch_first=*/true);
+                           /*train=*/training, /*bidirectional=*/false, /*batch_first=*/true);
     const at::Tensor& out = std::get<0>(result);  // [B, T, H]
     return l.all_steps ? out : out.select(1, out.size(1) - 1);
   }
@@ -418,6 +477,8 @@ class LibTorchModel final : public Model {
   std::vector<std::vector<Param>> layer_params_;  // per layer, in canonical order
   std::vector<at::Tensor> accumulated_;           // gradient views autograd accumulates into
   std::vector<at::Tensor> running_mean_, running_var_;
+  at::Tensor adam_m_, adam_v_;                 // Adam's moments, made at its first update
+  int64_t adam_steps_ = 0;                     // Adam's t: updates since the model was made or loaded
   std::function<void(size_t, size_t)> ready_;  // set by the harness to overlap the all-reduce
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 };
