@@ -5,12 +5,17 @@
 //
 // The network is built on the first set_batch() of a batch size: per-layer activation and
 // gradient buffers, cuDNN descriptors, convolution algorithms found by cuDNN's find API on the
-// real buffers, and one shared workspace, so that a timed step allocates nothing.
+// real buffers, and one shared workspace, so that a timed step allocates nothing. A batch of
+// another size (an evaluation's last, shorter batch, say) rebuilds it; what must outlive a
+// rebuild lives in the model: parameters, gradients, batch-norm running statistics, Adam's
+// moments, the algorithm choices.
 #include "drivers/cuda/cuda_driver.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -66,6 +71,13 @@ class CudaModel final : public Model {
     }
     DLSCALE_CHECK_CUDA(
         cudaMemcpyAsync(params_.get(), driver.data(), driver.size() * 4, cudaMemcpyHostToDevice, stream_));
+    // A model loaded with new parameters starts afresh: no running statistics, no Adam moments.
+    reset_running_statistics();
+    if (adam_m_.get() != nullptr) {
+      DLSCALE_CHECK_CUDA(cudaMemsetAsync(adam_m_.get(), 0, adam_m_.bytes(), stream_));
+      DLSCALE_CHECK_CUDA(cudaMemsetAsync(adam_v_.get(), 0, adam_v_.bytes(), stream_));
+    }
+    adam_steps_ = 0;
     DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
   }
 
@@ -91,24 +103,26 @@ class CudaModel final : public Model {
 
   void forward() override {
     require_batch();
-    // Mixed precision: this step's bf16 copy of the fp32 master weights (as autocast casts them).
-    if (ctx_.precision == Precision::kBf16) to_bf16(params_.as(), params16_.get(), total_, stream_);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      if (layers_[i]) layers_[i]->forward(input_of(i), acts_[i]);
-    }
+    run_layers(/*training=*/true);
+    mean(row_loss_.as(), rows(), loss_.as<double>(), stream_);
+  }
+
+  Evaluation evaluate(const Batch& batch) override {
+    set_batch(batch);
+    run_layers(/*training=*/false);
     const float* logits = acts_.back();
-    float* dlogits = grads_of_acts_.back();
-    const int64_t rows = batch_ * workload_.labels_per_sample();
     if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
-      sigmoid_binary_cross_entropy(logits, labels_.as(), row_loss_.as(), dlogits, rows, stream_);
+      binary_correct(logits, labels_.as(), row_correct_.as(), rows(), stream_);
     } else {
-      const float one = 1.0f, zero = 0.0f;
-      DLSCALE_CHECK_CUDA(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &one, logits_desc_,
-                                             logits, &zero, logits_desc_, log_probs_.get()));
-      softmax_cross_entropy(log_probs_.as(), labels_.as<int64_t>(), row_loss_.as(), dlogits, rows,
-                            workload_.num_classes, stream_);
+      argmax_correct(logits, labels_.as<int64_t>(), row_correct_.as(), rows(), workload_.num_classes, stream_);
     }
-    mean(row_loss_.as(), rows, loss_.as<double>(), stream_);
+    double* sums = evaluation_.as<double>();  // loss sum, correct count
+    sum(row_loss_.as(), rows(), sums, stream_);
+    sum(row_correct_.as(), rows(), sums + 1, stream_);
+    double host[2] = {0, 0};
+    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(host, sums, sizeof host, cudaMemcpyDeviceToHost, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+    return {host[0], static_cast<int64_t>(host[1]), rows()};  // counts of 0/1 summed in double: exact
   }
 
   void backward() override {
@@ -129,7 +143,29 @@ class CudaModel final : public Model {
   GradBuffer grad_buffer() override { return {grads_.as(), static_cast<size_t>(total_), true}; }
 
   void update(const Optimizer& opt) override {
-    sgd_update(params_.as(), grads_.as(), total_, static_cast<float>(opt.learning_rate), stream_);
+    if (opt.kind == OptimizerKind::kSgd) {
+      sgd_update(params_.as(), grads_.as(), total_, static_cast<float>(opt.learning_rate), stream_);
+      return;
+    }
+    if (adam_m_.get() == nullptr) {
+      // At the first Adam update, so that SGD cases hold no moments (the padding's stay zero,
+      // as its gradients do, and leave the padding's parameters at zero).
+      adam_m_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+      adam_v_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+    }
+    ++adam_steps_;
+    // The scalars in double on the host, as torch.optim.Adam computes them in Python.
+    const double t = static_cast<double>(adam_steps_);
+    const double bias_correction1 = 1 - std::pow(opt.beta1, t), bias_correction2 = 1 - std::pow(opt.beta2, t);
+    AdamStep step{};
+    step.beta1 = static_cast<float>(opt.beta1);
+    step.beta2 = static_cast<float>(opt.beta2);
+    step.one_minus_beta1 = static_cast<float>(1 - opt.beta1);
+    step.one_minus_beta2 = static_cast<float>(1 - opt.beta2);
+    step.step_size = static_cast<float>(opt.learning_rate / bias_correction1);
+    step.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    step.epsilon = static_cast<float>(opt.epsilon);
+    adam_update(params_.as(), grads_.as(), adam_m_.as(), adam_v_.as(), total_, step, stream_);
   }
 
   void synchronize() override { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
@@ -142,6 +178,49 @@ class CudaModel final : public Model {
   cudaStream_t stream() const { return stream_.get(); }
 
  private:
+  int64_t rows() const { return batch_ * workload_.labels_per_sample(); }
+
+  /// The network on the current batch, then the per-row losses (row_loss_). training: every
+  /// layer's forward(); otherwise infer(), which keeps dropout's generator and the running
+  /// statistics as they are. The loss kernels also write the logits' gradient, which only
+  /// backward() reads.
+  void run_layers(bool training) {
+    // Mixed precision: this step's bf16 copy of the fp32 master weights (as autocast casts them).
+    if (ctx_.precision == Precision::kBf16) to_bf16(params_.as(), params16_.get(), total_, stream_);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (!layers_[i]) continue;
+      if (training) {
+        layers_[i]->forward(input_of(i), acts_[i]);
+      } else {
+        layers_[i]->infer(input_of(i), acts_[i]);
+      }
+    }
+    const float* logits = acts_.back();
+    float* dlogits = grads_of_acts_.back();
+    if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+      sigmoid_binary_cross_entropy(logits, labels_.as(), row_loss_.as(), dlogits, rows(), stream_);
+    } else {
+      const float one = 1.0f, zero = 0.0f;
+      DLSCALE_CHECK_CUDA(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &one, logits_desc_,
+                                             logits, &zero, logits_desc_, log_probs_.get()));
+      softmax_cross_entropy(log_probs_.as(), labels_.as<int64_t>(), row_loss_.as(), dlogits, rows(),
+                            workload_.num_classes, stream_);
+    }
+  }
+
+  /// Batch norm's running statistics as a fresh model has them: mean 0, variance 1.
+  void reset_running_statistics() {
+    if (running_.get() == nullptr) return;
+    std::vector<float> fresh(running_.bytes() / 4);
+    for (size_t i = 0; i < running_channels_.size(); ++i) {
+      // Each batch norm's block: its means, then its variances.
+      std::fill_n(fresh.begin() + running_offsets_[i] + running_channels_[i], running_channels_[i], 1.0f);
+    }
+    DLSCALE_CHECK_CUDA(
+        cudaMemcpyAsync(running_.get(), fresh.data(), running_.bytes(), cudaMemcpyHostToDevice, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+
   /// Places every parameter tensor in the flat buffers and records how canonical maps to them.
   void lay_out_parameters() {
     const std::vector<ParamSpec> specs = parameter_layout(workload_);
@@ -173,6 +252,7 @@ class CudaModel final : public Model {
     params_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
     grads_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
     if (ctx_.precision == Precision::kBf16) params16_ = DeviceBuffer(static_cast<size_t>(total_) * 2, &memory_);
+    lay_out_running_statistics();
     for (size_t li = 0; li < offsets.size(); ++li) {
       LayerParams& p = layer_params_[li];
       for (int64_t off : offsets[li]) {
@@ -182,6 +262,34 @@ class CudaModel final : public Model {
       }
       if (auto it = lstm_bytes.find(static_cast<int>(li)); it != lstm_bytes.end()) p.weight_space_bytes = it->second;
     }
+  }
+
+  /// One device buffer for the running mean and variance of every batch norm (a BatchNorm2d
+  /// layer, or the three or four inside a bottleneck, in canonical order), reset to 0 and 1.
+  void lay_out_running_statistics() {
+    std::vector<std::pair<size_t, int64_t>> norms;  // (layer, channels)
+    for (size_t li = 0; li < workload_.layers.size(); ++li) {
+      const Layer& l = workload_.layers[li];
+      if (l.kind == LayerKind::kBatchNorm2d) norms.emplace_back(li, l.in);
+      if (l.kind == LayerKind::kBottleneck) {
+        for (int64_t c : {l.mid, l.mid, l.out}) norms.emplace_back(li, c);
+        if (l.stride != 1 || l.in != l.out) norms.emplace_back(li, l.out);  // the projection shortcut's
+      }
+    }
+    int64_t floats = 0;
+    for (const auto& [layer, channels] : norms) {
+      running_offsets_.push_back(floats);
+      running_channels_.push_back(channels);
+      floats += 2 * channels;
+    }
+    if (floats == 0) return;
+    running_ = DeviceBuffer(static_cast<size_t>(floats) * 4, &memory_);
+    for (size_t i = 0; i < norms.size(); ++i) {
+      float* mean = running_.as() + running_offsets_[i];
+      layer_params_[norms[i].first].running.insert(layer_params_[norms[i].first].running.end(),
+                                                   {mean, mean + running_channels_[i]});
+    }
+    reset_running_statistics();
   }
 
   /// Builds every buffer, layer and algorithm choice for batches of `n`.
@@ -220,13 +328,17 @@ class CudaModel final : public Model {
       }
       const std::vector<int64_t>& in = i == 0 ? workload_.input_shape : shapes[i - 1];
       // Each layer its own dropout stream: equal seeds would give equal masks to equal shapes.
-      const uint64_t layer_seed = seed_ + 0x9e3779b97f4a7c15ULL * (i + 1);
+      // Each build its own too: a network rebuilt after an evaluation at another batch size
+      // draws new masks rather than the first build's again.
+      const uint64_t layer_seed = seed_ + 0x9e3779b97f4a7c15ULL * (i + 1) + 0xbf58476d1ce4e5b9ULL * builds_;
       layers_.push_back(make_layer(ctx_, l, n, in, shapes[i], layer_params_[i], tokens_.as<int64_t>(), layer_seed));
     }
     const int64_t rows = n * workload_.labels_per_sample();
     const int64_t classes = workload_.num_classes;
     row_loss_ = floats(rows);
+    row_correct_ = floats(rows);
     loss_ = DeviceBuffer(sizeof(double), &memory_);
+    evaluation_ = DeviceBuffer(2 * sizeof(double), &memory_);
     if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
       labels_ = floats(rows);
     } else {
@@ -236,6 +348,7 @@ class CudaModel final : public Model {
                                                     static_cast<int>(rows), static_cast<int>(classes), 1, 1));
     }
     batch_ = n;
+    ++builds_;
     choose_algorithms();
   }
 
@@ -318,9 +431,14 @@ class CudaModel final : public Model {
   int64_t total_ = 0;                // floats in the flat buffers, padding included
   std::vector<WeightPiece> pieces_;  // canonical <-> driver layout
   std::vector<LayerParams> layer_params_;
-  int64_t batch_ = 0;  // the batch size the network is built for; 0: none yet
-  uint64_t seed_ = 0;  // dropout
-  DeviceBuffer input_, tokens_, labels_, row_loss_, log_probs_, loss_;
+  int64_t batch_ = 0;     // the batch size the network is built for; 0: none yet
+  uint64_t builds_ = 0;   // networks built so far
+  uint64_t seed_ = 0;     // dropout
+  DeviceBuffer running_;  // batch norms' running statistics: per norm, its means then its variances
+  std::vector<int64_t> running_offsets_, running_channels_;  // per norm: first float in running_, channels
+  DeviceBuffer adam_m_, adam_v_;                             // Adam's moments, made at its first update
+  int64_t adam_steps_ = 0;                                   // Adam's t: updates since made or loaded
+  DeviceBuffer input_, tokens_, labels_, row_loss_, row_correct_, log_probs_, loss_, evaluation_;
   TensorDesc logits_desc_;
   std::vector<DeviceBuffer> owned_;                // activation and gradient buffers
   std::vector<float*> acts_, grads_of_acts_;       // per layer: its output and the loss's gradient there

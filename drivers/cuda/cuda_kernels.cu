@@ -146,15 +146,65 @@ __global__ void sigmoid_binary_cross_entropy_kernel(const float* x, const float*
   }
 }
 
-__global__ void mean_kernel(const float* v, int64_t n, double* out) {
+__global__ void sum_kernel(const float* v, int64_t n, double divisor, double* out) {
   double sum = 0;
   for (int64_t k = threadIdx.x; k < n; k += blockDim.x) sum += v[k];
   sum = block_sum(sum);
-  if (threadIdx.x == 0) *out = sum / static_cast<double>(n);
+  if (threadIdx.x == 0) *out = sum / divisor;
+}
+
+// One block per row: each thread keeps the best of its strided classes, then the block's
+// threads meet in shared memory; the lower index wins between equal values at every stage.
+__global__ void argmax_correct_kernel(const float* logits, const int64_t* labels, float* correct, int64_t classes) {
+  __shared__ float best_value[kThreads];
+  __shared__ int64_t best_index[kThreads];
+  const int64_t r = blockIdx.x;
+  const float* row = logits + r * classes;
+  float value = -INFINITY;
+  int64_t index = classes;  // beyond every class: loses to any real one
+  for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) {
+    if (row[k] > value || index == classes) {
+      value = row[k];
+      index = k;
+    }
+  }
+  best_value[threadIdx.x] = value;
+  best_index[threadIdx.x] = index;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const float other = best_value[threadIdx.x + half];
+      const int64_t other_index = best_index[threadIdx.x + half];
+      if (other > best_value[threadIdx.x] ||
+          (other == best_value[threadIdx.x] && other_index < best_index[threadIdx.x])) {
+        best_value[threadIdx.x] = other;
+        best_index[threadIdx.x] = other_index;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) correct[r] = best_index[0] == labels[r] ? 1.0f : 0.0f;
+}
+
+__global__ void binary_correct_kernel(const float* x, const float* labels, float* correct, int64_t rows) {
+  GRID_STRIDE(i, rows) { correct[i] = (x[i] > 0.0f) == (labels[i] > 0.5f) ? 1.0f : 0.0f; }
 }
 
 __global__ void sgd_update_kernel(float* p, const float* g, int64_t n, float lr) {
   GRID_STRIDE(i, n) { p[i] -= lr * g[i]; }
+}
+
+__global__ void adam_update_kernel(float* p, const float* g, float* m, float* v, int64_t n, AdamStep s) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i];
+    const float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
+    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;  // addcmul_: v + value * g * g
+    m[i] = mi;
+    v[i] = vi;
+    // IEEE sqrt and division (no fast math): the same roundings as torch's sqrt, div, add, addcdiv.
+    const float denom = __fsqrt_rn(vi) / s.bias_correction2_sqrt + s.epsilon;
+    p[i] -= s.step_size * (mi / denom);
+  }
 }
 
 __global__ void add_in_place_kernel(float* y, const float* x, int64_t n) {
@@ -255,12 +305,33 @@ void sigmoid_binary_cross_entropy(const float* x, const float* labels, float* ro
 }
 
 void mean(const float* v, int64_t n, double* out, cudaStream_t stream) {
-  mean_kernel<<<1, 1024, 0, stream>>>(v, n, out);
+  sum_kernel<<<1, 1024, 0, stream>>>(v, n, static_cast<double>(n), out);
+  check_launch();
+}
+
+void sum(const float* v, int64_t n, double* out, cudaStream_t stream) {
+  sum_kernel<<<1, 1024, 0, stream>>>(v, n, 1.0, out);
+  check_launch();
+}
+
+void argmax_correct(const float* logits, const int64_t* labels, float* correct, int64_t rows, int64_t classes,
+                    cudaStream_t stream) {
+  argmax_correct_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, labels, correct, classes);
+  check_launch();
+}
+
+void binary_correct(const float* x, const float* labels, float* correct, int64_t rows, cudaStream_t stream) {
+  binary_correct_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, labels, correct, rows);
   check_launch();
 }
 
 void sgd_update(float* p, const float* g, int64_t n, float lr, cudaStream_t stream) {
   sgd_update_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, n, lr);
+  check_launch();
+}
+
+void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& step, cudaStream_t stream) {
+  adam_update_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, g, m, v, n, step);
   check_launch();
 }
 

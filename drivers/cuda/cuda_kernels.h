@@ -1,5 +1,5 @@
 // The driver's own CUDA kernels: the small element-wise and reduction steps that cuDNN and
-// cuBLAS do not provide (bias, embedding, losses, SGD, bf16 conversion). Every launcher queues
+// cuBLAS do not provide (bias, embedding, losses, accuracy, SGD and Adam, bf16 conversion). Every launcher queues
 // its kernel on `stream` and checks the launch.
 #pragma once
 
@@ -48,9 +48,31 @@ void sigmoid_binary_cross_entropy(const float* x, const float* labels, float* ro
                                   cudaStream_t stream);
 /// *mean = sum(v[0..n)) / n, summed in double by one block (deterministic).
 void mean(const float* v, int64_t n, double* mean, cudaStream_t stream);
+/// *sum = sum(v[0..n)), the same way.
+void sum(const float* v, int64_t n, double* sum, cudaStream_t stream);
+
+/// correct[r] = 1 when the argmax of logits[r, :] (the lowest index among equal maxima, as
+/// torch.argmax) is labels[r], else 0; for [rows, classes] logits.
+void argmax_correct(const float* logits, const int64_t* labels, float* correct, int64_t rows, int64_t classes,
+                    cudaStream_t stream);
+/// correct[r] = 1 when (x[r] > 0) equals (labels[r] > 0.5): binary predictions from logits.
+void binary_correct(const float* x, const float* labels, float* correct, int64_t rows, cudaStream_t stream);
 
 /// p -= lr * g.
 void sgd_update(float* p, const float* g, int64_t n, float lr, cudaStream_t stream);
+
+/// The scalars of Adam's update number t (host arithmetic in double, as torch.optim.Adam's).
+struct AdamStep {
+  float beta1, beta2;
+  float one_minus_beta1, one_minus_beta2;
+  float step_size;              ///< lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  ///< sqrt(1 - beta2^t)
+  float epsilon;
+};
+/// Adam on n elements in one pass, in torch.optim.Adam's order (drivers/driver.h, Optimizer):
+/// m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+/// p -= step_size * m / (sqrt(v) / bias_correction2_sqrt + epsilon).
+void adam_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamStep& step, cudaStream_t stream);
 /// y += x.
 void add_in_place(float* y, const float* x, int64_t n, cudaStream_t stream);
 

@@ -418,6 +418,12 @@ class DropoutLayer final : public GpuLayer {
   void forward(const float* x, float* y) override {
     DLSCALE_CHECK_CUDA(cudnnDropoutForward(ctx_.cudnn, dropout_, desc_, x, desc_, y, reserve_.get(), reserve_.bytes()));
   }
+  /// The identity, drawing no mask (the generator's state is left for the next training step).
+  void infer(const float* x, float* y) override {
+    size_t bytes = 0;
+    DLSCALE_CHECK_CUDA(cudnnGetTensorSizeInBytes(desc_, &bytes));
+    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, ctx_.stream));
+  }
   void backward(const float*, const float*, const float* dy, float* dx) override {
     if (dx == nullptr) return;
     DLSCALE_CHECK_CUDA(
@@ -431,30 +437,35 @@ class DropoutLayer final : public GpuLayer {
   DeviceBuffer states_, reserve_;
 };
 
-/// Training-mode batch norm over (N, H, W), eps 1e-5, momentum 0.1 for the running statistics
-/// (which training never reads, but PyTorch updates them and so does this driver).
+/// Batch norm over (N, H, W), eps 1e-5. Training normalises with the batch's statistics and
+/// moves the running ones (the model's, at `running_mean`/`running_var`) towards them with
+/// momentum 0.1 and the unbiased variance, as PyTorch (which calls the same cuDNN function);
+/// inference normalises with the running ones.
 class BatchNormLayer final : public GpuLayer {
  public:
   BatchNormLayer(LayerContext& ctx, int64_t n, int64_t c, int64_t h, int64_t w, float* scale, float* bias,
-                 float* dscale, float* dbias)
+                 float* dscale, float* dbias, float* running_mean, float* running_var)
       : ctx_(ctx),
         x_desc_(nchw(n, c, h, w)),
         scale_(scale),
         bias_(bias),
         dscale_(dscale),
         dbias_(dbias),
-        running_mean_(static_cast<size_t>(c) * 4, ctx.memory),
-        running_var_(static_cast<size_t>(c) * 4, ctx.memory),
+        running_mean_(running_mean),
+        running_var_(running_var),
         saved_mean_(static_cast<size_t>(c) * 4, ctx.memory),
         saved_inv_var_(static_cast<size_t>(c) * 4, ctx.memory) {
     DLSCALE_CHECK_CUDA(cudnnDeriveBNTensorDescriptor(param_desc_, x_desc_, CUDNN_BATCHNORM_SPATIAL));
-    const std::vector<float> ones(static_cast<size_t>(c), 1.0f);
-    DLSCALE_CHECK_CUDA(cudaMemcpy(running_var_.get(), ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
   }
   void forward(const float* x, float* y) override {
     DLSCALE_CHECK_CUDA(cudnnBatchNormalizationForwardTraining(
         ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc_, x, x_desc_, y, param_desc_, scale_, bias_,
-        kMomentum, running_mean_.get(), running_var_.get(), kEps, saved_mean_.get(), saved_inv_var_.get()));
+        kMomentum, running_mean_, running_var_, kEps, saved_mean_.get(), saved_inv_var_.get()));
+  }
+  void infer(const float* x, float* y) override {
+    DLSCALE_CHECK_CUDA(cudnnBatchNormalizationForwardInference(ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero,
+                                                               x_desc_, x, x_desc_, y, param_desc_, scale_, bias_,
+                                                               running_mean_, running_var_, kEps));
   }
   void backward(const float* x, const float*, const float* dy, float* dx) override {
     // cuDNN always computes dx here; a batch norm is never a network's first layer.
@@ -468,7 +479,8 @@ class BatchNormLayer final : public GpuLayer {
   LayerContext& ctx_;
   TensorDesc x_desc_, param_desc_;
   float *scale_, *bias_, *dscale_, *dbias_;
-  DeviceBuffer running_mean_, running_var_, saved_mean_, saved_inv_var_;
+  float *running_mean_, *running_var_;  // the model's
+  DeviceBuffer saved_mean_, saved_inv_var_;
 };
 
 /// ResNet v1.5 bottleneck (workloads/workload.h), built from the layers above. It keeps every
@@ -482,21 +494,24 @@ class BottleneckLayer final : public GpuLayer {
     const auto bf = [&](size_t i) { return p.bf16.empty() ? nullptr : p.bf16[i]; };
     conv1_ = std::make_unique<ConvLayer>(ctx, n, l.in, h, w, l.mid, 1, 1, 0, false, p.value[0], p.grad[0], bf(0),
                                          nullptr, nullptr);
-    bn1_ = std::make_unique<BatchNormLayer>(ctx, n, l.mid, h, w, p.value[1], p.value[2], p.grad[1], p.grad[2]);
+    bn1_ = std::make_unique<BatchNormLayer>(ctx, n, l.mid, h, w, p.value[1], p.value[2], p.grad[1], p.grad[2],
+                                            p.running[0], p.running[1]);
     conv2_ = std::make_unique<ConvLayer>(ctx, n, l.mid, h, w, l.mid, 3, l.stride, 1, false, p.value[3], p.grad[3],
                                          bf(3), nullptr, nullptr);
-    bn2_ = std::make_unique<BatchNormLayer>(ctx, n, l.mid, oh, ow, p.value[4], p.value[5], p.grad[4], p.grad[5]);
+    bn2_ = std::make_unique<BatchNormLayer>(ctx, n, l.mid, oh, ow, p.value[4], p.value[5], p.grad[4], p.grad[5],
+                                            p.running[2], p.running[3]);
     conv3_ = std::make_unique<ConvLayer>(ctx, n, l.mid, oh, ow, l.out, 1, 1, 0, false, p.value[6], p.grad[6], bf(6),
                                          nullptr, nullptr);
-    bn3_ = std::make_unique<BatchNormLayer>(ctx, n, l.out, oh, ow, p.value[7], p.value[8], p.grad[7], p.grad[8]);
+    bn3_ = std::make_unique<BatchNormLayer>(ctx, n, l.out, oh, ow, p.value[7], p.value[8], p.grad[7], p.grad[8],
+                                            p.running[4], p.running[5]);
     relu_mid1_ = std::make_unique<ActivationLayer>(ctx, CUDNN_ACTIVATION_RELU, nchw(n, l.mid, h, w));
     relu_mid2_ = std::make_unique<ActivationLayer>(ctx, CUDNN_ACTIVATION_RELU, nchw(n, l.mid, oh, ow));
     relu_out_ = std::make_unique<ActivationLayer>(ctx, CUDNN_ACTIVATION_RELU, nchw(n, l.out, oh, ow));
     if (p.value.size() > 9) {
       down_ = std::make_unique<ConvLayer>(ctx, n, l.in, h, w, l.out, 1, l.stride, 0, false, p.value[9], p.grad[9],
                                           bf(9), nullptr, nullptr);
-      down_bn_ =
-          std::make_unique<BatchNormLayer>(ctx, n, l.out, oh, ow, p.value[10], p.value[11], p.grad[10], p.grad[11]);
+      down_bn_ = std::make_unique<BatchNormLayer>(ctx, n, l.out, oh, ow, p.value[10], p.value[11], p.grad[10],
+                                                  p.grad[11], p.running[6], p.running[7]);
     }
     const auto buffer = [&](int64_t elems) { return DeviceBuffer(static_cast<size_t>(elems) * 4, ctx.memory); };
     const int64_t mid1 = n * l.mid * h * w, mid2 = n * l.mid * oh * ow;
@@ -517,26 +532,8 @@ class BottleneckLayer final : public GpuLayer {
     return ws;
   }
 
-  void forward(const float* x, float* y) override {
-    conv1_->forward(x, c1_.as());
-    bn1_->forward(c1_.as(), b1_.as());
-    relu_mid1_->forward(b1_.as(), r1_.as());
-    conv2_->forward(r1_.as(), c2_.as());
-    bn2_->forward(c2_.as(), b2_.as());
-    relu_mid2_->forward(b2_.as(), r2_.as());
-    conv3_->forward(r2_.as(), c3_.as());
-    bn3_->forward(c3_.as(), b3_.as());
-    const float* shortcut = x;
-    if (down_) {
-      down_->forward(x, cd_.as());
-      down_bn_->forward(cd_.as(), bd_.as());
-      shortcut = bd_.as();
-    }
-    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(sum_.get(), b3_.get(), static_cast<size_t>(out_elems_) * 4,
-                                       cudaMemcpyDeviceToDevice, ctx_.stream));
-    add_in_place(sum_.as(), shortcut, out_elems_, ctx_.stream);
-    relu_out_->forward(sum_.as(), y);
-  }
+  void forward(const float* x, float* y) override { run(x, y, true); }
+  void infer(const float* x, float* y) override { run(x, y, false); }
 
   void backward(const float* x, const float* y, const float* dy, float* dx) override {
     relu_out_->backward(sum_.as(), y, dy, dsum_.as());
@@ -559,6 +556,35 @@ class BottleneckLayer final : public GpuLayer {
   }
 
  private:
+  /// The block's forward pass; only its batch norms differ between training and inference.
+  void run(const float* x, float* y, bool training) {
+    const auto norm = [training](BatchNormLayer& bn, const float* in, float* out) {
+      if (training) {
+        bn.forward(in, out);
+      } else {
+        bn.infer(in, out);
+      }
+    };
+    conv1_->forward(x, c1_.as());
+    norm(*bn1_, c1_.as(), b1_.as());
+    relu_mid1_->forward(b1_.as(), r1_.as());
+    conv2_->forward(r1_.as(), c2_.as());
+    norm(*bn2_, c2_.as(), b2_.as());
+    relu_mid2_->forward(b2_.as(), r2_.as());
+    conv3_->forward(r2_.as(), c3_.as());
+    norm(*bn3_, c3_.as(), b3_.as());
+    const float* shortcut = x;
+    if (down_) {
+      down_->forward(x, cd_.as());
+      norm(*down_bn_, cd_.as(), bd_.as());
+      shortcut = bd_.as();
+    }
+    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(sum_.get(), b3_.get(), static_cast<size_t>(out_elems_) * 4,
+                                       cudaMemcpyDeviceToDevice, ctx_.stream));
+    add_in_place(sum_.as(), shortcut, out_elems_, ctx_.stream);
+    relu_out_->forward(sum_.as(), y);
+  }
+
   LayerContext& ctx_;
   int64_t n_, in_elems_, out_elems_;
   std::unique_ptr<ConvLayer> conv1_, conv2_, conv3_, down_;
@@ -617,7 +643,7 @@ std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t 
       return std::make_unique<DropoutLayer>(ctx, l.p, activation_desc(n, in), seed);
     case LayerKind::kBatchNorm2d:
       return std::make_unique<BatchNormLayer>(ctx, n, in[0], in[1], in[2], params.value[0], params.value[1],
-                                              params.grad[0], params.grad[1]);
+                                              params.grad[0], params.grad[1], params.running[0], params.running[1]);
     case LayerKind::kBottleneck:
       return std::make_unique<BottleneckLayer>(ctx, l, n, in, out, params);
     case LayerKind::kEmbedding:

@@ -45,6 +45,10 @@ struct LayerParams {
   std::vector<float*> value, grad;
   std::vector<void*> bf16;        ///< empty unless precision is bf16
   size_t weight_space_bytes = 0;  ///< LSTM: its cuDNN weight space starts at value[0] (grad[0])
+  /// Batch norm: running mean and running variance of each of the layer's batch norms in order
+  /// (mean, variance, mean, …), in the model's memory, so that they outlive a rebuild of the
+  /// layers for another batch size.
+  std::vector<float*> running;
 };
 
 class GpuLayer {
@@ -57,6 +61,10 @@ class GpuLayer {
     return 0;
   }
   virtual void forward(const float* x, float* y) = 0;
+  /// The forward pass in inference mode (evaluation): dropout passes its input through, batch
+  /// norm normalises with its running statistics; nothing the layer keeps changes. The same as
+  /// forward() for every other layer.
+  virtual void infer(const float* x, float* y) { forward(x, y); }
   /// Computes the parameter gradients and, unless dx is nullptr, the input gradient.
   virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
 };
