@@ -4,6 +4,8 @@
 // under the same runner, MPI path and conformance tests.
 #include "drivers/reference/reference_driver.h"
 
+#include <algorithm>
+#include <cmath>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -26,7 +28,8 @@ class ReferenceModel final : public Model {
         network_(w, ctx.seed),
         params_(static_cast<size_t>(network_.parameter_count()), 0.0),
         grads_(params_.size(), 0.0),
-        grad_buffer_(params_.size(), 0.0f) {}
+        grad_buffer_(params_.size(), 0.0f),
+        running_(network_.initial_running_statistics()) {}
 
   void load_parameters(const std::vector<float>& canonical) override {
     if (canonical.size() != params_.size()) {
@@ -34,6 +37,11 @@ class ReferenceModel final : public Model {
                                               params_.size(), canonical.size()));
     }
     for (size_t i = 0; i < params_.size(); ++i) params_[i] = canonical[i];
+    // A model with new parameters starts afresh: no optimiser state, no running statistics.
+    adam_m_.clear();
+    adam_v_.clear();
+    adam_step_ = 0;
+    running_ = network_.initial_running_statistics();
   }
 
   std::vector<float> export_parameters() override { return std::vector<float>(params_.begin(), params_.end()); }
@@ -46,7 +54,7 @@ class ReferenceModel final : public Model {
   void forward() override {
     const DenormalScope scope(denormals_, 1);
     try {
-      loss_ = network_.loss_and_gradients(params_, batch_, &grads_, step_);
+      loss_ = network_.loss_and_gradients(params_, batch_, &grads_, step_, &running_);
     } catch (const std::bad_alloc&) {
       throw OutOfMemory(fmt::format("reference driver: out of host memory for the activations of {} (batch {})",
                                     network_.workload().name, batch_.size));
@@ -77,9 +85,54 @@ class ReferenceModel final : public Model {
   GradBuffer grad_buffer() override { return {grad_buffer_.data(), grad_buffer_.size(), false}; }
 
   // Reads the float buffer, not the double gradients: the harness has all-reduced it in place.
+  // Adam's state is double like the parameters: the oracle computes every step in float64.
   void update(const Optimizer& opt) override {
     const DenormalScope scope(denormals_, 1);
-    for (size_t i = 0; i < params_.size(); ++i) params_[i] -= opt.learning_rate * static_cast<double>(grad_buffer_[i]);
+    if (opt.kind == OptimizerKind::kSgd) {
+      for (size_t i = 0; i < params_.size(); ++i)
+        params_[i] -= opt.learning_rate * static_cast<double>(grad_buffer_[i]);
+      return;
+    }
+    if (adam_m_.empty()) {
+      adam_m_.assign(params_.size(), 0.0);
+      adam_v_.assign(params_.size(), 0.0);
+    }
+    ++adam_step_;
+    const double t = static_cast<double>(adam_step_);
+    const double step_size = opt.learning_rate / (1 - std::pow(opt.beta1, t));
+    const double sqrt_correction2 = std::sqrt(1 - std::pow(opt.beta2, t));
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const double g = grad_buffer_[i];
+      adam_m_[i] = opt.beta1 * adam_m_[i] + (1 - opt.beta1) * g;
+      adam_v_[i] = opt.beta2 * adam_v_[i] + (1 - opt.beta2) * g * g;
+      params_[i] -= step_size * adam_m_[i] / (std::sqrt(adam_v_[i]) / sqrt_correction2 + opt.epsilon);
+    }
+  }
+
+  Evaluation evaluate(const Batch& batch) override {
+    const DenormalScope scope(denormals_, 1);
+    std::vector<double> logits;
+    double mean_loss = 0;
+    try {
+      mean_loss = network_.inference(params_, batch, running_, &logits);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory(fmt::format("reference driver: out of host memory for the activations of {} (batch {})",
+                                    network_.workload().name, batch.size));
+    }
+    const Workload& w = network_.workload();
+    Evaluation e;
+    e.predictions = static_cast<int64_t>(batch.labels.size());
+    e.loss_sum = mean_loss * static_cast<double>(e.predictions);
+    for (int64_t r = 0; r < e.predictions; ++r) {
+      const int64_t label = batch.labels[static_cast<size_t>(r)];
+      if (w.loss == LossKind::kSigmoidBinaryCrossEntropy) {
+        e.correct += (logits[static_cast<size_t>(r)] > 0) == (label == 1);
+        continue;
+      }
+      const auto first = logits.begin() + r * w.num_classes;
+      e.correct += std::max_element(first, first + w.num_classes) - first == label;  // the first maximum
+    }
+    return e;
   }
 
   void synchronize() override {}
@@ -99,6 +152,9 @@ class ReferenceModel final : public Model {
   double loss_ = 0;
   uint64_t step_ = 0;
   bool has_gradients_ = false;
+  RunningStatistics running_;            ///< the batch norms', updated by every forward()
+  std::vector<double> adam_m_, adam_v_;  ///< Adam's moments; empty until its first update
+  int64_t adam_step_ = 0;                ///< Adam's t
 };
 
 /// The measured peak of a driver that computes in float64 on one thread: the loop of its Linear

@@ -301,8 +301,10 @@ Tensor multiply(const Tensor& x, const std::vector<double>& mask) {
 // BatchNorm2d in training mode: per channel, the batch mean and biased variance over (N, H, W).
 
 struct BatchNormState {
-  std::vector<double> x_hat;    ///< normalised input, like x
-  std::vector<double> inv_std;  ///< per channel, 1 / sqrt(var + eps)
+  std::vector<double> x_hat;      ///< normalised input, like x
+  std::vector<double> inv_std;    ///< per channel, 1 / sqrt(var + eps)
+  std::vector<double> mean, var;  ///< per channel, the batch's mean and biased variance
+  int64_t count = 0;              ///< values per channel, N*H*W
 };
 
 Tensor batch_norm_forward(const Tensor& x, const double* gamma, const double* beta, BatchNormState* state) {
@@ -311,6 +313,9 @@ Tensor batch_norm_forward(const Tensor& x, const double* gamma, const double* be
   Tensor y(x.shape);
   state->x_hat.assign(x.data.size(), 0.0);
   state->inv_std.assign(static_cast<size_t>(ch), 0.0);
+  state->mean.assign(static_cast<size_t>(ch), 0.0);
+  state->var.assign(static_cast<size_t>(ch), 0.0);
+  state->count = n * hw;
   for (int64_t c = 0; c < ch; ++c) {
     double mean = 0;
     for (int64_t b = 0; b < n; ++b) {
@@ -327,6 +332,8 @@ Tensor batch_norm_forward(const Tensor& x, const double* gamma, const double* be
     var /= m;
     const double inv_std = 1.0 / std::sqrt(var + kBatchNormEps);
     state->inv_std[static_cast<size_t>(c)] = inv_std;
+    state->mean[static_cast<size_t>(c)] = mean;
+    state->var[static_cast<size_t>(c)] = var;
     for (int64_t b = 0; b < n; ++b) {
       for (int64_t j = 0; j < hw; ++j) {
         const int64_t i = (b * ch + c) * hw + j;
@@ -338,6 +345,59 @@ Tensor batch_norm_forward(const Tensor& x, const double* gamma, const double* be
   }
   return y;
 }
+
+/// Inference mode: per channel, y = gamma (x - mean) / sqrt(var + eps) + beta with the given
+/// (running) statistics.
+Tensor batch_norm_inference(const Tensor& x, const double* gamma, const double* beta, const std::vector<double>& mean,
+                            const std::vector<double>& var) {
+  const int64_t n = x.shape[0], ch = x.shape[1], hw = x.shape[2] * x.shape[3];
+  Tensor y(x.shape);
+  for (int64_t c = 0; c < ch; ++c) {
+    const auto k = static_cast<size_t>(c);
+    const double inv_std = 1.0 / std::sqrt(var[k] + kBatchNormEps);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t j = 0; j < hw; ++j) {
+        const int64_t i = (b * ch + c) * hw + j;
+        y[i] = gamma[c] * (x[i] - mean[k]) * inv_std + beta[c];
+      }
+    }
+  }
+  return y;
+}
+
+/// PyTorch's update of the running statistics in training mode: momentum 0.1, and the unbiased
+/// batch variance (m / (m - 1) times the biased one the normalisation used).
+constexpr double kBatchNormMomentum = 0.1;
+
+void fold_batch_statistics(const BatchNormState& batch, std::vector<double>* mean, std::vector<double>* var) {
+  const auto m = static_cast<double>(batch.count);
+  const double unbias = batch.count > 1 ? m / (m - 1) : 1.0;
+  for (size_t c = 0; c < mean->size(); ++c) {
+    (*mean)[c] = (1 - kBatchNormMomentum) * (*mean)[c] + kBatchNormMomentum * batch.mean[c];
+    (*var)[c] = (1 - kBatchNormMomentum) * (*var)[c] + kBatchNormMomentum * batch.var[c] * unbias;
+  }
+}
+
+/// The batch norms of one pass, in the order they run (RunningStatistics' order): each
+/// normalises with its batch's statistics, folding them into `update` when set (training), or
+/// with `use` when set (inference).
+class BatchNorms {
+ public:
+  BatchNorms(RunningStatistics* update, const RunningStatistics* use) : update_(update), use_(use) {}
+
+  Tensor forward(const Tensor& x, const double* gamma, const double* beta, BatchNormState* state) {
+    const size_t k = next_++;
+    if (use_ != nullptr) return batch_norm_inference(x, gamma, beta, use_->mean.at(k), use_->var.at(k));
+    Tensor y = batch_norm_forward(x, gamma, beta, state);
+    if (update_ != nullptr) fold_batch_statistics(*state, &update_->mean.at(k), &update_->var.at(k));
+    return y;
+  }
+
+ private:
+  RunningStatistics* update_;
+  const RunningStatistics* use_;
+  size_t next_ = 0;
+};
 
 /// dx = gamma * inv_std / m * (m dy - sum(dy) - x_hat sum(dy x_hat)): the mean and variance
 /// depend on every element of the channel, hence the two sums.
@@ -396,17 +456,17 @@ struct BottleneckState {
 
 bool has_projection(const Layer& l) { return l.stride != 1 || l.in != l.out; }
 
-Tensor bottleneck_forward(const Tensor& x, const Layer& l, const double* const* p, BottleneckState* s) {
+Tensor bottleneck_forward(const Tensor& x, const Layer& l, const double* const* p, BottleneckState* s, BatchNorms& bn) {
   const ConvSpec c1{l.in, l.mid, 1, 1, 0}, c2{l.mid, l.mid, 3, l.stride, 1}, c3{l.mid, l.out, 1, 1, 0};
   const Tensor a1 = conv2d_forward(x, c1, p[kConv1], nullptr);
-  s->r1 = activation_forward(LayerKind::kReLU, batch_norm_forward(a1, p[kBn1Weight], p[kBn1Bias], &s->bn1));
+  s->r1 = activation_forward(LayerKind::kReLU, bn.forward(a1, p[kBn1Weight], p[kBn1Bias], &s->bn1));
   const Tensor a2 = conv2d_forward(s->r1, c2, p[kConv2], nullptr);
-  s->r2 = activation_forward(LayerKind::kReLU, batch_norm_forward(a2, p[kBn2Weight], p[kBn2Bias], &s->bn2));
+  s->r2 = activation_forward(LayerKind::kReLU, bn.forward(a2, p[kBn2Weight], p[kBn2Bias], &s->bn2));
   const Tensor a3 = conv2d_forward(s->r2, c3, p[kConv3], nullptr);
-  Tensor sum = batch_norm_forward(a3, p[kBn3Weight], p[kBn3Bias], &s->bn3);
+  Tensor sum = bn.forward(a3, p[kBn3Weight], p[kBn3Bias], &s->bn3);
   if (has_projection(l)) {
     const Tensor down = conv2d_forward(x, {l.in, l.out, 1, l.stride, 0}, p[kDown], nullptr);
-    const Tensor shortcut = batch_norm_forward(down, p[kDownBnWeight], p[kDownBnBias], &s->down_bn);
+    const Tensor shortcut = bn.forward(down, p[kDownBnWeight], p[kDownBnBias], &s->down_bn);
     for (int64_t i = 0; i < sum.numel(); ++i) sum[i] += shortcut[i];
   } else {
     for (int64_t i = 0; i < sum.numel(); ++i) sum[i] += x[i];
@@ -712,8 +772,30 @@ double ReferenceNetwork::loss(const std::vector<double>& params, const Batch& ba
 }
 
 double ReferenceNetwork::loss_and_gradients(const std::vector<double>& params, const Batch& batch,
-                                            std::vector<double>* grads, uint64_t step) const {
-  return run(params, batch, step, grads, nullptr);
+                                            std::vector<double>* grads, uint64_t step,
+                                            RunningStatistics* running) const {
+  return run(params, batch, step, grads, nullptr, running);
+}
+
+RunningStatistics ReferenceNetwork::initial_running_statistics() const {
+  RunningStatistics running;
+  auto add = [&](int64_t channels) {
+    running.mean.emplace_back(static_cast<size_t>(channels), 0.0);
+    running.var.emplace_back(static_cast<size_t>(channels), 1.0);
+  };
+  for (const Layer& l : workload_.layers) {
+    if (l.kind == LayerKind::kBatchNorm2d) add(l.in);
+    if (l.kind == LayerKind::kBottleneck) {
+      for (int64_t channels : {l.mid, l.mid, l.out}) add(channels);
+      if (has_projection(l)) add(l.out);
+    }
+  }
+  return running;
+}
+
+double ReferenceNetwork::inference(const std::vector<double>& params, const Batch& batch,
+                                   const RunningStatistics& running, std::vector<double>* logits) const {
+  return run(params, batch, 0, nullptr, logits, nullptr, &running);
 }
 
 void ReferenceNetwork::check_inputs(const std::vector<double>& params, const Batch& batch) const {
@@ -728,8 +810,11 @@ void ReferenceNetwork::check_inputs(const std::vector<double>& params, const Bat
 }
 
 double ReferenceNetwork::run(const std::vector<double>& params, const Batch& batch, uint64_t step,
-                             std::vector<double>* grads, std::vector<double>* logits) const {
+                             std::vector<double>* grads, std::vector<double>* logits, RunningStatistics* update,
+                             const RunningStatistics* use) const {
   check_inputs(params, batch);
+  BatchNorms batch_norms(update, use);
+  const bool inference = use != nullptr;
   const Workload& w = workload_;
   const size_t num_layers = w.layers.size();
   const int64_t n = batch.size;
@@ -775,14 +860,18 @@ double ReferenceNetwork::run(const std::vector<double>& params, const Batch& bat
         y = activation_forward(l.kind, x);
         break;
       case LayerKind::kDropout:
+        if (inference) {
+          y = x;
+          break;
+        }
         states[i].dropout_mask = dropout_mask(dropout_seed_, step, i, x.numel(), l.p);
         y = multiply(x, states[i].dropout_mask);
         break;
       case LayerKind::kBatchNorm2d:
-        y = batch_norm_forward(x, p[0], p[1], &states[i].batch_norm);
+        y = batch_norms.forward(x, p[0], p[1], &states[i].batch_norm);
         break;
       case LayerKind::kBottleneck:
-        y = bottleneck_forward(x, l, p.data(), &states[i].bottleneck);
+        y = bottleneck_forward(x, l, p.data(), &states[i].bottleneck, batch_norms);
         break;
       case LayerKind::kFlatten:
         y = x;

@@ -12,9 +12,17 @@
 
 namespace dlscale {
 
+/// The running statistics of a network's batch norms, in the order their forward passes run
+/// them: layer by layer, and within a Bottleneck bn1, bn2, bn3, then the projection's down_bn.
+/// Per batch norm, a mean and a variance per channel.
+struct RunningStatistics {
+  std::vector<std::vector<double>> mean, var;
+};
+
 /// One workload, evaluated in double precision. Stateless between calls: the parameters, the
-/// batch and the dropout step are arguments, so a finite-difference check can perturb one
-/// parameter and evaluate the loss again under exactly the same dropout masks.
+/// batch, the dropout step and the batch-norm running statistics are arguments, so a
+/// finite-difference check can perturb one parameter and evaluate the loss again under exactly
+/// the same dropout masks.
 class ReferenceNetwork {
  public:
   /// Validates `w` (layer shapes, output size against the loss, pooling windows) and throws
@@ -33,15 +41,27 @@ class ReferenceNetwork {
   double loss(const std::vector<double>& params, const Batch& batch, uint64_t step = 0) const;
 
   /// The loss of `batch` and its gradient with respect to every parameter, written to `grads`
-  /// (resized to parameter_count()) in the canonical flat layout.
+  /// (resized to parameter_count()) in the canonical flat layout. With `running`, every batch
+  /// norm folds its batch statistics into it as PyTorch's training mode does: momentum 0.1,
+  /// the unbiased variance.
   double loss_and_gradients(const std::vector<double>& params, const Batch& batch, std::vector<double>* grads,
-                            uint64_t step = 0) const;
+                            uint64_t step = 0, RunningStatistics* running = nullptr) const;
+
+  /// Running statistics as a model starts with them: mean 0 and variance 1 for every channel.
+  RunningStatistics initial_running_statistics() const;
+
+  /// Inference (PyTorch's eval mode): no dropout, batch norms normalise with `running`. Returns
+  /// the mean loss and puts the logits, [batch.size, output shape...], into `logits`.
+  double inference(const std::vector<double>& params, const Batch& batch, const RunningStatistics& running,
+                   std::vector<double>* logits) const;
 
  private:
   /// Forward pass, loss, and (when `grads` is set) the backward pass; stores the logits in
-  /// `logits` when set.
+  /// `logits` when set. The batch norms normalise with the batch's statistics and fold them into
+  /// `update` when set (training), or normalise with `use` when set (inference, no dropout).
   double run(const std::vector<double>& params, const Batch& batch, uint64_t step, std::vector<double>* grads,
-             std::vector<double>* logits) const;
+             std::vector<double>* logits, RunningStatistics* update = nullptr,
+             const RunningStatistics* use = nullptr) const;
 
   /// Throws std::invalid_argument when `params` or `batch` do not fit the workload.
   void check_inputs(const std::vector<double>& params, const Batch& batch) const;

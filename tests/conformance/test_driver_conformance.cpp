@@ -1,6 +1,7 @@
 // Driver conformance, written once and instantiated for every compiled driver: from the same
 // canonical parameters and the same batch, each driver must compute what the float64 reference
-// driver computes — initial loss, the full gradient vector, and the loss after three SGD steps —
+// driver computes — initial loss, the full gradient vector, the loss after three SGD steps and
+// after three Adam steps, and inference (evaluate()) before and after training —
 // on small variants of every catalog workload. Dropout is removed (no two backends can share
 // its random masks). Built twice: for the CPU drivers on the CPU, and (DLSCALE_CONFORMANCE_ON_GPU,
 // label gpu) for every driver that can run on a GPU, on the GPU; a driver that cannot use the
@@ -203,6 +204,77 @@ INSTANTIATE_TEST_SUITE_P(EveryDriver, DriverConformance,
                          [](const auto& param_info) {
                            std::string name = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param) +
                                               "_" + precision_name(std::get<2>(param_info.param));
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+// Inference and Adam. evaluate() on a batch the models never trained on, before training
+// (batch norms use their initial running statistics) and after three Adam steps (running
+// statistics folded from three training passes), must give the reference's loss and correct
+// predictions; the loss after the steps must agree as after SGD steps. Twice the same
+// evaluate() gives the same answer: inference changes no running statistic.
+class InferenceAndAdam : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(InferenceAndAdam, AgreesWithTheReference) {
+  const auto& [driver, variant] = GetParam();
+  const Workload w = without_dropout(make_workload(variant));
+  const Driver& d = *registry().find(driver);
+  const Support available = d.device_available(kDevice);
+  if (!available.ok) GTEST_SKIP() << driver << ": " << available.reason;
+  const Limits limit = limits_of(Precision::kFp32);
+  auto model = build(driver, w), oracle = build("reference", w);
+  const Batch train = synthetic_batch(w, kBatch, kSeed, 0), held_out = synthetic_batch(w, 2 * kBatch, kSeed, 1);
+
+  auto compare_inference = [&](const char* when) {
+    SCOPED_TRACE(when);
+    const Evaluation got = model->evaluate(held_out), want = oracle->evaluate(held_out);
+    EXPECT_EQ(got.predictions, held_out.size * w.labels_per_sample());
+    EXPECT_EQ(want.predictions, got.predictions);
+    EXPECT_LT(std::abs(got.loss_sum - want.loss_sum) / std::abs(want.loss_sum), limit.loss)
+        << "inference loss sum " << got.loss_sum << " vs " << want.loss_sum;
+    EXPECT_EQ(got.correct, want.correct) << "correct predictions";
+    const Evaluation again = model->evaluate(held_out);
+    EXPECT_DOUBLE_EQ(again.loss_sum, got.loss_sum) << "a second evaluate() of the same batch differs";
+    EXPECT_EQ(again.correct, got.correct);
+    for (Model* m : {model.get(), oracle.get()}) m->set_batch(train);  // evaluate() may replace the batch
+  };
+  compare_inference("before training");
+
+  model->forward();
+  oracle->forward();
+  const double want = oracle->loss();
+  model->backward();
+  oracle->backward();
+  // Adam's first step moves every parameter by lr against its gradient's sign, lowering the loss
+  // by lr * sum|g| to first order: the rate is set for a 1% decrease, as the SGD test's.
+  double abs_sum = 0;
+  for (float g : oracle->export_gradients()) abs_sum += std::abs(static_cast<double>(g));
+  Optimizer adam{0.01 * want / abs_sum};
+  adam.kind = OptimizerKind::kAdam;
+  for (int step = 0; step < 3; ++step) {
+    if (step > 0) {
+      for (Model* m : {model.get(), oracle.get()}) {
+        m->forward();
+        m->backward();
+      }
+    }
+    model->update(adam);
+    oracle->update(adam);
+  }
+  model->forward();
+  oracle->forward();
+  const double after = model->loss(), want_after = oracle->loss();
+  EXPECT_LT(std::abs(after - want_after) / std::abs(want_after), limit.loss_after_steps) << "loss after 3 Adam steps";
+  EXPECT_LT(want_after, want) << "three small Adam steps did not lower the loss";
+  compare_inference("after three Adam steps");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDriver, InferenceAndAdam,
+                         ::testing::Combine(::testing::ValuesIn(drivers_under_test()), ::testing::ValuesIn(kVariants)),
+                         [](const auto& param_info) {
+                           std::string name = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
                            for (char& c : name) {
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            }

@@ -326,6 +326,75 @@ TEST(ReferenceDropout, DropsAboutPAndScalesTheRestByOneOverOneMinusP) {
   EXPECT_NEAR(static_cast<double>(dropped) / n, 0.25, 0.03);  // about 4 standard deviations
 }
 
+// --- inference and batch-norm running statistics -------------------------------------------------
+
+/// Batch norm alone over 2 channels of 2x3 pixels, flattened into 12 logits: the network's output
+/// is the normalised input itself.
+Workload batch_norm_only() {
+  return dense("bn_only", {2, 2, 3}, 12, {layer(LayerKind::kBatchNorm2d, 2), layer(LayerKind::kFlatten)});
+}
+
+TEST(ReferenceRunningStatistics, FoldTheBatchStatisticsWithMomentumAndTheUnbiasedVariance) {
+  const Workload w = batch_norm_only();
+  const ReferenceNetwork net(w);
+  const Batch batch = synthetic_batch(w, 3, kDataSeed, 0);
+  const std::vector<double> params = test_parameters(w);
+  RunningStatistics running = net.initial_running_statistics();
+  ASSERT_EQ(running.mean.size(), 1U);
+  EXPECT_EQ(running.mean[0], std::vector<double>(2, 0.0));
+  EXPECT_EQ(running.var[0], std::vector<double>(2, 1.0));
+  std::vector<double> grads;
+  net.loss_and_gradients(params, batch, &grads, 0, &running);
+  for (int64_t c = 0; c < 2; ++c) {
+    double sum = 0, sum2 = 0;
+    const int64_t m = 3 * 6;
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t j = 0; j < 6; ++j) sum += batch.features[static_cast<size_t>((b * 2 + c) * 6 + j)];
+    }
+    const double mean = sum / m;
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t j = 0; j < 6; ++j) {
+        const double d = batch.features[static_cast<size_t>((b * 2 + c) * 6 + j)] - mean;
+        sum2 += d * d;
+      }
+    }
+    EXPECT_NEAR(running.mean[0][static_cast<size_t>(c)], 0.1 * mean, 1e-12);
+    EXPECT_NEAR(running.var[0][static_cast<size_t>(c)], 0.9 + 0.1 * sum2 / (m - 1), 1e-12);
+  }
+}
+
+TEST(ReferenceRunningStatistics, InferenceNormalisesWithThemAndUpdatesNothing) {
+  const Workload w = batch_norm_only();
+  const ReferenceNetwork net(w);
+  const Batch batch = synthetic_batch(w, 2, kDataSeed, 0);
+  const std::vector<double> params = test_parameters(w);  // gamma, then beta, per channel
+  RunningStatistics running = net.initial_running_statistics();
+  running.mean[0] = {0.5, -0.25};
+  running.var[0] = {4.0, 0.5};
+  const RunningStatistics before = running;
+  std::vector<double> logits;
+  net.inference(params, batch, running, &logits);
+  ASSERT_EQ(logits.size(), batch.features.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const size_t c = (i / 6) % 2;
+    const double want =
+        params[c] * (batch.features[i] - running.mean[0][c]) / std::sqrt(running.var[0][c] + 1e-5) + params[2 + c];
+    EXPECT_NEAR(logits[i], want, 1e-12) << i;
+  }
+  EXPECT_EQ(running.mean, before.mean);
+  EXPECT_EQ(running.var, before.var);
+}
+
+TEST(ReferenceInference, HasNoDropout) {
+  const Workload w = make_workload("mnist_cnn:width=2,fc=4");
+  const std::vector<double> params = test_parameters(w);
+  const Batch batch = synthetic_batch(w, 3, kDataSeed, 0);
+  const ReferenceNetwork net(w, kDropoutSeed), plain(without_dropout(w));
+  std::vector<double> logits;
+  net.inference(params, batch, net.initial_running_statistics(), &logits);
+  EXPECT_EQ(logits, plain.output(params, batch, 0));
+}
+
 // --- the Model interface ------------------------------------------------------------------------
 
 class ReferenceDriverTest : public ::testing::Test {
@@ -383,6 +452,82 @@ TEST_F(ReferenceDriverTest, StepMatchesTheNetworkAndSgdUsesTheGradientBuffer) {
   model->forward();
   EXPECT_EQ(model->loss(), net.loss(params, batch, 1));
   EXPECT_NE(model->loss(), net.loss(params, batch, 0));
+}
+
+TEST_F(ReferenceDriverTest, AdamFollowsTorchOptimAdam) {
+  const Workload w = make_workload("mnist_fnn:width=4");
+  const std::vector<float> start = canonical_parameters(w, kParamSeed);
+  auto model = driver_->create(w, {DeviceType::kCpu, 0, 1, 0});
+  model->load_parameters(start);
+  Optimizer adam{0.01};
+  adam.kind = OptimizerKind::kAdam;
+  std::vector<double> p(start.begin(), start.end()), m(p.size(), 0.0), v(p.size(), 0.0);
+  for (int t = 1; t <= 3; ++t) {
+    model->set_batch(synthetic_batch(w, 4, kDataSeed, t));
+    model->forward();
+    model->backward();
+    const GradBuffer g = model->grad_buffer();
+    model->update(adam);
+    // torch.optim.Adam's single-tensor step, written out.
+    const double bc1 = 1 - std::pow(0.9, t), bc2 = 1 - std::pow(0.999, t);
+    for (size_t i = 0; i < p.size(); ++i) {
+      m[i] = 0.9 * m[i] + 0.1 * g.data[i];
+      v[i] = 0.999 * v[i] + 0.001 * g.data[i] * static_cast<double>(g.data[i]);
+      p[i] -= 0.01 / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + 1e-8);
+    }
+    if (t == 1) {
+      // The first step moves every parameter by lr |g| / (|g| + eps) against its gradient's sign.
+      const std::vector<float> first = model->export_parameters();
+      for (size_t i = 0; i < p.size(); ++i) {
+        const double g1 = g.data[i], moved = 0.01 * g1 / (std::abs(g1) + 1e-8);
+        EXPECT_NEAR(first[i], start[i] - moved, 1e-7) << i;
+      }
+    }
+  }
+  const std::vector<float> got = model->export_parameters();
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(got[i], p[i], 1e-6) << i;
+
+  // Loading parameters starts Adam afresh (t = 1 again, no moments).
+  model->load_parameters(start);
+  model->set_batch(synthetic_batch(w, 4, kDataSeed, 1));
+  model->forward();
+  model->backward();
+  const GradBuffer g = model->grad_buffer();
+  model->update(adam);
+  const std::vector<float> restarted = model->export_parameters();
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double g1 = g.data[i];
+    EXPECT_NEAR(restarted[i], start[i] - 0.01 * g1 / (std::abs(g1) + 1e-8), 1e-7) << i;
+  }
+}
+
+TEST_F(ReferenceDriverTest, EvaluateCountsArgmaxAndThresholdPredictions) {
+  // One Linear layer with hand-set weights: the logits are the inputs themselves.
+  const Workload softmax = dense("eye", {3}, 3, {layer(LayerKind::kLinear, 3, 3)});
+  auto model = driver_->create(softmax, {DeviceType::kCpu, 0, 1, 0});
+  model->load_parameters({1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0});
+  Batch batch;
+  batch.size = 3;
+  batch.features = {3, 1, 2, /**/ 0, 0, 5, /**/ 1, 1, 0};  // argmax 0, 2, and a tie of 0 and 1
+  batch.labels = {0, 1, 1};
+  Evaluation e = model->evaluate(batch);
+  EXPECT_EQ(e.predictions, 3);
+  EXPECT_EQ(e.correct, 1);  // the first right, the second wrong, the tie goes to class 0
+  const ReferenceNetwork net(softmax);
+  const std::vector<double> eye = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0};
+  EXPECT_NEAR(e.loss_sum, 3 * net.loss(eye, batch), 1e-12);
+
+  Workload binary = dense("one", {1}, 1, {layer(LayerKind::kLinear, 1, 1)});
+  binary.loss = LossKind::kSigmoidBinaryCrossEntropy;
+  auto bce = driver_->create(binary, {DeviceType::kCpu, 0, 1, 0});
+  bce->load_parameters({1, 0});
+  Batch signs;
+  signs.size = 4;
+  signs.features = {2, -1, 0, 0.5};
+  signs.labels = {1, 0, 1, 0};  // right, right, wrong (0 is not > 0), wrong
+  e = bce->evaluate(signs);
+  EXPECT_EQ(e.predictions, 4);
+  EXPECT_EQ(e.correct, 2);
 }
 
 TEST_F(ReferenceDriverTest, RejectsWindowsLargerThanTheirInput) {
