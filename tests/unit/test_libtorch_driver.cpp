@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "drivers/driver.h"
@@ -266,6 +267,41 @@ TEST_P(LibTorchEvaluateTest, LoadParametersResetsRunningStatistics) {
 INSTANTIATE_TEST_SUITE_P(DropoutAndBatchNorm, LibTorchEvaluateTest,
                          ::testing::Values("mnist_cnn:width=4,fc=16", "resnet50:image=32,width=2,classes=10"),
                          [](const auto& param_info) { return std::to_string(param_info.index); });
+
+/// bf16 (CPU autocast): evaluate() runs the autocast layers in inference mode, close to fp32's
+/// answer, and Adam updates fp32 master weights (values a bf16 copy could not hold).
+TEST(LibTorchDriver, Bf16EvaluatesAndAdamKeepsFp32MasterWeights) {
+  const Workload w = make_workload("mnist_cnn:width=4,fc=16");
+  const std::vector<float> params = canonical_parameters(w, 2);
+  const Batch held_out = synthetic_batch(w, 8, 3, 0);
+  Evaluation result[2];
+  std::vector<float> trained[2];
+  const Precision precisions[2] = {Precision::kFp32, Precision::kBf16};
+  for (int k = 0; k < 2; ++k) {
+    Registry r;
+    register_drivers(r);
+    auto model = r.find("libtorch")->create(without_dropout(w), {DeviceType::kCpu, 0, 1, 2, precisions[k]});
+    model->load_parameters(params);
+    for (int step = 0; step < 3; ++step) {
+      model->set_batch(synthetic_batch(w, 4, 2, step));
+      model->forward();
+      model->backward();
+      model->update(adam(0.001));
+    }
+    result[k] = model->evaluate(held_out);
+    trained[k] = model->export_parameters();
+  }
+  EXPECT_NEAR(result[1].loss_sum, result[0].loss_sum, 0.02 * result[0].loss_sum);
+  EXPECT_EQ(result[1].predictions, result[0].predictions);
+  EXPECT_NE(trained[1], params);
+  const auto holds_more_than_bf16 = [](float v) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    return (bits & 0xffffu) != 0;
+  };
+  EXPECT_GT(std::count_if(trained[1].begin(), trained[1].end(), holds_more_than_bf16),
+            static_cast<std::ptrdiff_t>(trained[1].size() / 2));
+}
 
 /// All-zero parameters make every logit 0: every class ties, so argmax says class 0, and for
 /// binary cross-entropy a logit of 0 is not above 0, so the prediction is 0 as well.
