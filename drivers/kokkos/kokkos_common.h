@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/driver.h"
 #include "workloads/workload.h"
 
 namespace dlscale::kk {
@@ -108,6 +109,12 @@ struct ParamSlot {
   Floats value, grad;
 };
 
+/// What a forward pass is for. kTraining: batch norm normalises with the batch statistics and
+/// folds them into its running ones, dropout draws masks. kInference (Model::evaluate): batch
+/// norm normalises with its running statistics, dropout passes its input through, and no layer
+/// changes any state.
+enum class Pass { kTraining, kInference };
+
 /// One layer of the network. Each layer owns its output and the gradient with respect to it;
 /// the layer above writes that gradient (as its input gradient), the loss writes the last one.
 class NetLayer {
@@ -121,9 +128,13 @@ class NetLayer {
   /// Allocates the buffers for input `x` (batch first). `dx` is where backward() writes the
   /// input gradient; an empty View when nothing below needs it.
   virtual void build(const Activation& x, const Floats& dx) = 0;
-  virtual void forward() = 0;
-  /// Writes (never accumulates) the parameter gradients and, when requested, the input gradient.
+  virtual void forward(Pass pass) = 0;
+  /// Writes (never accumulates) the parameter gradients and, when requested, the input gradient;
+  /// only after a kTraining forward pass.
   virtual void backward() = 0;
+  /// Forgets what training passes accumulated (batch norm's running statistics), as a model
+  /// does when it is loaded with new parameters.
+  virtual void reset_statistics() {}
   const Activation& out() const { return y_; }
   const Floats& out_grad() const { return dy_; }
 
@@ -154,8 +165,14 @@ class Loss {
   void forward();
   void backward();
   double value() const;
+  /// The loss summed over the rows and the correct predictions among them (Model::evaluate);
+  /// waits for them.
+  Evaluation evaluate();
 
  private:
+  /// Queues the loss, scaled by `scale` per row, into loss_.
+  void queue_loss(double scale);
+
   LossKind kind_;
   int64_t classes_, rows_ = 0;
   Floats logits_, d_logits_;
@@ -163,5 +180,12 @@ class Loss {
   Doubles log_sum_exp_;  // per row, softmax only
   Scalar loss_;
 };
+
+/// p -= lr g over the whole buffer.
+void sgd(Floats params, Floats grads, float lr);
+
+/// One Adam step (drivers/driver.h, Optimizer) over the whole buffer, with the moments `m`, `v`
+/// of the same length; `t` counts the updates, 1 at the first.
+void adam(Floats params, Floats grads, Floats m, Floats v, const Optimizer& opt, int64_t t);
 
 }  // namespace dlscale::kk

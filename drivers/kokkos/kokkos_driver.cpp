@@ -1,6 +1,7 @@
 // The Kokkos driver's Model and Driver, and the process-wide Kokkos runtime. Parameters and
 // gradients each live in one flat View in the canonical layout; the layers read and write their
-// slices in place, so grad_buffer() is the canonical export and the update is one kernel.
+// slices in place, so grad_buffer() is the canonical export and the update (SGD, or Adam with its
+// moments in two more flat Views) is one kernel.
 //
 // Kokkos is initialised once per process, by the first create(), with that case's thread count
 // (OpenMP and Threads execution spaces) and GPU (CUDA), and finalised from std::atexit: after
@@ -21,6 +22,7 @@
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -41,11 +43,29 @@ namespace dlscale {
 
 namespace kk {
 
-/// p -= lr g over the whole buffer.
 void sgd(Floats params, Floats grads, float lr) {
   Kokkos::parallel_for(
       "kokkos_driver::sgd", Range(0, static_cast<int64_t>(params.extent(0))),
       KOKKOS_LAMBDA(int64_t i) { params(i) -= lr * grads(i); });
+}
+
+// In float, as torch.optim.Adam applies its scalars to float tensors; the bias corrections are
+// computed in double first (Python floats there).
+void adam(Floats params, Floats grads, Floats m, Floats v, const Optimizer& opt, int64_t t) {
+  const auto beta1 = static_cast<float>(opt.beta1), one_minus_beta1 = static_cast<float>(1 - opt.beta1);
+  const auto beta2 = static_cast<float>(opt.beta2), one_minus_beta2 = static_cast<float>(1 - opt.beta2);
+  const auto step_size = static_cast<float>(opt.learning_rate / (1 - std::pow(opt.beta1, static_cast<double>(t))));
+  const auto sqrt_correction2 = static_cast<float>(std::sqrt(1 - std::pow(opt.beta2, static_cast<double>(t))));
+  const auto epsilon = static_cast<float>(opt.epsilon);
+  Kokkos::parallel_for(
+      "kokkos_driver::adam", Range(0, static_cast<int64_t>(params.extent(0))), KOKKOS_LAMBDA(int64_t i) {
+        const float g = grads(i);
+        const float mi = beta1 * m(i) + one_minus_beta1 * g;
+        const float vi = beta2 * v(i) + one_minus_beta2 * (g * g);
+        m(i) = mi;
+        v(i) = vi;
+        params(i) -= step_size * (mi / (math::sqrt(vi) / sqrt_correction2 + epsilon));
+      });
 }
 
 }  // namespace kk
@@ -316,6 +336,11 @@ class KokkosModel final : public Model {
                                               params_.extent(0), canonical.size()));
     }
     Kokkos::deep_copy(params_, HostView<const float>(canonical.data(), canonical.size()));
+    // New parameters start afresh: no optimiser state, no running statistics.
+    adam_m_ = kk::Floats();
+    adam_v_ = kk::Floats();
+    adam_steps_ = 0;
+    for (auto& layer : layers_) layer->reset_statistics();
   }
 
   std::vector<float> export_parameters() override { return to_host(params_); }
@@ -340,8 +365,15 @@ class KokkosModel final : public Model {
   void forward() override {
     if (built_batch_ == 0) throw std::logic_error("kokkos driver: forward() before set_batch()");
     const auto scope = use_threads();
-    for (auto& layer : layers_) layer->forward();
+    for (auto& layer : layers_) layer->forward(kk::Pass::kTraining);
     loss_.forward();
+  }
+
+  Evaluation evaluate(const Batch& batch) override {
+    set_batch(batch);
+    const auto scope = use_threads();
+    for (auto& layer : layers_) layer->forward(kk::Pass::kInference);
+    return loss_.evaluate();  // waits for the device
   }
 
   void backward() override {
@@ -370,7 +402,20 @@ class KokkosModel final : public Model {
 
   void update(const Optimizer& opt) override {
     const auto scope = use_threads();
-    kk::sgd(params_, grads_, static_cast<float>(opt.learning_rate));
+    if (opt.kind == OptimizerKind::kSgd) {
+      kk::sgd(params_, grads_, static_cast<float>(opt.learning_rate));
+      return;
+    }
+    if (adam_m_.extent(0) != params_.extent(0)) {  // the first Adam step since making or loading: zero moments
+      try {
+        adam_m_ = kk::Floats("kokkos_driver::adam_m", params_.extent(0));
+        adam_v_ = kk::Floats("kokkos_driver::adam_v", params_.extent(0));
+      } catch (const std::bad_alloc&) {  // what Kokkos' allocation failures derive from
+        throw OutOfMemory(
+            fmt::format("kokkos driver: out of memory for Adam's state of {} parameters", params_.extent(0)));
+      }
+    }
+    kk::adam(params_, grads_, adam_m_, adam_v_, opt, ++adam_steps_);
   }
 
   void synchronize() override { Kokkos::fence(); }
@@ -414,6 +459,8 @@ class KokkosModel final : public Model {
   std::vector<ParamRange> ranges_;             ///< per layer
   std::function<void(size_t, size_t)> ready_;  ///< the harness's, or empty
   kk::Floats params_, grads_;
+  kk::Floats adam_m_, adam_v_;  ///< Adam's moments, on the device; empty until its first update
+  int64_t adam_steps_ = 0;      ///< Adam's t
   std::vector<std::unique_ptr<kk::NetLayer>> layers_;
   size_t first_param_ = 0;  // layers below it run no backward pass
   kk::Loss loss_;

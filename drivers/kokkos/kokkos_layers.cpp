@@ -220,13 +220,31 @@ void multiply(Floats a, Floats b, Floats out) {
       KOKKOS_LAMBDA(int64_t i) { out(i) = a(i) * b(i); });
 }
 
+/// y = gamma (x - mu) is + beta over channel c of [N, C, HW] (ReLU applied when `relu`), as one
+/// multiply-add per element with the per-channel constants folded in double.
+KOKKOS_INLINE_FUNCTION void normalise_channel(const Member& m, const Floats& x, const Floats& y, int64_t n,
+                                              int64_t channels, int64_t c, int64_t hw, double gamma, double beta,
+                                              double mu, double is, bool relu) {
+  const auto scale = static_cast<float>(gamma * is), shift = static_cast<float>(beta - gamma * mu * is);
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(m, n), [&](int64_t b) {
+    const int64_t base = (b * channels + c) * hw;
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, hw), [&](int64_t j) {
+      const float v = scale * x(base + j) + shift;
+      y(base + j) = relu && v < 0 ? 0.0f : v;
+    });
+  });
+}
+
 /// Batch norm in training mode over [N, C, HW], one team per channel, its threads over the
 /// samples and their vector lanes along each contiguous H*W plane: the batch mean and the biased
 /// variance (two passes, in double), then y = gamma x_hat + beta, with ReLU applied when `relu`
 /// (the bottleneck's BN-ReLU pairs). Keeps the mean and 1/std for the backward pass, which
-/// recomputes x_hat from the input instead of storing it.
-void batch_norm_forward(Floats x, Floats gamma, Floats beta, Doubles mean, Doubles inv_std, Floats y, int64_t n,
-                        int64_t channels, int64_t hw, bool relu) {
+/// recomputes x_hat from the input instead of storing it, and folds the batch statistics into
+/// the running ones as PyTorch does: momentum 0.1, the unbiased variance (the biased one where a
+/// channel has a single value, as the reference driver).
+void batch_norm_forward(Floats x, Floats gamma, Floats beta, Doubles mean, Doubles inv_std, Floats running_mean,
+                        Floats running_var, Floats y, int64_t n, int64_t channels, int64_t hw, bool relu) {
+  constexpr double kMomentum = 0.1;
   Kokkos::parallel_for(
       "kokkos_driver::batch_norm", Team(static_cast<int>(channels), Kokkos::AUTO, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m) {
@@ -241,15 +259,23 @@ void batch_norm_forward(Floats x, Floats gamma, Floats beta, Doubles mean, Doubl
         Kokkos::single(Kokkos::PerTeam(m), [&] {
           mean(c) = mu;
           inv_std(c) = is;
+          const double unbiased = sq / static_cast<double>(count > 1 ? count - 1 : 1);
+          running_mean(c) = static_cast<float>((1 - kMomentum) * running_mean(c) + kMomentum * mu);
+          running_var(c) = static_cast<float>((1 - kMomentum) * running_var(c) + kMomentum * unbiased);
         });
-        const auto scale = static_cast<float>(gamma(c) * is), shift = static_cast<float>(beta(c) - gamma(c) * mu * is);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, n), [&](int64_t b) {
-          const int64_t base = (b * channels + c) * hw;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, hw), [&](int64_t j) {
-            const float v = scale * x(base + j) + shift;
-            y(base + j) = relu && v < 0 ? 0.0f : v;
-          });
-        });
+        normalise_channel(m, x, y, n, channels, c, hw, gamma(c), beta(c), mu, is, relu);
+      });
+}
+
+/// Batch norm in inference mode: the same normalisation with the running statistics.
+void batch_norm_inference(Floats x, Floats gamma, Floats beta, Floats running_mean, Floats running_var, Floats y,
+                          int64_t n, int64_t channels, int64_t hw, bool relu) {
+  Kokkos::parallel_for(
+      "kokkos_driver::batch_norm_inference", Team(static_cast<int>(channels), Kokkos::AUTO, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m) {
+        const int64_t c = m.league_rank();
+        const double is = 1.0 / math::sqrt(static_cast<double>(running_var(c)) + kBatchNormEps);
+        normalise_channel(m, x, y, n, channels, c, hw, gamma(c), beta(c), running_mean(c), is, relu);
       });
 }
 
@@ -363,7 +389,7 @@ class LinearLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", rows_ * out_);
   }
 
-  void forward() override {
+  void forward(Pass) override {
     gemm(false, true, 1, {x_.data(), rows_, in_}, {weight_.value.data(), out_, in_}, 0, {y_.data.data(), rows_, out_});
     if (bias_.value.extent(0) > 0) lk::add_bias(y_.data, bias_.value, rows_, out_, 1);
   }
@@ -418,7 +444,7 @@ class ConvLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", batch_ * out_ * plane);
   }
 
-  void forward() override {
+  void forward(Pass) override {
     const int64_t plane = window_.out_height * window_.out_width;
     for (int64_t n = 0; n < batch_; ++n) {
       gemm(false, false, 1, {weight_.value.data(), out_, patch()}, columns(n), 0,
@@ -483,7 +509,7 @@ class MaxPoolLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", count);
   }
 
-  void forward() override { lk::max_pool_forward(x_, y_.data, argmax_, planes_, window_); }
+  void forward(Pass) override { lk::max_pool_forward(x_, y_.data, argmax_, planes_, window_); }
   void backward() override { lk::max_pool_backward(dy_, argmax_, dx_, planes_, window_); }
 
  private:
@@ -508,7 +534,7 @@ class GlobalAvgPoolLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", planes_);
   }
 
-  void forward() override { lk::global_avg_pool_forward(x_, y_.data, planes_, plane_); }
+  void forward(Pass) override { lk::global_avg_pool_forward(x_, y_.data, planes_, plane_); }
   void backward() override { lk::global_avg_pool_backward(dy_, dx_, plane_); }
 
  private:
@@ -527,7 +553,7 @@ class ActivationLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", x.count());
   }
 
-  void forward() override { lk::activation_forward(kind_, x_, y_.data); }
+  void forward(Pass) override { lk::activation_forward(kind_, x_, y_.data); }
   void backward() override { lk::activation_backward(kind_, y_.data, dy_, dx_); }
 
  private:
@@ -536,7 +562,8 @@ class ActivationLayer final : public NetLayer {
 };
 
 /// Inverted dropout. Its generator pool is seeded from the case seed and the layer index, and
-/// advances with every forward pass, so each step draws new masks.
+/// advances with every training pass, so each step draws new masks; an inference pass copies
+/// its input and draws nothing.
 class DropoutLayer final : public NetLayer {
  public:
   DropoutLayer(std::string name, double p, uint64_t seed)
@@ -550,7 +577,13 @@ class DropoutLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", x.count());
   }
 
-  void forward() override { lk::dropout_forward(pool_, p_, x_, mask_, y_.data); }
+  void forward(Pass pass) override {
+    if (pass == Pass::kInference) {
+      Kokkos::deep_copy(y_.data, x_);
+    } else {
+      lk::dropout_forward(pool_, p_, x_, mask_, y_.data);
+    }
+  }
   void backward() override { lk::multiply(dy_, mask_, dx_); }
 
  private:
@@ -559,7 +592,9 @@ class DropoutLayer final : public NetLayer {
   Floats x_, dx_, mask_;
 };
 
-/// Training-mode batch norm over [N, C, H, W], optionally followed by a fused ReLU.
+/// Batch norm over [N, C, H, W], optionally followed by a fused ReLU: on the batch statistics
+/// in training passes (which also update the running statistics), on the running statistics
+/// in inference passes.
 class BatchNormLayer final : public NetLayer {
  public:
   BatchNormLayer(std::string name, int64_t channels, ParamSlot gamma, ParamSlot beta, bool relu)
@@ -570,7 +605,16 @@ class BatchNormLayer final : public NetLayer {
         beta_(std::move(beta)),
         mean_(Kokkos::view_alloc(Kokkos::WithoutInitializing, this->name() + ".mean"), static_cast<size_t>(channels)),
         inv_std_(Kokkos::view_alloc(Kokkos::WithoutInitializing, this->name() + ".inv_std"),
-                 static_cast<size_t>(channels)) {}
+                 static_cast<size_t>(channels)),
+        running_mean_(make_floats(this->name() + ".running_mean", channels)),
+        running_var_(make_floats(this->name() + ".running_var", channels)) {
+    reset_statistics();
+  }
+
+  void reset_statistics() override {
+    Kokkos::deep_copy(running_mean_, 0.0f);
+    Kokkos::deep_copy(running_var_, 1.0f);
+  }
 
   void build(const Activation& x, const Floats& dx) override {
     require_rank(name(), x, 4);
@@ -586,8 +630,14 @@ class BatchNormLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", x.count());
   }
 
-  void forward() override {
-    lk::batch_norm_forward(x_, gamma_.value, beta_.value, mean_, inv_std_, y_.data, batch_, channels_, plane_, relu_);
+  void forward(Pass pass) override {
+    if (pass == Pass::kInference) {
+      lk::batch_norm_inference(x_, gamma_.value, beta_.value, running_mean_, running_var_, y_.data, batch_, channels_,
+                               plane_, relu_);
+    } else {
+      lk::batch_norm_forward(x_, gamma_.value, beta_.value, mean_, inv_std_, running_mean_, running_var_, y_.data,
+                             batch_, channels_, plane_, relu_);
+    }
   }
 
   void backward() override {
@@ -600,6 +650,7 @@ class BatchNormLayer final : public NetLayer {
   bool relu_;
   ParamSlot gamma_, beta_;
   Doubles mean_, inv_std_;
+  Floats running_mean_, running_var_;  // made once: a batch-size change keeps them
   Floats x_, dx_;
 };
 
@@ -642,19 +693,25 @@ class BottleneckLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", y_.count());
   }
 
-  void forward() override {
-    conv1_->forward();
-    bn1_->forward();
-    conv2_->forward();
-    bn2_->forward();
-    conv3_->forward();
-    bn3_->forward();
+  void forward(Pass pass) override {
+    conv1_->forward(pass);
+    bn1_->forward(pass);
+    conv2_->forward(pass);
+    bn2_->forward(pass);
+    conv3_->forward(pass);
+    bn3_->forward(pass);
     if (projection_) {
-      down_->forward();
-      down_bn_->forward();
+      down_->forward(pass);
+      down_bn_->forward(pass);
       lk::residual_relu(y_.data, down_bn_->out().data);
     } else {
       lk::residual_relu(y_.data, x_);
+    }
+  }
+
+  void reset_statistics() override {
+    for (BatchNormLayer* bn : {bn1_.get(), bn2_.get(), bn3_.get(), down_bn_.get()}) {
+      if (bn != nullptr) bn->reset_statistics();
     }
   }
 
@@ -691,7 +748,7 @@ class FlattenLayer final : public NetLayer {
     y_ = {x.data, {x.shape[0], x.count() / x.shape[0]}};
     dy_ = dx;
   }
-  void forward() override {}
+  void forward(Pass) override {}
   void backward() override {}
 };
 
@@ -707,7 +764,7 @@ class EmbeddingLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", rows * dim_);
   }
 
-  void forward() override { lk::embedding_forward(*tokens_, weight_.value, y_.data, dim_); }
+  void forward(Pass) override { lk::embedding_forward(*tokens_, weight_.value, y_.data, dim_); }
   void backward() override { lk::embedding_backward(*tokens_, dy_, weight_.grad, dim_); }
 
  private:

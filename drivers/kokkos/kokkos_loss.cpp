@@ -3,6 +3,7 @@
 // softmax - onehot without a second pass of reductions. Sigmoid binary cross-entropy uses
 // max(z, 0) - z y + log(1 + exp(-|z|)), which never takes the log of a rounded-to-zero
 // probability. Sums run in double (the exponentials in float); the loss stays on the device until value() asks for it.
+// Inference (evaluate) sums the same loss unscaled and counts the correct predictions.
 #include <stdexcept>
 
 #include "drivers/kokkos/kokkos_common.h"
@@ -12,8 +13,9 @@ namespace dlscale::kk {
 namespace loss_kernels {
 
 /// One team per row: its maximum, then log-sum-exp shifted by it (exp cannot overflow); the
-/// mean of lse - z[label] over the rows goes to `loss`.
-void softmax_cross_entropy(Floats logits, Ids labels, Doubles log_sum_exp, Scalar loss, int64_t rows, int64_t classes) {
+/// sum of (lse - z[label]) scale over the rows goes to `loss`.
+void softmax_cross_entropy(Floats logits, Ids labels, Doubles log_sum_exp, Scalar loss, int64_t rows, int64_t classes,
+                           double scale) {
   Kokkos::parallel_for(
       "kokkos_driver::log_sum_exp", Team(static_cast<int>(rows), Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int64_t r = m.league_rank(), base = r * classes;
@@ -27,7 +29,6 @@ void softmax_cross_entropy(Floats logits, Ids labels, Doubles log_sum_exp, Scala
             sum);
         Kokkos::single(Kokkos::PerTeam(m), [&] { log_sum_exp(r) = max + math::log(sum); });
       });
-  const auto scale = 1.0 / static_cast<double>(rows);
   Kokkos::parallel_reduce(
       "kokkos_driver::cross_entropy", Range(0, rows),
       KOKKOS_LAMBDA(int64_t r, double& s) { s += (log_sum_exp(r) - logits(r * classes + labels(r))) * scale; }, loss);
@@ -48,8 +49,7 @@ void softmax_cross_entropy_backward(Floats logits, Ids labels, Doubles log_sum_e
       });
 }
 
-void sigmoid_binary_cross_entropy(Floats logits, Ids labels, Scalar loss, int64_t rows) {
-  const auto scale = 1.0 / static_cast<double>(rows);
+void sigmoid_binary_cross_entropy(Floats logits, Ids labels, Scalar loss, int64_t rows, double scale) {
   Kokkos::parallel_reduce(
       "kokkos_driver::binary_cross_entropy", Range(0, rows),
       KOKKOS_LAMBDA(int64_t r, double& s) {
@@ -64,6 +64,29 @@ void sigmoid_binary_cross_entropy_backward(Floats logits, Ids labels, Floats d_l
   Kokkos::parallel_for(
       "kokkos_driver::binary_cross_entropy_backward", Range(0, rows),
       KOKKOS_LAMBDA(int64_t r) { d_logits(r) = (sigmoid(logits(r)) - static_cast<float>(labels(r))) * scale; });
+}
+
+/// The rows whose prediction is their label: the first maximum of the row's logits (softmax
+/// cross-entropy, `classes` > 1 per row) or the logit's sign (binary cross-entropy).
+int64_t correct_predictions(LossKind kind, Floats logits, Ids labels, int64_t rows, int64_t classes) {
+  int64_t correct = 0;
+  const bool binary = kind == LossKind::kSigmoidBinaryCrossEntropy;
+  Kokkos::parallel_reduce(
+      "kokkos_driver::correct_predictions", Range(0, rows),
+      KOKKOS_LAMBDA(int64_t r, int64_t & n) {
+        if (binary) {
+          n += (logits(r) > 0) == (labels(r) == 1) ? 1 : 0;
+          return;
+        }
+        const int64_t base = r * classes;
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; ++c) {
+          if (logits(base + c) > logits(base + best)) best = c;  // strictly: the lowest index wins a tie
+        }
+        n += best == labels(r) ? 1 : 0;
+      },
+      correct);
+  return correct;
 }
 
 }  // namespace loss_kernels
@@ -84,12 +107,23 @@ void Loss::build(const Activation& logits, const Floats& d_logits, const Ids& la
   }
 }
 
-void Loss::forward() {
+void Loss::forward() { queue_loss(1.0 / static_cast<double>(rows_)); }
+
+void Loss::queue_loss(double scale) {
   if (kind_ == LossKind::kSoftmaxCrossEntropy) {
-    loss_kernels::softmax_cross_entropy(logits_, labels_, log_sum_exp_, loss_, rows_, classes_);
+    loss_kernels::softmax_cross_entropy(logits_, labels_, log_sum_exp_, loss_, rows_, classes_, scale);
   } else {
-    loss_kernels::sigmoid_binary_cross_entropy(logits_, labels_, loss_, rows_);
+    loss_kernels::sigmoid_binary_cross_entropy(logits_, labels_, loss_, rows_, scale);
   }
+}
+
+Evaluation Loss::evaluate() {
+  queue_loss(1.0);
+  Evaluation e;
+  e.correct = loss_kernels::correct_predictions(kind_, logits_, labels_, rows_, classes_);
+  e.loss_sum = value();
+  e.predictions = rows_;
+  return e;
 }
 
 void Loss::backward() {

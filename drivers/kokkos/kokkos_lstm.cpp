@@ -116,7 +116,7 @@ class LstmLayer final : public NetLayer {
     dy_ = make_floats(name() + ".dy", out);
   }
 
-  void forward() override {
+  void forward(Pass) override {
     const int64_t rows = t_ * n_, step = n_ * h_;
     lk::swap_leading(x_, xt_, n_, t_, in_);
     for (int64_t l = 0; l < layers_; ++l) {

@@ -102,6 +102,11 @@ void BottleneckLayer::forward(const Env& env) {
   join_.execute(env.stream, join_args_);
 }
 
+void BottleneckLayer::reset_statistics() {
+  for (auto& layer : main_) layer->reset_statistics();
+  for (auto& layer : shortcut_) layer->reset_statistics();
+}
+
 void BottleneckLayer::backward(const Env& env) {
   relu_bwd_.execute(env.stream, relu_bwd_args_);
   for (auto it = main_.rbegin(); it != main_.rend(); ++it) (*it)->backward(env);  // conv1 writes in_.grad

@@ -19,6 +19,7 @@ class BottleneckLayer final : public NetLayer {
   void build(const Env& env, const Tensor& in, bool grad_out) override;
   void forward(const Env& env) override;
   void backward(const Env& env) override;
+  void reset_statistics() override;
 
  private:
   std::vector<std::unique_ptr<NetLayer>> main_;      // conv1 bn1 conv2 bn2 conv3 bn3

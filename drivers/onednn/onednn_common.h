@@ -25,11 +25,16 @@ namespace dlscale::onednn {
 using dnnl::memory;
 using Args = std::unordered_map<int, memory>;
 
-/// The engine and stream every primitive of one model runs on, and the batch being built.
+/// The engine and stream every primitive of one model runs on, the batch being built, and the
+/// kind of forward pass running.
 struct Env {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   int64_t batch = 0;
+  /// true: a training pass (batch norm on batch statistics, folding them into its running ones;
+  /// dropout draws masks). false: inference (Model::evaluate): batch norm on its running
+  /// statistics, dropout passes its input through, and no layer changes any state.
+  bool training = true;
   /// The operand type of the layers that do a model's arithmetic (matmul, convolution, LSTM):
   /// f32, or bf16 for mixed precision. Everything else stays f32: activations between layers,
   /// their gradients, the products' results (fp32 accumulation), parameters, loss and softmax.
@@ -141,6 +146,9 @@ class NetLayer {
   /// instead of its own buffer, so that a composite layer can hand one gradient to two
   /// consumers without copying it. Returns false where the layer cannot (the default).
   virtual bool rebind_output_grad(const memory& /*grad*/) { return false; }
+  /// Forgets what training passes accumulated (batch norm's running statistics), as a model
+  /// does when it is loaded with new parameters.
+  virtual void reset_statistics() {}
 
   const Tensor& out() const { return out_; }
   const std::string& name() const { return name_; }

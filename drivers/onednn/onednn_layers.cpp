@@ -279,7 +279,19 @@ void ActivationLayer::backward(const Env& env) {
 // BatchNorm2d
 
 BatchNormLayer::BatchNormLayer(std::string name, int64_t channels, ParamSlot scale, ParamSlot shift, bool fuse_relu)
-    : NetLayer(std::move(name)), channels_(channels), scale_(scale), shift_(shift), fuse_relu_(fuse_relu) {}
+    : NetLayer(std::move(name)),
+      channels_(channels),
+      scale_(scale),
+      shift_(shift),
+      fuse_relu_(fuse_relu),
+      running_mean_(static_cast<size_t>(channels), 0.0f),
+      running_var_(static_cast<size_t>(channels), 1.0f) {}
+
+// In place: the inference primitive's arguments point at these buffers.
+void BatchNormLayer::reset_statistics() {
+  std::fill(running_mean_.begin(), running_mean_.end(), 0.0f);
+  std::fill(running_var_.begin(), running_var_.end(), 1.0f);
+}
 
 namespace {
 
@@ -381,6 +393,16 @@ void BatchNormLayer::build(const Env& env, const Tensor& in, bool grad_out) {
                {DNNL_ARG_SCALE, wrap(env, c_md, scale_.value)},
                {DNNL_ARG_SHIFT, wrap(env, c_md, shift_.value)}};
   if (fuse_relu_) fwd_args_[DNNL_ARG_WORKSPACE] = allocate(env, fwd_pd.workspace_desc());  // the ReLU mask
+
+  const dnnl::batch_normalization_forward::primitive_desc inference_pd(
+      {prop_kind::forward_inference, md, kEps, flags | normalization_flags::use_global_stats}, env.engine);
+  inference_ = dnnl::batch_normalization_forward(inference_pd);
+  inference_args_ = {{DNNL_ARG_SRC, in.value},
+                     {DNNL_ARG_DST, out_.value},
+                     {DNNL_ARG_MEAN, wrap(env, c_md, running_mean_.data())},
+                     {DNNL_ARG_VARIANCE, wrap(env, c_md, running_var_.data())},
+                     {DNNL_ARG_SCALE, fwd_args_[DNNL_ARG_SCALE]},
+                     {DNNL_ARG_SHIFT, fwd_args_[DNNL_ARG_SHIFT]}};
   if (!grad_out) return;
 
   const dnnl::batch_normalization_backward::primitive_desc bwd_pd(
@@ -396,11 +418,31 @@ void BatchNormLayer::build(const Env& env, const Tensor& in, bool grad_out) {
 }
 
 void BatchNormLayer::forward(const Env& env) {
+  if (!env.training) {
+    inference_.execute(env.stream, inference_args_);
+    return;
+  }
   if (layout_) {
     channel_stats(static_cast<const float*>(in_.value.get_data_handle()), *layout_, in_.value.get_desc().dims(),
                   data(fwd_args_[DNNL_ARG_MEAN]), data(fwd_args_[DNNL_ARG_VARIANCE]));
   }
   fwd_.execute(env.stream, fwd_args_);
+  update_running_statistics();
+}
+
+void BatchNormLayer::update_running_statistics() {
+  constexpr double kMomentum = 0.1;  // PyTorch's default
+  const memory::dims d = in_.value.get_desc().dims();
+  const auto count = static_cast<double>(d[0] * d[2] * d[3]);
+  // The unbiased variance, as PyTorch folds it in; one value per channel has none (the
+  // reference driver keeps the biased one there too).
+  const double unbias = count > 1 ? count / (count - 1) : 1.0;
+  const float* mean = data(fwd_args_[DNNL_ARG_MEAN]);
+  const float* var = data(fwd_args_[DNNL_ARG_VARIANCE]);
+  for (size_t c = 0; c < running_mean_.size(); ++c) {
+    running_mean_[c] = static_cast<float>((1 - kMomentum) * running_mean_[c] + kMomentum * mean[c]);
+    running_var_[c] = static_cast<float>((1 - kMomentum) * running_var_[c] + kMomentum * var[c] * unbias);
+  }
 }
 
 void BatchNormLayer::backward(const Env& env) { bwd_.execute(env.stream, bwd_args_); }
@@ -424,14 +466,19 @@ void DropoutLayer::build(const Env& env, const Tensor& in, bool grad_out) {
   mask_.assign(in.value.get_desc().get_size() / sizeof(float), 0.0f);
 }
 
-void DropoutLayer::forward(const Env&) {
-  ++step_;  // every forward pass draws a new mask
-  const CounterRng rng(mix64(seed_) ^ mix64(step_), stream_);
-  const float keep_scale = p_ < 1 ? static_cast<float>(1.0 / (1.0 - p_)) : 0.0f;  // p = 1 drops everything
+void DropoutLayer::forward(const Env& env) {
   const float* x = data(in_.value);
   float* y = data(out_.value);
-  float* mask = mask_.data();
   const auto n = static_cast<int64_t>(mask_.size());
+  if (!env.training) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+    return;
+  }
+  ++step_;  // every training pass draws a new mask
+  const CounterRng rng(mix64(seed_) ^ mix64(step_), stream_);
+  const float keep_scale = p_ < 1 ? static_cast<float>(1.0 / (1.0 - p_)) : 0.0f;  // p = 1 drops everything
+  float* mask = mask_.data();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float m = rng.uniform(static_cast<uint64_t>(i)) < p_ ? 0.0f : keep_scale;

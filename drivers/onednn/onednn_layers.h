@@ -123,9 +123,11 @@ struct ChannelLayout {
   int64_t offset0 = 0;
 };
 
-/// Training-mode batch normalization (batch statistics, biased variance, eps 1e-5) with separate
-/// scale and shift, which are the canonical weight and bias slices; optionally fused with the
-/// ReLU that follows it (the bottleneck's first two).
+/// Batch normalization (eps 1e-5) with separate scale and shift, which are the canonical weight
+/// and bias slices; optionally fused with the ReLU that follows it (the bottleneck's first two).
+/// Training passes normalise with the batch statistics (biased variance) and fold them into the
+/// running statistics as PyTorch does (momentum 0.1, the unbiased variance); inference passes
+/// normalise with the running statistics, through a forward_inference primitive of their own.
 class BatchNormLayer final : public NetLayer {
  public:
   BatchNormLayer(std::string name, int64_t channels, ParamSlot scale, ParamSlot shift, bool fuse_relu);
@@ -133,21 +135,28 @@ class BatchNormLayer final : public NetLayer {
   void forward(const Env& env) override;
   void backward(const Env& env) override;
   bool rebind_output_grad(const memory& grad) override;
+  void reset_statistics() override;
 
  private:
+  /// running = 0.9 running + 0.1 batch, from the statistics the training pass just used.
+  void update_running_statistics();
+
   int64_t channels_;
   ParamSlot scale_, shift_;
   bool fuse_relu_;
   Tensor in_;
   std::optional<ChannelLayout> layout_;  // set when the layer computes the statistics itself
-  dnnl::batch_normalization_forward fwd_;
+  // Outside build(): a batch-size change rebuilds the primitives but keeps the statistics.
+  std::vector<float> running_mean_, running_var_;
+  dnnl::batch_normalization_forward fwd_, inference_;
   dnnl::batch_normalization_backward bwd_;
-  Args fwd_args_, bwd_args_;
+  Args fwd_args_, inference_args_, bwd_args_;
 };
 
 /// Inverted dropout with its own mask: element i of step s is dropped when a counter-based
 /// uniform draw (seed, s, layer) is below p. oneDNN has no dropout primitive in v2. Works on
-/// the physical buffer, so any layout (blocked padding stays zero) is fine.
+/// the physical buffer, so any layout (blocked padding stays zero) is fine. Inference passes
+/// copy the input and draw nothing, so the training steps' masks do not depend on them.
 class DropoutLayer final : public NetLayer {
  public:
   DropoutLayer(std::string name, double p, uint64_t seed, uint64_t stream);

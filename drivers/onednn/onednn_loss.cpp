@@ -1,6 +1,7 @@
 // Losses on the network's output. The softmax itself is oneDNN's (vectorised exp); the loss and
 // the gradient then need one pass per row: -log p[label] forward, and (p - onehot) / rows
-// backward, written over the probabilities in the gradient buffer.
+// backward, written over the probabilities in the gradient buffer. Inference sums the same
+// loss and counts the rows whose prediction is their label.
 #include "drivers/onednn/onednn_loss.h"
 
 #include <algorithm>
@@ -41,6 +42,32 @@ void Loss::build(const Env& env, const Tensor& logits, const std::vector<int64_t
 }
 
 double Loss::forward(const Env& env) {
+  const double total = loss_sum(env);
+  forward_done_ = true;
+  return total / static_cast<double>(rows_);
+}
+
+Evaluation Loss::evaluate(const Env& env) {
+  forward_done_ = false;  // the probabilities are the evaluated batch's, not a training one's
+  Evaluation e{loss_sum(env), 0, rows_};
+  const float* z = data(flat_.value);
+  const int64_t* labels = labels_->data();
+  const int64_t rows = rows_, classes = classes_;
+  int64_t correct = 0;
+  if (kind_ == LossKind::kSoftmaxCrossEntropy) {
+#pragma omp parallel for reduction(+ : correct) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = z + r * classes;
+      correct += std::max_element(row, row + classes) - row == labels[r];  // the first maximum wins a tie
+    }
+  } else {
+    for (int64_t r = 0; r < rows; ++r) correct += (z[r] > 0) == (labels[r] == 1);
+  }
+  e.correct = correct;
+  return e;
+}
+
+double Loss::loss_sum(const Env& env) {
   plain_.forward(env);
   const float* z = data(flat_.value);
   const int64_t* labels = labels_->data();
@@ -62,8 +89,7 @@ double Loss::forward(const Env& env) {
       total += std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));
     }
   }
-  forward_done_ = true;
-  return total / static_cast<double>(rows);
+  return total;
 }
 
 void Loss::backward(const Env& env) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "drivers/driver.h"
 #include "drivers/onednn/onednn_common.h"
 #include "workloads/workload.h"
 
@@ -21,8 +22,14 @@ class Loss {
   double forward(const Env& env);
   /// The gradient of the mean loss, into the logits' gradient buffer.
   void backward(const Env& env);
+  /// The loss summed over the rows and the correct predictions among them (Model::evaluate),
+  /// leaving nothing for backward().
+  Evaluation evaluate(const Env& env);
 
  private:
+  /// The loss summed over the rows, from the logits of the last forward pass.
+  double loss_sum(const Env& env);
+
   LossKind kind_;
   int64_t classes_, rows_ = 0;
   const std::vector<int64_t>* labels_ = nullptr;
