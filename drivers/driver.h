@@ -241,10 +241,7 @@ class Model {
   /// cross-entropy, when (logit > 0) equals its label. Waits for the device, so the host clock
   /// around it times it. Changes no parameter, optimiser state or running statistic; the batch
   /// of set_batch() may be replaced: call set_batch() before training again.
-  virtual Evaluation evaluate(const Batch& batch) {  // TEMPORARY until every driver has its own (issue 14)
-    (void)batch;
-    throw std::logic_error("evaluate() is not implemented by this driver yet");
-  }
+  virtual Evaluation evaluate(const Batch& batch) = 0;
   virtual MemoryStats memory() const = 0;
   /// How the harness times this model's steps. nullptr (the default, for CPU models): the host
   /// clock read after synchronize(). GPU models return a timer on their own stream, so that a
