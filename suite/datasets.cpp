@@ -1,13 +1,17 @@
 // The dataset spec parser: kind, path, optional split; each kind goes to its reader.
 #include "suite/datasets.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "io/token_file.h"
+#include "workloads/catalog.h"
 #include "workloads/data/cifar10.h"
+#include "workloads/data/imdb.h"
 #include "workloads/data/mnist.h"
 
 namespace dlscale {
@@ -27,6 +31,47 @@ std::pair<std::string, DataSplit> split_suffix(const std::string& rest) {
   return {rest, DataSplit::kTrain};
 }
 
+/// "imdb:DIR[:test][:vocab=V,seq=T]": the sizes default to the catalog's imdb_lstm, so that
+/// `imdb:DIR` feeds `-w imdb_lstm` as it is; the options segment may stand before or after the
+/// split word (a harness that derives the test set appends ":test").
+std::unique_ptr<Dataset> open_imdb(const std::string& spec, std::string rest) {
+  const Workload lstm = make_workload("imdb_lstm");
+  int64_t vocab = lstm.vocab, seq = lstm.input_shape.at(0);
+  auto [dir, split] = split_suffix(std::move(rest));
+  const size_t colon = dir.rfind(':');
+  if (colon != std::string::npos && dir.find('=', colon) != std::string::npos) {
+    const std::string options = dir.substr(colon + 1);
+    dir = dir.substr(0, colon);
+    if (split == DataSplit::kTrain) {
+      auto [bare, inner] = split_suffix(dir);
+      dir = std::move(bare);
+      split = inner;
+    }
+    size_t start = 0;
+    while (start <= options.size()) {
+      const size_t comma = std::min(options.find(',', start), options.size());
+      const std::string item = options.substr(start, comma - start);
+      const size_t eq = item.find('=');
+      const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      int64_t parsed = 0;
+      size_t used = 0;
+      try {
+        parsed = std::stoll(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if ((key != "vocab" && key != "seq") || value.empty() || used != value.size()) {
+        throw std::invalid_argument(
+            fmt::format("dataset '{}': option '{}' is not vocab=INTEGER or seq=INTEGER", spec, item));
+      }
+      (key == "vocab" ? vocab : seq) = parsed;
+      start = comma + 1;
+    }
+  }
+  if (dir.empty()) throw std::invalid_argument(fmt::format("dataset '{}' names no directory", spec));
+  return read_imdb(dir, split, vocab, seq);
+}
+
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
@@ -40,6 +85,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
     if (dir.empty()) throw std::invalid_argument(fmt::format("dataset '{}' names no directory", spec));
     return kind == "mnist" ? read_mnist(dir, split) : read_cifar10(dir, split);
   }
+  if (kind == "imdb") return open_imdb(spec, rest);
   if (kind == "tokens") {
     TokenData data = read_token_file(rest);
     return std::make_unique<TokenDataset>("tokens:" + rest, std::move(data.tokens), std::move(data.labels), data.vocab,

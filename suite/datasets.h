@@ -11,13 +11,19 @@
 namespace dlscale {
 
 /// The accepted spec forms, for help texts and messages.
-inline constexpr const char* kDatasetSpecHelp = "mnist:DIR[:test], cifar10:DIR[:test], tokens:FILE.h5";
+inline constexpr const char* kDatasetSpecHelp =
+    "mnist:DIR[:test], cifar10:DIR[:test], imdb:DIR[:test][:vocab=V,seq=T], tokens:FILE.h5";
 
 /// Opens a dataset and reads all of it into memory:
 ///  - "mnist:DIR": DIR/train-images-idx3-ubyte and DIR/train-labels-idx1-ubyte (IDX, uncompressed);
 ///    "mnist:DIR:test": the t10k-* pair;
 ///  - "cifar10:DIR": DIR/data_batch_1.bin … data_batch_5.bin, those that exist (at least one);
 ///    "cifar10:DIR:test": DIR/test_batch.bin;
+///  - "imdb:DIR": Stanford's aclImdb directory, DIR/imdb.vocab and DIR/train/{neg,pos}/*.txt;
+///    "imdb:DIR:test": DIR/test/{neg,pos}/*.txt. Reviews become ids as Keras's imdb.load_data
+///    (workloads/data/imdb.h) with the vocabulary limit and sequence length of the catalog's
+///    imdb_lstm (5000 words, 500 tokens) unless a ":vocab=V,seq=T" segment (either or both)
+///    says otherwise, before or after ":test": `-w imdb_lstm:seq=200` takes `imdb:DIR:seq=200`;
 ///  - "tokens:FILE.h5": token sequences in the HDF5 layout of io/token_file.h.
 /// A ":train" suffix is accepted as well and means the default. Throws std::invalid_argument
 /// naming the file and the problem for an unknown kind, a malformed spec, a missing directory

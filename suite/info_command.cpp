@@ -1,4 +1,5 @@
 // `dlscale list` (what can be run) and `dlscale info` (what would be recorded as provenance).
+#include <algorithm>
 #include <variant>
 
 #include <fmt/format.h>
@@ -106,7 +107,9 @@ int list_command(const MpiContext& mpi, const std::string& json_workload) {
     fmt::print("  {:<10} {:<9} {}\n", d->name(), usable.empty() ? "-" : usable, why);
   }
   fmt::print("\nSuites\n");
-  for (const BuiltinSuite& s : builtin_suites()) fmt::print("  {:<12} {}\n", s.name, s.description);
+  size_t width = 0;  // the longest name sets the column, so descriptions line up
+  for (const BuiltinSuite& s : builtin_suites()) width = std::max(width, s.name.size());
+  for (const BuiltinSuite& s : builtin_suites()) fmt::print("  {:<{}} {}\n", s.name, width, s.description);
   return 0;
 }
 

@@ -32,7 +32,8 @@ _EXPORTS = {
     "check_case": "check", "check_file": "check", "compare_summary": "check",
     "MWU": "mannwhitney", "mann_whitney": "mannwhitney",
     "build_series": "scaling",
-    "SCHEMA": "schema", "AllReduce": "schema", "Case": "schema", "Projection": "schema",
+    "SCHEMA": "schema", "AccuracyCase": "schema", "AllReduce": "schema", "Case": "schema",
+    "Projection": "schema", "Repeat": "schema",
     "ReportError": "schema", "ResultsFile": "schema", "load_case": "schema",
     "load_results": "schema",
     "PHASE_SUMMARY_KEYS": "stats", "PHASES": "stats", "SUMMARY_KEYS": "stats",
@@ -45,7 +46,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "SCHEMA", "SUMMARY_KEYS", "PHASES", "PHASE_SUMMARY_KEYS", "Case", "Projection", "AllReduce",
+    "SCHEMA", "SUMMARY_KEYS", "PHASES", "PHASE_SUMMARY_KEYS", "Case", "AccuracyCase", "Repeat", "Projection",
+    "AllReduce",
     "ReportError", "ResultsFile", "Study", "MWU",
     "load_results", "load_case", "load_study", "compute_stats", "case_stats", "recompute_case",
     "median", "percentile", "median_ci_order", "straggler_ratio", "step_times", "rank_medians",

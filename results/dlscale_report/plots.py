@@ -298,6 +298,34 @@ def precision_loss_plot(rows, outdir, limit=6):
              f"loss per timed iteration: fp32 solid, reduced precision dashed (first {len(rows)} pairs)")]
 
 
+# ---------------------------------------------------------------- accuracy
+
+def accuracy_curves(rows, outdir, limit=None):
+    """Validation accuracy against cumulative training time, one figure per ok configuration:
+    each repeat a thin line, their mean (accuracy.curve) a thick one, the target dashed."""
+    from .accuracy import curve
+    out = []
+    for i, r in enumerate(row for row in rows if row["status"] == "ok"):
+        if limit is not None and len(out) >= limit:
+            break
+        repeats, mean = curve(r["case"])
+        fig, ax = plt.subplots(figsize=(4.6, 3.1))
+        for k, points in enumerate(repeats):
+            ax.plot([p[0] for p in points], [p[1] for p in points], "-", lw=0.8, alpha=0.45, color="#4C72B0",
+                    label="repeats" if k == 0 else None)
+        ax.plot([p[0] for p in mean], [p[1] for p in mean], "o-", lw=2, ms=3, color="#C44E52", label="mean")
+        if r["target_accuracy"] is not None:
+            ax.axhline(r["target_accuracy"], ls="--", lw=1, color="#555", label=f"target {r['target_accuracy']:g}")
+        ax.set_xlabel("cumulative training time (s)")
+        ax.set_ylabel("validation accuracy")
+        ax.set_title(_wrap(r["label"], 55))
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        out.append((_save(fig, outdir, f"accuracy_{i:03d}.png"),
+                    f"{r['label']}: validation accuracy after each epoch, {r['repeats']} repeat(s) and their mean"))
+    return out
+
+
 # ---------------------------------------------------------------- ranks
 
 def rank_heatmaps(cases, outdir, limit=None):

@@ -11,6 +11,7 @@ import html
 import os
 
 from . import plots
+from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case
 from .compare import compare_rows, compare_table
@@ -168,7 +169,7 @@ def write_report(study, outdir, baseline=None, title=None):
         page.text(f"all {len(cases)} case(s) consistent", cls="ok")
 
     section("summary", "cases", summary_table([case_row(c) for c in cases]), "summary.csv",
-            "the files hold no case")
+            "the files hold no timing case")
 
     rows = diagnosis_rows(diagnoses)
     section("diagnosis", "scaling diagnosis", diagnosis_table(rows), "diagnosis.csv",
@@ -217,6 +218,24 @@ def write_report(study, outdir, baseline=None, title=None):
         page.text(f"heat maps of the first {MAX_HEATMAPS} of {len(shown)} cases; "
                   "`dlscale-report ranks FILES -o DIR` draws them all")
 
+    rows = accuracy_rows(study.accuracy)
+    if rows:
+        page.section("accuracy", "accuracy",
+                     "Accuracy-mode cases: training over epochs to a validation accuracy, each "
+                     "configuration repeated from seeds seed, seed+1, ...; means with Student-t 95% "
+                     "confidence intervals over the repeats as recorded (docs/schema.md).")
+        page.table(time_table(rows), "accuracy_time.csv")
+        for table, csv_name in ((time_to_accuracy_table(rows), "time_to_accuracy.csv"),
+                                (test_accuracy_table(rows), "test_accuracy.csv")):
+            if table.rows:
+                page.table(table, csv_name)
+        page.figures(plots.accuracy_curves(rows, outdir, limit=MAX_HEATMAPS), grid=True)
+        shown_ok = sum(r["status"] == "ok" for r in rows)
+        if shown_ok > MAX_HEATMAPS:
+            page.text(f"curves of the first {MAX_HEATMAPS} of {shown_ok} configurations")
+    else:
+        omitted.append("accuracy: no accuracy case (dlscale run --mode accuracy)")
+
     benchmarks = [b for f in study.files for b in f.allreduce]
     section("allreduce", "all-reduce microbenchmark", allreduce_table(allreduce_rows(benchmarks)),
             "allreduce.csv", "no all-reduce microbenchmark in the files (dlscale allreduce, or "
@@ -247,7 +266,7 @@ def _overview_html(page, series, diagnoses, outdir):
     figures = plots.overview_plot(series, diagnoses, outdir)
     lines = diagnosis_lines(diagnoses)
     if not lines:
-        lines = ["no scaling series: the files hold no case"]
+        lines = ["no scaling series: the files hold no timing case"]
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     figure = "".join(f'<figure><img src="{html.escape(os.path.basename(p))}" '
                      f'alt="{html.escape(c)}"><figcaption>{html.escape(c)}</figcaption></figure>'

@@ -1,4 +1,4 @@
-"""Reading dlscale/1 and dlscale/2 results files.
+"""Reading dlscale/1, dlscale/2 and dlscale/3 results files.
 
 This is the only module that touches HDF5. It checks that a file really is a
 dlscale results file and turns it into plain Python objects (dicts of str/int/
@@ -9,6 +9,12 @@ Optional parts that newer writers add are read when present and are None or
 empty otherwise: /cases/NNNN/projection (Projection), /allreduce/NNNN
 (AllReduce), extra case attributes (participants, bucket_mb, overlap), and in
 dlscale/2 /cases/NNNN/utilisation (Utilisation) and /peak/NNNN (Peak).
+
+dlscale/3 adds accuracy cases (attribute mode "accuracy": epochs of training
+to a validation accuracy, docs/schema.md). They hold no step times, so they
+are kept apart: ResultsFile.accuracy (AccuracyCase), never in
+ResultsFile.cases, which every timing analysis reads. A case without `mode`
+(dlscale/1-2) is a timing case.
 """
 
 import os
@@ -17,9 +23,15 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-SCHEMA = "dlscale/2"
-# Every schema this package reads: dlscale/2 only adds groups and summary attributes.
-SCHEMAS = ("dlscale/1", "dlscale/2")
+SCHEMA = "dlscale/3"
+# Every schema this package reads: dlscale/2 only adds groups and summary attributes, dlscale/3
+# accuracy cases and the optimiser attributes.
+SCHEMAS = ("dlscale/1", "dlscale/2", "dlscale/3")
+# The columns of /cases/NNNN/repeats/RR/epochs (dlscale/3).
+EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy",
+                 "val_loss", "eval_time_s")
+REPEAT_ATTRS = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accuracy", "test_loss",
+                "time_to_target_s", "target_reached", "target_epoch")
 
 
 class ReportError(Exception):
@@ -67,6 +79,40 @@ class Case:
 
     def get(self, key):
         """A required case attribute; a missing one is a malformed file."""
+        if key not in self.attrs:
+            raise ReportError(f"{self.file}: case {self.name} lacks attribute '{key}'")
+        return self.attrs[key]
+
+    @property
+    def status(self):
+        return str(self.attrs.get("status", "unknown"))
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+
+@dataclass
+class Repeat:
+    """/cases/NNNN/repeats/RR of an accuracy case: one training run from its own seed."""
+
+    name: str                  # "00", "01", ...
+    attrs: dict                # REPEAT_ATTRS
+    epochs: object             # structured array [epochs_run] with EPOCH_COLUMNS
+
+
+@dataclass
+class AccuracyCase:
+    """An accuracy case (mode "accuracy", dlscale/3): repeats of training, no step times."""
+
+    file: str
+    name: str
+    attrs: dict                # every case's attributes + optimizer, learning_rate, epochs, ...
+    repeats: list              # Repeat, in group order; empty unless status is ok
+    summary: object            # dict of accuracy_summary's attrs, or None
+    index: int = 0             # position among a Study's accuracy cases
+
+    def get(self, key):
         if key not in self.attrs:
             raise ReportError(f"{self.file}: case {self.name} lacks attribute '{key}'")
         return self.attrs[key]
@@ -132,6 +178,7 @@ class ResultsFile:
     software: dict = field(default_factory=dict)     # /system/software attributes
     allreduce: list = field(default_factory=list)    # AllReduce, in group order
     peaks: list = field(default_factory=list)        # Peak, in group order (dlscale/2)
+    accuracy: list = field(default_factory=list)     # AccuracyCase, in case order (dlscale/3)
 
 
 def _dataset(group, name, dtype=None):
@@ -212,6 +259,44 @@ def _read_case(path, name, group):
     )
 
 
+def _read_accuracy_case(path, name, group):
+    """An accuracy case: its attributes, and for an ok case every repeat and the summary."""
+    attrs = attrs_dict(group)
+    for key, kind in REQUIRED_CASE_ATTRS:
+        if key not in attrs:
+            raise ReportError(f"{path}: case {name} lacks attribute '{key}'")
+    if attrs["status"] != "ok":
+        return AccuracyCase(file=path, name=name, attrs=attrs, repeats=[], summary=None)
+    repeats_group, summary = group.get("repeats"), group.get("accuracy_summary")
+    if not isinstance(repeats_group, h5py.Group) or not isinstance(summary, h5py.Group):
+        raise ReportError(f"{path}: accuracy case {name} lacks repeats or accuracy_summary "
+                          "(not a complete dlscale file)")
+    repeats = []
+    for rname, rgroup in _groups(repeats_group):
+        where = f"{path}: case {name} repeat {rname}"
+        rattrs = attrs_dict(rgroup)
+        missing = [k for k in REPEAT_ATTRS if k not in rattrs]
+        if missing:
+            raise ReportError(f"{where} lacks attribute(s) {', '.join(missing)}")
+        epochs = _dataset(rgroup, "epochs")
+        if epochs is None or epochs.dtype.names is None or epochs.ndim != 1:
+            raise ReportError(f"{where}: no epochs table")
+        absent = [c for c in EPOCH_COLUMNS if c not in epochs.dtype.names]
+        if absent:
+            raise ReportError(f"{where}: epochs table lacks column(s) {', '.join(absent)}")
+        if len(epochs) != rattrs["epochs_run"]:
+            raise ReportError(f"{where}: epochs table has {len(epochs)} rows, epochs_run is {rattrs['epochs_run']}")
+        repeats.append(Repeat(name=rname, attrs=rattrs, epochs=epochs))
+    if not repeats:
+        raise ReportError(f"{path}: accuracy case {name} has no repeat")
+    return AccuracyCase(file=path, name=name, attrs=attrs, repeats=repeats, summary=attrs_dict(summary))
+
+
+def is_accuracy(group):
+    """Whether /cases/NNNN is an accuracy case; files without `mode` hold timing cases."""
+    return isinstance(group, h5py.Group) and decode(group.attrs.get("mode", "timing")) == "accuracy"
+
+
 def _read_projection(where, group):
     ranks = _dataset(group, "ranks", np.int64)
     step = _dataset(group, "step_s", np.float64)
@@ -271,7 +356,7 @@ def _open(path):
     schema = decode(schema)
     if schema not in SCHEMAS:
         f.close()
-        raise ReportError(f"{path}: schema {schema!r} is not supported (expected {' or '.join(SCHEMAS)})")
+        raise ReportError(f"{path}: schema {schema!r} is not supported (expected {', '.join(SCHEMAS[:-1])} or {SCHEMAS[-1]})")
     return f
 
 
@@ -298,7 +383,9 @@ def load_results(path, only=None):
                 if wanted not in names:
                     raise ReportError(f"{path}: no case {wanted} (cases: {', '.join(names) or 'none'})")
                 names = [wanted]
-            cases = [_read_case(path, n, cases_group[n]) for n in names]
+            cases = [_read_case(path, n, cases_group[n]) for n in names if not is_accuracy(cases_group[n])]
+            accuracy = [_read_accuracy_case(path, n, cases_group[n]) for n in names
+                        if is_accuracy(cases_group[n])]
             software = f.get("system/software")
             # /allreduce is newer than some files; absent means no microbenchmark ran.
             allreduce = [] if only is not None else [
@@ -307,12 +394,16 @@ def load_results(path, only=None):
                 Peak(name=n, attrs=attrs_dict(g), rates=_dataset(g, "rates")) for n, g in _groups(f.get("peak"))]
             return ResultsFile(path=path, attrs=attrs_dict(f), ranks=ranks, cases=cases,
                                software=attrs_dict(software) if isinstance(software, h5py.Group) else {},
-                               allreduce=allreduce, peaks=peaks)
+                               allreduce=allreduce, peaks=peaks, accuracy=accuracy)
     except (OSError, KeyError, ValueError, TypeError) as e:
         # h5py raises these for truncated or oddly typed content; one line for the user.
         raise ReportError(f"{path}: malformed results file ({e})") from e
 
 
 def load_case(path, case):
-    """Load one case (name "0003" or index 3) of a results file."""
-    return load_results(path, only=case).cases[0]
+    """Load one timing case (name "0003" or index 3) of a results file."""
+    loaded = load_results(path, only=case)
+    if not loaded.cases:
+        raise ReportError(f"{loaded.path}: case {case_name(case)} is an accuracy case; it has no step times "
+                          "(dlscale-report report shows it)")
+    return loaded.cases[0]

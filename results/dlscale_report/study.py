@@ -7,7 +7,7 @@ then pooled, and grouped by the attributes that define "the same experiment".
 """
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .schema import load_results
 
@@ -15,7 +15,8 @@ from .schema import load_results
 @dataclass
 class Study:
     files: list                # ResultsFile, in command-line order
-    cases: list                # every Case of every file; case.index = position here
+    cases: list                # every timing Case of every file; case.index = position here
+    accuracy: list = field(default_factory=list)  # every AccuracyCase (dlscale/3), same order
 
     @property
     def paths(self):
@@ -28,7 +29,10 @@ def load_study(paths):
     cases = [c for f in files for c in f.cases]
     for i, case in enumerate(cases):
         case.index = i
-    return Study(files=files, cases=cases)
+    accuracy = [c for f in files for c in f.accuracy]
+    for i, case in enumerate(accuracy):
+        case.index = i
+    return Study(files=files, cases=cases, accuracy=accuracy)
 
 
 def requested_threads(case):

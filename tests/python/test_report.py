@@ -177,6 +177,63 @@ def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduc
                 g.create_dataset(name, data=ar[name])
 
 
+def add_accuracy_case(path, name, repeats, target=0.9, status="ok", message="", driver="native", threads=1):
+    """Append an accuracy case (dlscale/3, docs/schema.md) to a file write_results wrote.
+
+    repeats: per repeat a list of (train_time_s, val_accuracy) per epoch; test_time_s, test
+    accuracy and the summary follow from them (the summary's CIs are given numbers, the report
+    shows them as recorded).
+    """
+    with h5py.File(path, "r+") as f:
+        f.attrs["schema"] = "dlscale/3"
+        g = f.create_group(f"cases/{name}")
+        a = g.attrs
+        for key, value in (("workload", "mnist_cnn"), ("driver", driver), ("device_type", "cpu"),
+                           ("precision", "fp32"), ("scaling", "weak"), ("status", status),
+                           ("message", message), ("mode", "accuracy"), ("optimizer", "adam"),
+                           ("data", "mnist:data/mnist"), ("test_data", "mnist:data/mnist:test"),
+                           ("case_key", f"dlscale run --mode accuracy -w mnist_cnn -d {driver} --threads {threads}")):
+            a[key] = value
+        for key, value in (("ranks", 1), ("batch_per_rank", 32), ("global_batch", 32), ("threads", threads),
+                           ("seed", 0), ("epochs", 3), ("repeats", len(repeats)), ("train_samples", 6400),
+                           ("validation_samples", 1600), ("test_samples", 2004)):
+            a[key] = np.int64(value)
+        a["learning_rate"] = 0.001
+        a["validation_fraction"] = 0.2
+        a["target_accuracy"] = np.float64(target)
+        if status != "ok":
+            return
+        epoch_t = np.dtype([("epoch", "i8"), ("train_loss", "f8"), ("train_time_s", "f8"),
+                            ("cumulative_train_time_s", "f8"), ("val_accuracy", "f8"), ("val_loss", "f8"),
+                            ("eval_time_s", "f8")])
+        for r, epochs in enumerate(repeats):
+            rg = g.create_group(f"repeats/{r:02d}")
+            cumulative = np.cumsum([t for t, _ in epochs])
+            rg.create_dataset("epochs", data=np.array(
+                [(e + 1, 1.0 / (e + 1), t, c, acc, 0.5, 0.01)
+                 for e, ((t, acc), c) in enumerate(zip(epochs, cumulative))], dtype=epoch_t))
+            reached = [e for e, (_, acc) in enumerate(epochs) if acc >= target]
+            ra = rg.attrs
+            ra["seed"] = np.int64(r)
+            ra["epochs_run"] = np.int64(len(epochs))
+            ra["train_time_s"] = float(cumulative[-1])
+            ra["test_time_s"] = 0.5 + 0.1 * r
+            ra["test_accuracy"] = epochs[-1][1] - 0.01
+            ra["test_loss"] = 0.3
+            ra["time_to_target_s"] = float(cumulative[reached[0]]) if reached else math.nan
+            ra["target_reached"] = np.int64(1 if reached else 0)
+            ra["target_epoch"] = np.int64(reached[0] + 1 if reached else 0)
+        sg = g.create_group("accuracy_summary")
+        for key, value in (("test_accuracy_mean", 0.95), ("test_accuracy_ci95_low", 0.94),
+                           ("test_accuracy_ci95_high", 0.96), ("train_time_mean_s", 6.0),
+                           ("train_time_ci95_low_s", 5.0), ("train_time_ci95_high_s", 7.0),
+                           ("test_time_mean_s", 0.55), ("test_time_ci95_low_s", 0.4),
+                           ("test_time_ci95_high_s", 0.7), ("time_to_target_mean_s", 4.0),
+                           ("time_to_target_ci95_low_s", math.nan), ("time_to_target_ci95_high_s", math.nan)):
+            sg.attrs[key] = np.float64(value)
+        sg.attrs["targets_reached"] = np.int64(sum(any(acc >= target for _, acc in e) for e in repeats))
+
+
 def sample_cases():
     rng = np.random.default_rng(7)
     two_ranks = 0.010 + 0.002 * rng.random((2, 10))
@@ -328,7 +385,7 @@ class FileTest(unittest.TestCase):
             dr.load_results(foreign)
         other = os.path.join(self.tmp.name, "other.h5")
         write_results(other, sample_cases(), schema="dlscale/0")
-        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1 or dlscale/2\)"):
+        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1, dlscale/2 or dlscale/3\)"):
             dr.load_results(other)
 
 
@@ -409,7 +466,7 @@ class CliTest(unittest.TestCase):
         other = os.path.join(self.tmp.name, "other.h5")
         write_results(other, sample_cases(), schema="dlscale/0")
         self.assertOneLineError(run_cli("summary", self.path, other),
-                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1 or dlscale/2)")
+                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1, dlscale/2 or dlscale/3)")
 
     def test_not_hdf5(self):
         text = os.path.join(self.tmp.name, "notes.txt")
@@ -420,6 +477,101 @@ class CliTest(unittest.TestCase):
     def test_missing_file(self):
         missing = os.path.join(self.tmp.name, "nope.h5")
         self.assertOneLineError(run_cli("summary", missing), f"{missing}: no such file")
+
+
+class AccuracyTest(unittest.TestCase):
+    """dlscale/3 accuracy cases: kept out of every timing analysis, shown in the report's section."""
+
+    # Two repeats: the first reaches 0.9 at epoch 2 (after 2 + 2 s), the second stops at the
+    # epoch limit without reaching it.
+    REPEATS = [[(2.0, 0.80), (2.0, 0.92)], [(3.0, 0.70), (3.0, 0.85), (3.0, 0.88)]]
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "acc.h5")
+        write_results(self.path, sample_cases(), schema="dlscale/2")
+        add_accuracy_case(self.path, "0003", self.REPEATS)
+        add_accuracy_case(self.path, "0004", [], status="error", message="driver exploded", driver="other")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_accuracy_cases_are_kept_apart_from_timing_cases(self):
+        r = dr.load_results(self.path)
+        self.assertEqual(r.attrs["schema"], "dlscale/3")
+        self.assertEqual([c.name for c in r.cases], ["0000", "0001", "0002"])  # no mode: timing
+        self.assertEqual([c.name for c in r.accuracy], ["0003", "0004"])
+        ok, failed = r.accuracy
+        self.assertEqual([rep.attrs["epochs_run"] for rep in ok.repeats], [2, 3])
+        self.assertEqual(ok.repeats[1].epochs["cumulative_train_time_s"].tolist(), [3.0, 6.0, 9.0])
+        self.assertEqual((failed.status, failed.repeats, failed.summary), ("error", [], None))
+        with self.assertRaisesRegex(dr.ReportError, "case 0003 is an accuracy case"):
+            dr.load_case(self.path, 3)
+        # The timing commands read the file and show only its timing cases.
+        proc = run_cli("summary", self.path, "--format", "csv")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(len(list(csv.DictReader(io.StringIO(proc.stdout)))), 3)
+        self.assertEqual(run_cli("check", self.path).returncode, 0)
+
+    def test_rows_and_curves(self):
+        from dlscale_report.accuracy import accuracy_rows, curve
+        from dlscale_report.study import load_study
+        study = load_study([self.path])
+        ok, failed = accuracy_rows(study.accuracy)
+        self.assertEqual((ok["targets_reached"], ok["repeats"], ok["target_epoch_mean"]), (1, 2, 2.0))
+        self.assertEqual((ok["epochs_run_min"], ok["epochs_run_max"]), (2, 3))
+        self.assertAlmostEqual(ok["test_accuracy_min"], 0.87)
+        self.assertEqual(ok["time_to_target_mean_s"], 4.0)
+        self.assertIsNone(ok["time_to_target_ci95_low_s"])            # NaN in the file
+        self.assertIn("adam lr=0.001", ok["label"])
+        self.assertEqual(failed["status"], "error")
+        repeats, mean = curve(study.accuracy[0])
+        self.assertEqual(repeats[0], [(2.0, 0.80), (4.0, 0.92)])
+        # Epochs 1 and 2 average both repeats; epoch 3 only the one that ran it.
+        self.assertEqual([t for t, _ in mean], [2.5, 5.0, 9.0])
+        self.assertEqual([round(a, 6) for _, a in mean], [0.75, 0.885, 0.88])
+
+    def test_report_section(self):
+        out = os.path.join(self.tmp.name, "report")
+        proc = run_cli("report", self.path, "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn('<h2 id="accuracy">accuracy</h2>', page)
+        self.assertIn("driver exploded", page)
+        self.assertTrue(os.path.exists(os.path.join(out, "accuracy_000.png")))
+        self.assertFalse(os.path.exists(os.path.join(out, "accuracy_001.png")))  # the failed case has none
+
+        def read(name):
+            with open(os.path.join(out, name)) as f:
+                return list(csv.DictReader(f))
+        times = read("accuracy_time.csv")
+        self.assertEqual([r["status"] for r in times], ["ok", "error"])
+        self.assertEqual((times[0]["train_time_mean_s"], times[0]["test_time_ci95_high_s"]), ("6.0", "0.7"))
+        (tta,) = read("time_to_accuracy.csv")
+        self.assertEqual((tta["targets_reached"], tta["repeats"], tta["time_to_target_mean_s"]), ("1", "2", "4.0"))
+        (acc,) = read("test_accuracy.csv")
+        self.assertEqual((acc["test_accuracy_mean"], acc["test_accuracy_ci95_low"]), ("0.95", "0.94"))
+        # The timing sections never see the accuracy cases.
+        self.assertEqual(len(read("summary.csv")), 3)
+
+    def test_report_of_timing_files_has_no_accuracy_section(self):
+        timing = os.path.join(self.tmp.name, "timing.h5")
+        write_results(timing, sample_cases())
+        out = os.path.join(self.tmp.name, "timing_report")
+        self.assertEqual(run_cli("report", timing, "-o", out).returncode, 0)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertNotIn('id="accuracy"', page)
+        self.assertIn("accuracy: no accuracy case", page)
+
+    def test_incomplete_accuracy_case_is_one_error(self):
+        with h5py.File(self.path, "r+") as f:
+            del f["cases/0003/accuracy_summary"]
+        proc = run_cli("summary", self.path)
+        self.assertEqual((proc.returncode, proc.stdout), (2, ""))
+        self.assertEqual(proc.stderr.splitlines(), [f"dlscale-report: error: {self.path}: accuracy case 0003 lacks "
+                                                    "repeats or accuracy_summary (not a complete dlscale file)"])
 
 
 if __name__ == "__main__":

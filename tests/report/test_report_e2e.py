@@ -540,10 +540,10 @@ class BadInput(Study):
         v2 = self.path("schema2.h5")
         shutil.copy(self.weak[1], v2)
         with h5py.File(v2, "r+") as f:
-            f.attrs["schema"] = "dlscale/3"
+            f.attrs["schema"] = "dlscale/4"
         for args in self.commands(v2):
-            self.assertOneLineError(report(*args),
-                                    f"{v2}: schema 'dlscale/3' is not supported (expected dlscale/1 or dlscale/2)")
+            self.assertOneLineError(report(*args), f"{v2}: schema 'dlscale/4' is not supported "
+                                    "(expected dlscale/1, dlscale/2 or dlscale/3)")
 
     def test_foreign_hdf5(self):
         foreign = self.path("foreign.h5")

