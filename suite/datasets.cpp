@@ -49,4 +49,21 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
       fmt::format("unknown dataset kind '{}' in '{}' (accepted: {})", kind, spec, kDatasetSpecHelp));
 }
 
+std::string test_dataset_spec(const std::string& train_spec) {
+  const size_t colon = train_spec.find(':');
+  const std::string kind = colon == std::string::npos ? train_spec : train_spec.substr(0, colon);
+  if (kind == "mnist" || kind == "cifar10") {
+    const auto [dir, split] = split_suffix(train_spec.substr(colon + 1));
+    if (split == DataSplit::kTest) {
+      throw std::invalid_argument(
+          fmt::format("'{}' is a test set: give the training set ({}:{}), its test set is taken for testing",
+                      train_spec, kind, dir));
+    }
+    return fmt::format("{}:{}:test", kind, dir);
+  }
+  throw std::invalid_argument(
+      fmt::format("'{}' has no labelled test set to measure accuracy on (accuracy mode takes mnist:DIR or cifar10:DIR)",
+                  train_spec));
+}
+
 }  // namespace dlscale
