@@ -702,6 +702,9 @@ CaseOutcome Runner::finish_accuracy(const CaseSpec& spec, MPI_Comm comm, Setup& 
                                     Clock::time_point wall_start) {
   AccuracyResult result;
   if (setup.outcome.ok()) {
+    if (!reset_peak_rss()) {
+      progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
+    }
     try {
       result = run_accuracy(spec, setup.workload, comm,
                             {*setup.model, setup.timer.get(), setup.reducer.get(), setup.buckets.get()}, *setup.dataset,
