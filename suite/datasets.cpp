@@ -27,6 +27,10 @@ std::pair<std::string, DataSplit> split_suffix(const std::string& rest) {
   return {rest, DataSplit::kTrain};
 }
 
+/// The kinds that ship a training and a test split (DIR[:test]): what open_dataset reads with a
+/// split and what test_dataset_spec derives a test set for, kept as one list.
+bool has_splits(const std::string& kind) { return kind == "mnist" || kind == "cifar10"; }
+
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
@@ -35,7 +39,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
     throw std::invalid_argument(fmt::format("dataset '{}' is not KIND:PATH (accepted: {})", spec, kDatasetSpecHelp));
   }
   const std::string kind = spec.substr(0, colon), rest = spec.substr(colon + 1);
-  if (kind == "mnist" || kind == "cifar10") {
+  if (has_splits(kind)) {
     const auto [dir, split] = split_suffix(rest);
     if (dir.empty()) throw std::invalid_argument(fmt::format("dataset '{}' names no directory", spec));
     return kind == "mnist" ? read_mnist(dir, split) : read_cifar10(dir, split);
@@ -52,7 +56,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
 std::string test_dataset_spec(const std::string& train_spec) {
   const size_t colon = train_spec.find(':');
   const std::string kind = colon == std::string::npos ? train_spec : train_spec.substr(0, colon);
-  if (kind == "mnist" || kind == "cifar10") {
+  if (colon != std::string::npos && has_splits(kind)) {
     const auto [dir, split] = split_suffix(train_spec.substr(colon + 1));
     if (split == DataSplit::kTest) {
       throw std::invalid_argument(

@@ -154,6 +154,31 @@ class AccuracyRun(Workdir):
             self.assertEqual(s["test_accuracy_ci95_low"], s["test_accuracy_mean"])
         self.assertIn("time to 1: not reached in 1 epochs", proc.stdout)
 
+    def test_a_failed_case_is_recorded_without_repeats_and_the_sweep_goes_on(self):
+        out = self.path("timeout.h5")
+        # Two cases (two batch sizes); both outlive a 1 ms --case-timeout at their first step.
+        proc = self.accuracy_run(out, "--epochs", "1", "--batch", "16,32", "--validation", "0.8", "--case-timeout",
+                                 "0.001")
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000", "0001"])
+            for name in ("0000", "0001"):
+                case = f["cases"][name]
+                self.assertEqual(case.attrs["status"], "timeout")
+                self.assertIn("--case-timeout", case.attrs["message"])
+                self.assertIn("repeat 1", case.attrs["message"])  # where it stopped
+                self.assertNotIn("repeats", case)
+                self.assertNotIn("accuracy_summary", case)
+        self.assertIn("timeout:", proc.stdout)
+
+    def test_resume_skips_a_finished_accuracy_case(self):
+        out = self.path("resume.h5")
+        args = ["--epochs", "1", "--batch", "32", "--validation", "0.8"]
+        self.accuracy_run(out, *args)
+        proc = self.accuracy_run(out, *args, "--resume")
+        self.assertIn("# skipped (already in", proc.stdout)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000"])
+
     def test_the_optimizer_and_rate_reach_timing_cases_too(self):
         out = self.path("timing.h5")
         proc = dlscale(["run", "-w", TINY, "-d", DRIVER, "--optimizer", "adam", "--lr", "0.002", "--batch", "8",
