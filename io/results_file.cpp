@@ -29,6 +29,13 @@ const AttrValue& attr(const Attrs& attrs, const std::string& name) {
   throw std::out_of_range("no attribute '" + name + "'");
 }
 
+bool CaseRecord::accuracy() const {
+  for (const auto& [key, value] : attrs) {
+    if (key == "mode") return std::get<std::string>(value) == "accuracy";
+  }
+  return false;  // dlscale/1 and /2 cases: timing
+}
+
 const Column& Table::column(const std::string& name) const {
   for (const Column& c : columns) {
     if (c.name == name) return c;
@@ -397,6 +404,25 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
   h5::Group g = h5::open_group(file.get(), "cases/" + name);
   CaseRecord r;
   r.attrs = read_all_attrs(g.get());
+  if (r.accuracy()) {
+    r.ranks = std::get<int64_t>(attr(r.attrs, "ranks"));
+    if (h5::exists(g.get(), "repeats")) {
+      h5::Group repeats = h5::open_group(g.get(), "repeats");
+      for (const std::string& rep_name : h5::children(repeats.get())) {
+        h5::Group one = h5::open_group(repeats.get(), rep_name);
+        GroupRecord rep;
+        rep.attrs = read_all_attrs(one.get());
+        rep.tables.emplace_back("epochs", read_table_at(one.get(), "epochs"));
+        r.repeats.push_back(std::move(rep));
+      }
+    }
+    if (h5::exists(g.get(), "accuracy_summary")) {
+      h5::Group s = h5::open_group(g.get(), "accuracy_summary");
+      r.accuracy_summary = read_all_attrs(s.get());
+    }
+    if (h5::exists(g.get(), "memory")) r.memory = read_table_at(g.get(), "memory");
+    return r;
+  }
   std::vector<hsize_t> dims;
   r.iter_time_s = h5::read_doubles(g.get(), "iter_time_s", &dims);
   r.ranks = static_cast<int64_t>(dims.at(0));
@@ -429,6 +455,16 @@ void ResultsFile::check_complete() const {
       const auto number = [&](const char* key) { return std::get<int64_t>(attr(r.attrs, key)); };
       const bool ok = text("status") == "ok";
       text("case_key");
+      if (r.accuracy()) {
+        // Every repeat with its epochs (at least one), and the summary over them.
+        if (ok && (r.repeats.size() != static_cast<size_t>(number("repeats")) || r.accuracy_summary.empty() ||
+                   std::any_of(r.repeats.begin(), r.repeats.end(), [](const GroupRecord& rep) {
+                     return rep.tables.empty() || rep.tables.front().second.rows() == 0;
+                   }))) {
+          throw H5Error("case " + name + " is not whole");
+        }
+        continue;
+      }
       const bool phases = std::any_of(r.attrs.begin(), r.attrs.end(), [](const auto& a) {
         return a.first == "phases" && std::get<int64_t>(a.second) != 0;
       });
@@ -532,6 +568,19 @@ std::string ResultsFile::Update::write_case(const CaseRecord& r) {
   std::snprintf(name, sizeof name, "%04zu", case_names_in(file_.get()).size());
   h5::Group g = h5::create_group(file_.get(), std::string("cases/") + name);
   write_attrs(g.get(), r.attrs);
+  if (r.accuracy()) {
+    // No step samples: the epochs of each repeat say what was measured.
+    for (size_t i = 0; i < r.repeats.size(); ++i) {
+      const std::string rep = (i < 10 ? "0" : "") + std::to_string(i);  // 00, 01, …: at most 100 repeats
+      write_group(std::string("cases/") + name + "/repeats/" + rep, r.repeats[i]);
+    }
+    if (!r.accuracy_summary.empty()) {
+      h5::Group s = h5::create_group(g.get(), "accuracy_summary");
+      write_attrs(s.get(), r.accuracy_summary);
+    }
+    if (!r.memory.columns.empty()) write_table(g.get(), "memory", r.memory);
+    return name;
+  }
   const auto ranks = static_cast<hsize_t>(r.ranks), iters = static_cast<hsize_t>(r.iterations);
   h5::write_doubles(g.get(), "iter_time_s", {ranks, iters}, r.iter_time_s);
   if (!r.phase_time_s.empty()) {

@@ -1,4 +1,4 @@
-// The results file (schema dlscale/2, see docs/schema.md): root provenance, the rank table,
+// The results file (schema dlscale/3, see docs/schema.md): root provenance, the rank table,
 // software versions, allow-listed environment, and one group per case. Written by rank 0
 // only, with the serial HDF5 API.
 //
@@ -22,9 +22,9 @@
 
 namespace dlscale {
 
-inline constexpr const char* kSchemaVersion = "dlscale/2";
+inline constexpr const char* kSchemaVersion = "dlscale/3";
 /// The schemas this version reads; it writes (and resumes) kSchemaVersion only.
-inline constexpr const char* kReadableSchemas[] = {"dlscale/1", "dlscale/2"};
+inline constexpr const char* kReadableSchemas[] = {"dlscale/1", "dlscale/2", "dlscale/3"};
 
 using AttrValue = std::variant<std::string, int64_t, double>;
 /// Attributes in the order they are written.
@@ -89,9 +89,11 @@ struct GroupRecord {
   std::vector<std::pair<std::string, Table>> tables;
 };
 
-/// Everything measured for one case.
+/// Everything measured for one case. A timing case has samples per step (iter_time_s …, summary);
+/// an accuracy case (attribute mode "accuracy") has none of those but one group per repeat and
+/// the summary over repeats.
 struct CaseRecord {
-  Attrs attrs;  ///< workload, driver, …, status, message
+  Attrs attrs;  ///< workload, driver, …, mode, status, message
   int64_t ranks = 0;
   int64_t iterations = 0;                   ///< timed iterations actually recorded
   std::vector<double> iter_time_s;          ///< [ranks][iterations]
@@ -99,7 +101,12 @@ struct CaseRecord {
   std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], empty on one rank
   std::vector<double> loss;                 ///< [iterations]
   Table memory;                             ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
-  Attrs summary;                            ///< empty unless the case succeeded
+  Attrs summary;                            ///< empty unless the timing case succeeded
+  /// Accuracy cases that succeeded: repeats/RR (attributes, and the table "epochs"), in order.
+  std::vector<GroupRecord> repeats;
+  Attrs accuracy_summary;  ///< accuracy cases that succeeded: means and CIs over the repeats
+  /// Whether this is an accuracy case (the attribute mode; files before dlscale/3 have none).
+  bool accuracy() const;
 };
 
 /// Another process holds the lock of a results file (it is writing it).

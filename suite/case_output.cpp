@@ -60,13 +60,16 @@ std::string json_value(const AttrValue& v) {
 
 std::string case_json(const std::string& name, const CaseRecord& r) {
   std::string out = "{\"case\": " + json_string(name);
-  for (const Attrs* attrs : {&r.attrs, &r.summary}) {
+  for (const Attrs* attrs : {&r.attrs, &r.summary, &r.accuracy_summary}) {
     for (const auto& [key, value] : *attrs) out += ", " + json_string(key) + ": " + json_value(value);
   }
   return out + "}";
 }
 
 double training_flops_per_rank(const CaseSpec& c) {
+  // An accuracy case's steps depend on its data set's size and on when the target is reached:
+  // it has no estimate (and adds nothing to the progress line's time left).
+  if (c.mode == RunMode::kAccuracy) return 0;
   return flops_per_sample(make_workload(c.workload)).train() * static_cast<double>(c.batch_per_rank()) *
          (c.warmup + c.iterations);
 }
@@ -134,7 +137,7 @@ std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, con
     }
     CaseEstimate e;
     e.rate_flops = it->second;
-    if (e.rate_flops > 0) e.seconds = training_flops_per_rank(c) / e.rate_flops;
+    if (e.rate_flops > 0 && c.mode == RunMode::kTiming) e.seconds = training_flops_per_rank(c) / e.rate_flops;
     out.push_back(e);
   }
   return out;

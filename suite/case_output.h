@@ -17,11 +17,13 @@ enum class OutputFormat { kText, kJson };
 OutputFormat parse_output_format(const std::string& name);
 
 /// A finished case as one line of JSON: "case" (its group name), every case attribute and every
-/// summary attribute, as the results file holds them (non-finite numbers as null).
+/// summary attribute (an accuracy case's accuracy_summary), as the results file holds them (non-finite numbers as
+/// null).
 std::string case_json(const std::string& name, const CaseRecord& r);
 
 /// The analytic training FLOP one rank of `c` computes over its warm-up and timed steps: the
-/// work the dry run's estimate and the progress line's time left are made of.
+/// work the dry run's estimate and the progress line's time left are made of. 0 for accuracy
+/// cases, which the dry run leaves without an estimate.
 double training_flops_per_rank(const CaseSpec& c);
 
 /// The dry run's estimate of one case: the training steps' FLOPs over a rate measured on this

@@ -72,6 +72,10 @@ std::unique_ptr<Dataset> open_imdb(const std::string& spec, std::string rest) {
   return read_imdb(dir, split, vocab, seq);
 }
 
+/// The kinds that ship a training and a test split (DIR[:test]): what open_dataset reads with a
+/// split and what test_dataset_spec derives a test set for, kept as one list.
+bool has_splits(const std::string& kind) { return kind == "mnist" || kind == "cifar10"; }
+
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
@@ -80,7 +84,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
     throw std::invalid_argument(fmt::format("dataset '{}' is not KIND:PATH (accepted: {})", spec, kDatasetSpecHelp));
   }
   const std::string kind = spec.substr(0, colon), rest = spec.substr(colon + 1);
-  if (kind == "mnist" || kind == "cifar10") {
+  if (has_splits(kind)) {
     const auto [dir, split] = split_suffix(rest);
     if (dir.empty()) throw std::invalid_argument(fmt::format("dataset '{}' names no directory", spec));
     return kind == "mnist" ? read_mnist(dir, split) : read_cifar10(dir, split);
@@ -93,6 +97,32 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
   }
   throw std::invalid_argument(
       fmt::format("unknown dataset kind '{}' in '{}' (accepted: {})", kind, spec, kDatasetSpecHelp));
+}
+
+std::string test_dataset_spec(const std::string& train_spec) {
+  const size_t colon = train_spec.find(':');
+  const std::string kind = colon == std::string::npos ? train_spec : train_spec.substr(0, colon);
+  if (colon != std::string::npos && has_splits(kind)) {
+    const auto [dir, split] = split_suffix(train_spec.substr(colon + 1));
+    if (split == DataSplit::kTest) {
+      throw std::invalid_argument(
+          fmt::format("'{}' is a test set: give the training set ({}:{}), its test set is taken for testing",
+                      train_spec, kind, dir));
+    }
+    return fmt::format("{}:{}:test", kind, dir);
+  }
+  if (kind == "imdb") {
+    // imdb:DIR[:test][:vocab=V,seq=T] reads ":test" before or after its options.
+    if (train_spec.find(":test:") != std::string::npos ||
+        train_spec.size() >= 5 && train_spec.compare(train_spec.size() - 5, 5, ":test") == 0) {
+      throw std::invalid_argument(
+          fmt::format("'{}' is a test set: give the training set, its test set is taken for testing", train_spec));
+    }
+    return train_spec + ":test";
+  }
+  throw std::invalid_argument(fmt::format(
+      "'{}' has no labelled test set to measure accuracy on (accuracy mode takes mnist:DIR, cifar10:DIR or imdb:DIR)",
+      train_spec));
 }
 
 }  // namespace dlscale

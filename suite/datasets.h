@@ -30,4 +30,11 @@ inline constexpr const char* kDatasetSpecHelp =
 /// or file, or a file that is not in its format.
 std::unique_ptr<Dataset> open_dataset(const std::string& spec);
 
+/// The labelled test set that goes with a training set, for accuracy runs: "mnist:DIR" (or
+/// "mnist:DIR:train") -> "mnist:DIR:test", and likewise for every kind that ships a test split
+/// (cifar10; imdb, whose ":test" is appended after any options).
+/// Throws std::invalid_argument naming the spec for a kind without a test set (tokens:FILE.h5)
+/// and for a spec that already names the test split (the user gives the training set).
+std::string test_dataset_spec(const std::string& train_spec);
+
 }  // namespace dlscale

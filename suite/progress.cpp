@@ -94,6 +94,14 @@ void Progress::case_finished(const std::string& line, std::FILE* to) {
   std::fflush(to);
 }
 
+void Progress::note(const std::string& line) {
+  if (!enabled_ || mode_ == ProgressMode::kNone) return;
+  if (line_open_) fmt::print(stderr, "\r\033[K");
+  line_open_ = false;
+  fmt::print(stderr, "{}\n", line);
+  std::fflush(stderr);
+}
+
 void Progress::warn(const std::string& message) {
   if (!enabled_) return;
   fmt::print(stderr, "dlscale: warning: {}\n", message);

@@ -32,6 +32,9 @@ class Progress {
   /// Ends the progress line and prints `line` (the summary line, or the case as JSON) to `to`.
   void case_finished(const std::string& line, std::FILE* to);
   void warn(const std::string& message);
+  /// A line of progress that stays (an accuracy run's epoch: its loss, accuracy and times) on
+  /// stderr, above the progress line; left out with ProgressMode::kNone.
+  void note(const std::string& line);
 
  private:
   /// "0:41 elapsed, about 2:10 left", `case_fraction` of the current case done.

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "suite/accuracy_data.h"
 #include "suite/datasets.h"
 #include "suite/errors.h"
 #include "workloads/catalog.h"
@@ -24,6 +25,10 @@ namespace dlscale {
 const char* scaling_name(Scaling s) { return s == Scaling::kStrong ? "strong" : "weak"; }
 
 const char* device_name(DeviceType d) { return d == DeviceType::kCuda ? "cuda" : "cpu"; }
+
+const char* run_mode_name(RunMode m) { return m == RunMode::kAccuracy ? "accuracy" : "timing"; }
+
+double default_learning_rate(OptimizerKind k) { return k == OptimizerKind::kAdam ? 0.001 : 0.01; }
 
 namespace {
 
@@ -117,6 +122,41 @@ double parse_bucket_mb(const std::string& text) {
   return v;
 }
 
+RunMode parse_mode(const std::string& text) {
+  if (text == "timing") return RunMode::kTiming;
+  if (text == "accuracy") return RunMode::kAccuracy;
+  bad(fmt::format("unknown mode '{}' (expected timing or accuracy)", text));
+}
+
+OptimizerKind parse_optimizer_item(const std::string& text) {
+  try {
+    return parse_optimizer(text);
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  }
+}
+
+double parse_learning_rate(const std::string& text) {
+  const double v = parse_number(text, "--lr");
+  if (v <= 0) bad(fmt::format("--lr must be positive, got {}", text));
+  return v;
+}
+
+double parse_validation(const std::string& text) {
+  const double v = parse_number(text, "--validation");
+  // Both halves must keep samples: 0 leaves nothing to validate on, 1 nothing to train on.
+  if (v <= 0 || v >= 1) bad(fmt::format("--validation must be a fraction between 0 and 1 (exclusive), got {}", text));
+  return v;
+}
+
+/// "nan" (the printed form of "no target", as the results file records it) or an accuracy in (0, 1].
+double parse_target_accuracy(const std::string& text) {
+  if (text == "nan" || text == "none") return std::numeric_limits<double>::quiet_NaN();
+  const double v = parse_number(text, "--target-accuracy");
+  if (v <= 0 || v > 1) bad(fmt::format("--target-accuracy must be in (0, 1], got {}", text));
+  return v;
+}
+
 bool parse_bool(const std::string& text, const char* what) {
   if (text == "true") return true;
   if (text == "false") return false;
@@ -126,6 +166,9 @@ bool parse_bool(const std::string& text, const char* what) {
 using InCommand = std::function<bool(const CaseSpec&)>;
 
 bool always(const CaseSpec&) { return true; }
+/// Fields of one mode only: the other mode's case key leaves them out (they change nothing there).
+bool timing_only(const CaseSpec& c) { return c.mode == RunMode::kTiming; }
+bool accuracy_only(const CaseSpec& c) { return c.mode == RunMode::kAccuracy; }
 
 /// What every axis has, list or not: its names, its place in the case key, its printer.
 template <typename T>
@@ -250,12 +293,13 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "warmup", 0, INT_MAX)); }, number<int>));
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "warmup", 0, INT_MAX)); }, number<int>,
+        timing_only));
     t.push_back(scalar_axis<int>(
         "iterations", "--iterations", "timed iterations", TomlKind::kInteger, 11, &MatrixSpec::iterations,
         &CaseSpec::iterations,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "iterations", 1, INT_MAX)); },
-        number<int>));
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "iterations", 1, INT_MAX)); }, number<int>,
+        timing_only));
     t.push_back(scalar_axis<double>(
         "case_timeout", "--case-timeout",
         "seconds a case may train before it is recorded `timeout` (0: no limit; docs/running.md)", TomlKind::kNumber,
@@ -288,6 +332,42 @@ const std::vector<Axis>& axes() {
         [](const bool& b) { return std::string(b ? "true" : "false"); },
         [](const CaseSpec& c) { return c.allow_emulation; }));
     t.back().flag_only = true;
+    t.push_back(scalar_axis<RunMode>(
+        "mode", "--mode",
+        "timing (seconds per training step) or accuracy (epochs of real data: accuracy, training, testing and "
+        "time-to-accuracy; docs/running.md)",
+        TomlKind::kString, 17, &MatrixSpec::mode, &CaseSpec::mode, parse_mode,
+        [](const RunMode& m) { return std::string(run_mode_name(m)); }, accuracy_only));
+    t.push_back(list_axis<OptimizerKind>(
+        "optimizer", "--optimizer", "sgd (default) or adam, comma-separated; timing mode times its update too",
+        TomlKind::kString, 18, &MatrixSpec::optimizers, &CaseSpec::optimizer, parse_optimizer_item,
+        [](const OptimizerKind& k) { return std::string(optimizer_name(k)); },
+        [](const CaseSpec& c) { return c.optimizer != OptimizerKind::kSgd; }));
+    t.push_back(list_axis<double>(
+        "lr", "--lr", "learning rates, comma-separated (default: 0.01 for sgd, 0.001 for adam)", TomlKind::kNumber, 19,
+        &MatrixSpec::learning_rates, &CaseSpec::learning_rate, parse_learning_rate, number<double>,
+        [](const CaseSpec& c) { return c.learning_rate != default_learning_rate(c.optimizer); }));
+    t.push_back(scalar_axis<int>(
+        "epochs", "--epochs", "accuracy mode: the epoch limit (default 5)", TomlKind::kInteger, 20, &MatrixSpec::epochs,
+        &CaseSpec::epochs,
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "epochs", 1, 1000000)); }, number<int>,
+        accuracy_only));
+    t.push_back(scalar_axis<double>(
+        "validation", "--validation",
+        "accuracy mode: the fraction of the training set held out for validation, in (0, 1) (default 0.2)",
+        TomlKind::kNumber, 21, &MatrixSpec::validation, &CaseSpec::validation, parse_validation, number<double>,
+        accuracy_only));
+    t.push_back(scalar_axis<double>(
+        "target_accuracy", "--target-accuracy",
+        "accuracy mode: stop at the first epoch whose validation accuracy reaches this, in (0, 1] (default: none, "
+        "train every epoch)",
+        TomlKind::kNumber, 22, &MatrixSpec::target_accuracy, &CaseSpec::target_accuracy, parse_target_accuracy,
+        number<double>, [](const CaseSpec& c) { return accuracy_only(c) && std::isfinite(c.target_accuracy); }));
+    t.push_back(scalar_axis<int>(
+        "repeats", "--repeats", "accuracy mode: independent repeats with seeds seed, seed+1, … (default 1)",
+        TomlKind::kInteger, 23, &MatrixSpec::repeats, &CaseSpec::repeats,
+        [](const std::string& s) { return static_cast<int>(parse_integer(s, "repeats", 1, 100)); }, number<int>,
+        [](const CaseSpec& c) { return accuracy_only(c) && c.repeats != 1; }));
     return t;
   }();
   return table;
@@ -450,7 +530,8 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
       CaseSpec c;
       for (size_t k = 0; k < all.size(); ++k) all[k].pick(m, at[k], c);
       if (m.ranks.empty()) c.ranks = world_size;  // every rank of the job
-      c.device_from_driver = m.devices.empty();   // assign_defaults() knows the drivers
+      if (m.learning_rates.empty()) c.learning_rate = default_learning_rate(c.optimizer);
+      c.device_from_driver = m.devices.empty();  // assign_defaults() knows the drivers
       c.denormals_from_device = m.denormals.empty();
       cases.push_back(c);
       more = false;
@@ -538,11 +619,33 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     if (c.seed > static_cast<uint64_t>(INT64_MAX))
       throw UsageError(fmt::format("seed must be below 2^63, got {}", c.seed));
     if (c.warmup < 0) throw UsageError(fmt::format("warmup must be zero or more, got {}", c.warmup));
+    if (c.mode == RunMode::kAccuracy && c.data == "synthetic") {
+      throw UsageError(
+          fmt::format("--mode accuracy needs labelled data with a test set (--data {}); synthetic data has "
+                      "nothing to learn",
+                      kDatasetSpecHelp));
+    }
     if (c.data != "synthetic") {
       try {
+        // Whether the kind has a test set at all is known from the spec alone: said before any file is read.
+        const std::string test_spec = c.mode == RunMode::kAccuracy ? test_dataset_spec(c.data) : std::string();
         std::unique_ptr<Dataset>& data = datasets[c.data];
         if (!data) data = open_dataset(c.data);
         check_fits(*data, make_workload(c.workload));
+        if (c.mode == RunMode::kAccuracy) {
+          std::unique_ptr<Dataset>& test = datasets[test_spec];
+          if (!test) test = open_dataset(test_spec);
+          check_fits(*test, make_workload(c.workload));
+          // Both parts of the split must hold samples, and an epoch at least one global batch.
+          const int64_t held = validation_count(data->size(), c.validation);
+          const int64_t trained = data->size() - held;
+          if (held < 1 || trained < c.global_batch()) {
+            throw std::invalid_argument(fmt::format(
+                "--validation {} of {} samples leaves {} to validate and {} to train on; an epoch needs at least "
+                "one global batch ({}) and validation at least one sample",
+                c.validation, data->size(), held, trained, c.global_batch()));
+          }
+        }
       } catch (const std::invalid_argument& e) {
         throw UsageError(fmt::format("--data {}: {}", c.data, e.what()));
       }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,16 @@
 namespace dlscale {
 
 enum class Scaling { kWeak, kStrong };
+
+/// What a case measures: seconds per training step (timing), or how accurate the network gets
+/// in how much time, over epochs of real data (accuracy; docs/running.md, "Accuracy runs").
+enum class RunMode { kTiming, kAccuracy };
+
+/// "timing", "accuracy".
+const char* run_mode_name(RunMode m);
+/// The learning rate a case gets when none is given: 0.01 for SGD, 0.001 for Adam (the
+/// defaults of Keras and of torch.optim.Adam).
+double default_learning_rate(OptimizerKind k);
 
 /// "weak", "strong".
 const char* scaling_name(Scaling s);
@@ -35,12 +46,19 @@ struct MatrixSpec {
   std::vector<std::string> data{"synthetic"};  ///< "synthetic" or a dataset spec (suite/datasets.h)
   std::vector<int> ranks;                      ///< ranks per case; empty: every rank of the job
   std::vector<double> bucket_mb{0};            ///< gradient bucket size; 0: one all-reduce after backward
+  std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
+  std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
   int warmup = 2;
   double case_timeout = 0;  ///< seconds a case may train; 0: no limit
   int iterations = 10;
   uint64_t seed = 42;
   bool phases = false;
   bool allow_emulation = false;
+  RunMode mode = RunMode::kTiming;
+  int epochs = 5;           ///< accuracy mode: the epoch limit
+  double validation = 0.2;  ///< accuracy mode: the fraction of the training set held out
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
+  int repeats = 1;  ///< accuracy mode: independent repeats, seeds seed, seed + 1, …
 };
 
 /// One benchmark case: everything needed to run it and to rerun it.
@@ -64,6 +82,21 @@ struct CaseSpec {
   bool allow_emulation = false;
   int ranks = 1;         ///< ranks this case runs on: world ranks 0..ranks-1
   double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double learning_rate = 0.01;
+  RunMode mode = RunMode::kTiming;
+  int epochs = 5;
+  double validation = 0.2;
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
+  int repeats = 1;
+
+  /// The optimiser training_step() applies.
+  Optimizer make_optimizer() const {
+    Optimizer o;
+    o.kind = optimizer;
+    o.learning_rate = learning_rate;
+    return o;
+  }
 
   int64_t batch_per_rank() const { return scaling == Scaling::kStrong ? batch / ranks : batch; }
   int64_t global_batch() const { return scaling == Scaling::kStrong ? batch : batch * ranks; }

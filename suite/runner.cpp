@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "suite/accuracy_run.h"
 #include "suite/allreduce_bench.h"
 #include "suite/datasets.h"
 #include "suite/device_binding.h"
@@ -35,39 +36,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-/// Agrees on the worst status over all ranks and on the message of the first rank that had it.
-Outcome agree(MPI_Comm comm, const Outcome& mine) {
-  const auto worst = static_cast<Status>(allreduce_max(comm, static_cast<int>(mine.status)));
-  if (worst == Status::kOk) return {};
-  const std::vector<std::string> all = gather_strings(comm, mine.status == worst ? mine.message : std::string());
-  std::string agreed;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (!all[r].empty()) {
-      agreed = all.size() > 1 ? fmt::format("rank {}: {}", r, all[r]) : all[r];
-      break;
-    }
-  }
-  return {worst, agreed};
-}
-
-/// A failure inside a case as its outcome; an MPI failure is rethrown (nothing collective can
-/// follow it).
-Outcome outcome_of(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const MpiError&) {
-    throw;
-  } catch (const OutOfMemory& e) {
-    return {Status::kOom, e.what()};
-  } catch (const std::bad_alloc&) {
-    return {Status::kOom, "host allocation failed (std::bad_alloc)"};
-  } catch (const std::exception& e) {
-    return {Status::kError, e.what()};
-  } catch (...) {
-    return {Status::kError, "an exception that is not a std::exception"};
-  }
 }
 
 void add(Attrs& a, const char* name, AttrValue v) { a.emplace_back(name, std::move(v)); }
@@ -97,7 +65,63 @@ std::string describe_isa(const Driver* driver, const CaseSpec& spec) {
   return fmt::format("{} ({} emulated)", isa.isa, precision_name(spec.precision));
 }
 
+/// " | optimizer … | test accuracy M [L, H] | train … | test … | target …": an accuracy case's
+/// part of its summary line (means and 95% CIs over its repeats).
+std::string accuracy_summary_text(const CaseRecord& r) {
+  const auto num = [&](const std::string& n) { return std::get<double>(attr(r.accuracy_summary, n)); };
+  const auto interval = [&](const std::string& stem, const std::string& unit, double scale, const char* format) {
+    return fmt::format(fmt::runtime(format), num(stem + "_mean" + unit) * scale, num(stem + "_ci95_low" + unit) * scale,
+                       num(stem + "_ci95_high" + unit) * scale);
+  };
+  const int64_t repeats = std::get<int64_t>(attr(r.attrs, "repeats"));
+  const int64_t reached = std::get<int64_t>(attr(r.accuracy_summary, "targets_reached"));
+  std::string line = fmt::format(
+      " | {} lr {} | test accuracy {} | training {} | testing {}", std::get<std::string>(attr(r.attrs, "optimizer")),
+      std::get<double>(attr(r.attrs, "learning_rate")), interval("test_accuracy", "", 1, "{:.4f} [{:.4f}, {:.4f}]"),
+      interval("train_time", "_s", 1, "{:.2f} s [{:.2f}, {:.2f}]"),
+      interval("test_time", "_s", 1, "{:.3f} s [{:.3f}, {:.3f}]"));
+  const double target = std::get<double>(attr(r.attrs, "target_accuracy"));
+  if (std::isfinite(target)) {
+    line += reached > 0
+                ? fmt::format(" | time to {} {} ({}/{} reached)", target,
+                              interval("time_to_target", "_s", 1, "{:.2f} s [{:.2f}, {:.2f}]"), reached, repeats)
+                : fmt::format(" | time to {}: not reached in {} epochs", target,
+                              std::get<int64_t>(attr(r.attrs, "epochs")));
+  }
+  return line + fmt::format(" | {} repeat(s) | ok", repeats);
+}
+
 }  // namespace
+
+Outcome agree(MPI_Comm comm, const Outcome& mine) {
+  const auto worst = static_cast<Status>(allreduce_max(comm, static_cast<int>(mine.status)));
+  if (worst == Status::kOk) return {};
+  const std::vector<std::string> all = gather_strings(comm, mine.status == worst ? mine.message : std::string());
+  std::string agreed;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].empty()) {
+      agreed = all.size() > 1 ? fmt::format("rank {}: {}", r, all[r]) : all[r];
+      break;
+    }
+  }
+  return {worst, agreed};
+}
+
+Outcome outcome_of(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const MpiError&) {
+    throw;
+  } catch (const OutOfMemory& e) {
+    return {Status::kOom, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {Status::kOom, "host allocation failed (std::bad_alloc)"};
+  } catch (const std::exception& e) {
+    return {Status::kError, e.what()};
+  } catch (...) {
+    return {Status::kError, "an exception that is not a std::exception"};
+  }
+}
 
 std::unique_ptr<StepTimer> make_host_step_timer(Model& model) { return std::make_unique<HostStepTimer>(model); }
 
@@ -181,6 +205,7 @@ struct Runner::Setup {
   std::unique_ptr<Model> model;
   std::unique_ptr<StepTimer> timer;  ///< the model's own (CUDA events), else the host clock's
   std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<const Dataset> test;         ///< accuracy cases: the test set that goes with `dataset`
   std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
   bool overlap = false;
 };
@@ -264,6 +289,12 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
       std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
       if (!cached) cached = open_dataset(spec.data);
       s.dataset = cached;
+      if (spec.mode == RunMode::kAccuracy) {
+        const std::string test_spec = test_dataset_spec(spec.data);
+        std::shared_ptr<const Dataset>& test = datasets_[test_spec];
+        if (!test) test = open_dataset(test_spec);
+        s.test = test;
+      }
       // The first batch now, so that building the network (and running out of memory doing
       // so) happens here rather than inside the timed loop.
       s.model->set_batch(s.dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
@@ -298,7 +329,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
 Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
   Samples out;
   Model& model = *s.model;
-  const Optimizer opt;
+  const Optimizer opt = spec.make_optimizer();
   // With a real dataset every iteration trains on the next global batch, each rank on its own
   // slice of it; the copy in happens before the step's barrier, outside the timed region.
   int64_t next_sample = int64_t{mpi_.rank()} * spec.batch_per_rank();
@@ -503,8 +534,10 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "batch_per_rank", spec.batch_per_rank());
   add(a, "global_batch", spec.global_batch());
   add(a, "threads", int64_t{threads});
-  add(a, "warmup", int64_t{spec.warmup});
-  add(a, "iterations", int64_t{spec.iterations});
+  // An accuracy case times epochs, not steps: no warm-up and no timed iterations.
+  const bool accuracy = spec.mode == RunMode::kAccuracy;
+  add(a, "warmup", int64_t{accuracy ? 0 : spec.warmup});
+  add(a, "iterations", int64_t{accuracy ? 0 : spec.iterations});
   add(a, "seed", static_cast<int64_t>(spec.seed));
   add(a, "params", params);
   add(a, "train_flops_per_step", train_flops);
@@ -514,6 +547,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "bucket_mb", spec.bucket_mb);
   add(a, "case_key", spec.command());
   add(a, "started_utc", utc_now());
+  add(a, "mode", std::string(run_mode_name(spec.mode)));
+  add(a, "optimizer", std::string(optimizer_name(spec.optimizer)));
+  add(a, "learning_rate", spec.learning_rate);
 
   // Prepare and measure. A case that outlives its --case-timeout ends at the next step boundary
   // (recorded `timeout`); one that reaches no step boundary long after it (a hung collective, a
@@ -531,6 +567,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     });
   }
   Setup setup = prepare(spec, comm);
+  if (accuracy) return finish_accuracy(spec, comm, setup, std::move(outcome), wall_start);
   Samples samples;
   if (setup.outcome.ok()) samples = measure(spec, comm, setup);
   if (samples.interrupted) {  // every rank of the case knows (the step's all-reduce)
@@ -661,6 +698,65 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   return outcome;
 }
 
+CaseOutcome Runner::finish_accuracy(const CaseSpec& spec, MPI_Comm comm, Setup& setup, CaseOutcome outcome,
+                                    Clock::time_point wall_start) {
+  AccuracyResult result;
+  if (setup.outcome.ok()) {
+    if (!reset_peak_rss()) {
+      progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
+    }
+    try {
+      result = run_accuracy(spec, setup.workload, comm,
+                            {*setup.model, setup.timer.get(), setup.reducer.get(), setup.buckets.get()}, *setup.dataset,
+                            *setup.test, progress_);
+    } catch (const MpiError&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Outside any step (the loop's own failures are agreed in it): the ranks may be apart.
+      fmt::print(stderr, "dlscale: rank {}: case {} failed while training and MPI cannot recover: {}\n", mpi_.rank(),
+                 spec.command(), e.what());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  } else {
+    result.outcome = setup.outcome;
+  }
+  if (result.interrupted) {  // every rank of the case knows (settled together)
+    outcome.interrupted = true;
+    return outcome;
+  }
+  const int64_t mem_local[2] = {peak_rss_bytes(), setup.model ? setup.model->memory().device_peak_bytes : 0};
+  const bool root = mpi_.rank() == 0;
+  std::vector<int64_t> mem_all(root ? static_cast<size_t>(spec.ranks) * 2 : 0);
+  DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
+  if (!root) return outcome;
+  CaseRecord& rec = outcome.record;
+  Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
+  for (int r = 0; r < spec.ranks; ++r) {
+    host.ints.push_back(mem_all[static_cast<size_t>(r) * 2]);
+    dev.ints.push_back(mem_all[static_cast<size_t>(r) * 2 + 1]);
+  }
+  rec.memory.columns = {host, dev};
+  Attrs& a = rec.attrs;
+  add(a, "epochs", int64_t{spec.epochs});
+  add(a, "validation_fraction", spec.validation);
+  add(a, "target_accuracy", spec.target_accuracy);
+  add(a, "repeats", int64_t{spec.repeats});
+  add(a, "train_samples", result.train_samples);
+  add(a, "validation_samples", result.validation_samples);
+  add(a, "test_samples", result.test_samples);
+  add(a, "test_data", test_dataset_spec(spec.data));
+  add(a, "overlap", int64_t{setup.overlap ? 1 : 0});
+  add(a, "progress_thread", int64_t{setup.buckets && setup.buckets->progress_thread() ? 1 : 0});
+  add(a, "status", std::string(status_name(result.outcome.status)));
+  add(a, "message", result.outcome.message);
+  if (result.outcome.ok()) {
+    rec.repeats = std::move(result.repeats);
+    rec.accuracy_summary = std::move(result.summary);
+  }
+  add(a, "wall_s", seconds_between(wall_start, Clock::now()));
+  return outcome;
+}
+
 std::string summary_line(const CaseRecord& r) {
   const auto str = [&](const char* n) { return std::get<std::string>(attr(r.attrs, n)); };
   const auto num = [&](const char* n) { return std::get<int64_t>(attr(r.attrs, n)); };
@@ -670,6 +766,7 @@ std::string summary_line(const CaseRecord& r) {
                   str("precision"), isa.empty() ? "" : "@" + isa, str("denormals"), str("scaling"), num("ranks"),
                   num("batch_per_rank"), num("global_batch"), num("threads"));
   if (str("status") != "ok") return line + fmt::format(" | {}: {}", str("status"), str("message"));
+  if (r.accuracy()) return line + accuracy_summary_text(r);
   const auto sum = [&](const char* n) { return std::get<double>(attr(r.summary, n)); };
   line +=
       fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s", sum("step_median_s") * 1e3,

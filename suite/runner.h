@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +43,14 @@ struct StepTimes {
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
                         BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
                         GradientReducer* reducer = nullptr);
+
+/// Agrees on the worst status over the ranks of `comm` and on the message of the first rank that
+/// had it; collective.
+Outcome agree(MPI_Comm comm, const Outcome& mine);
+
+/// A failure inside a case as its outcome; an MPI failure is rethrown (nothing collective can
+/// follow it).
+Outcome outcome_of(const std::exception_ptr& failure);
 
 /// The host clock after model.synchronize(): how CPU models are timed.
 std::unique_ptr<StepTimer> make_host_step_timer(Model& model);
@@ -83,6 +93,10 @@ class Runner {
   Setup prepare(const CaseSpec& spec, MPI_Comm comm);
   /// Warm-up and timed iterations (only when prepared ok).
   Samples measure(const CaseSpec& spec, MPI_Comm comm, Setup& setup);
+  /// An accuracy case after prepare(): its repeats (suite/accuracy_run.h) when prepared ok, then
+  /// its record, which replaces the step samples by repeats and their summary.
+  CaseOutcome finish_accuracy(const CaseSpec& spec, MPI_Comm comm, Setup& setup, CaseOutcome outcome,
+                              std::chrono::steady_clock::time_point wall_start);
 
   const MpiContext& mpi_;
   const Registry& drivers_;

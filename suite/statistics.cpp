@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -93,6 +94,59 @@ StepStats step_stats(const std::vector<double>& times, int ranks, int iterations
   const double typical = median(rank_medians);
   s.straggler_ratio = typical > 0 ? *std::max_element(rank_medians.begin(), rank_medians.end()) / typical : 1.0;
   return s;
+}
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// Student's t density with `df` degrees of freedom.
+double t_density(double x, double df) {
+  const double log_c = std::lgamma((df + 1) / 2) - std::lgamma(df / 2) - 0.5 * std::log(df * kPi);
+  return std::exp(log_c - (df + 1) / 2 * std::log1p(x * x / df));
+}
+
+/// P(0 <= T <= x) for x >= 0, by composite Simpson over [0, x]: the density is smooth, and 4096
+/// panels keep the error far below what a confidence bound needs.
+double t_mass_from_zero(double x, double df) {
+  constexpr int kPanels = 4096;
+  const double h = x / kPanels;
+  double sum = t_density(0, df) + t_density(x, df);
+  for (int i = 1; i < kPanels; ++i) sum += (i % 2 == 1 ? 4 : 2) * t_density(i * h, df);
+  return sum * h / 3;
+}
+
+}  // namespace
+
+double student_t_quantile(double p, int df) {
+  if (!(p > 0 && p < 1) || df < 1) return std::numeric_limits<double>::quiet_NaN();
+  if (p == 0.5) return 0;
+  if (p < 0.5) return -student_t_quantile(1 - p, df);
+  // Bisection on the mass between 0 and x, which rises monotonically towards 1/2.
+  const double want = p - 0.5;
+  double lo = 0, hi = 1;
+  while (t_mass_from_zero(hi, df) < want) hi *= 2;
+  for (int i = 0; i < 100 && hi - lo > 1e-12 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (t_mass_from_zero(mid, df) < want ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+MeanInterval mean_ci95(const std::vector<double>& x) {
+  const auto n = static_cast<double>(x.size());
+  if (x.empty()) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    return {nan, nan, nan};
+  }
+  double mean = 0;
+  for (double v : x) mean += v;
+  mean /= n;
+  if (x.size() == 1) return {mean, mean, mean};
+  double ss = 0;
+  for (double v : x) ss += (v - mean) * (v - mean);
+  const double half = student_t_quantile(0.975, static_cast<int>(x.size()) - 1) * std::sqrt(ss / (n - 1) / n);
+  return {mean, mean - half, mean + half};
 }
 
 }  // namespace dlscale

@@ -37,4 +37,15 @@ std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, 
 /// step time of an iteration is the maximum over ranks (the slowest rank sets the pace).
 StepStats step_stats(const std::vector<double>& times, int ranks, int iterations);
 
+/// The p-quantile of Student's t distribution with `df` >= 1 degrees of freedom (p in (0, 1)).
+double student_t_quantile(double p, int df);
+
+/// A mean over repeats and its 95% confidence interval, mean -+ t_{0.975, n-1} s / sqrt(n) (s the
+/// sample standard deviation). With one value no interval can be given: both bounds equal the
+/// mean. With none, all three are NaN.
+struct MeanInterval {
+  double mean = 0, low = 0, high = 0;
+};
+MeanInterval mean_ci95(const std::vector<double>& x);
+
 }  // namespace dlscale

@@ -109,6 +109,12 @@ c("run", "-w", W, "--peak", "missing.h5"); c("run", "-w", W, "--peak", "")
 c("run", "-w", W, "--peak", "keep.h5", files={"keep.h5": b"not a results file"})
 c("run", "-w", W, "--peak-seconds", "0"); c("run", "-w", W, "--peak-seconds", "-1")
 c("run", "-w", W, "--peak", "skip", "--peak-seconds", "1", names=["--peak-seconds"])
+# accuracy mode (tests/e2e/test_accuracy.py runs these under mpiexec too)
+c("run", "-w", W, "--mode", "accuracy"); c("run", "-w", W, "--mode", "accuracy", "--data", "tokens:x.h5")
+c("run", "-w", W, "--mode", "accuracy", "--validation", "1"); c("run", "-w", W, "--mode", "accuracy", "--validation", "0")
+c("run", "-w", W, "--lr", "-0.01"); c("run", "-w", W, "--lr", "0"); c("run", "-w", W, "--target-accuracy", "1.5")
+c("run", "-w", W, "--target-accuracy", "0"); c("run", "-w", W, "--epochs", "0"); c("run", "-w", W, "--repeats", "0")
+c("run", "-w", W, "--mode", "train"); c("run", "-w", W, "--optimizer", "rmsprop"); c("run", "-w", W, "--mode", "timing,accuracy")
 
 
 

@@ -72,7 +72,7 @@ class AcceptanceRun(Workdir):
                         "--iterations", "5", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(out, "r") as f:
-            self.assertEqual(f.attrs["schema"], "dlscale/2")
+            self.assertEqual(f.attrs["schema"], "dlscale/3")
             self.assertEqual(f.attrs["world_size"], 2)
             case = f["cases/0000"]
             t = case["iter_time_s"][()]

@@ -268,6 +268,35 @@ TEST(Cifar10Dataset, RejectsBadFilesNamingThem) {
   expect_invalid([&] { open_dataset(spec + ":test"); }, {"cannot open", dir.file("test_batch.bin")});
 }
 
+TEST(MnistDataset, GatheredSamplesComeInTheOrderAsked) {
+  TempDir dir;
+  const int64_t n = 13;
+  write_mnist_idx(dir.path(), mnist_images(n), labels_mod10(n), "train");
+  const auto data = open_dataset("mnist:" + dir.path());
+  const std::vector<int64_t> picks = {12, 0, 7, 7};
+  const Batch b = gather_samples(*data, picks.data(), picks.size());
+  EXPECT_EQ(b.size, 4);
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{2, 0, 7, 7}));
+  ASSERT_EQ(b.features.size(), 4 * static_cast<size_t>(kMnistPixels));
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const Batch one = data->batch(picks[i], 1);
+    EXPECT_TRUE(std::equal(one.features.begin(), one.features.end(), b.features.begin() + i * kMnistPixels)) << i;
+  }
+  EXPECT_THROW(gather_samples(*data, picks.data(), 0), std::invalid_argument);
+}
+
+TEST(OpenDataset, TheTestSetIsDerivedFromTheTrainingSet) {
+  EXPECT_EQ(test_dataset_spec("mnist:data/mnist"), "mnist:data/mnist:test");
+  EXPECT_EQ(test_dataset_spec("cifar10:/d/x:train"), "cifar10:/d/x:test");
+  expect_invalid([] { test_dataset_spec("mnist:data/mnist:test"); }, {"is a test set", "mnist:data/mnist"});
+  expect_invalid([] { test_dataset_spec("tokens:f.h5"); }, {"'tokens:f.h5' has no labelled test set"});
+  // IMDB's options may stand before the split word, so the derived spec appends it.
+  EXPECT_EQ(test_dataset_spec("imdb:/d/aclImdb"), "imdb:/d/aclImdb:test");
+  EXPECT_EQ(test_dataset_spec("imdb:/d/aclImdb:vocab=100,seq=20"), "imdb:/d/aclImdb:vocab=100,seq=20:test");
+  expect_invalid([] { test_dataset_spec("imdb:/d/aclImdb:test"); }, {"is a test set"});
+  expect_invalid([] { test_dataset_spec("imdb:/d/aclImdb:test:seq=20"); }, {"is a test set"});
+}
+
 TEST(OpenDataset, RejectsUnknownKindsMalformedSpecsAndMissingDirectories) {
   expect_invalid([] { open_dataset("imagenet:/data"); }, {"unknown dataset kind 'imagenet'", "mnist:DIR"});
   expect_invalid([] { open_dataset("mnist"); }, {"'mnist'", "KIND:PATH"});

@@ -65,7 +65,7 @@ TEST_F(ResultsFileTest, RoundTrip) {
   }
   const ResultsFile f = ResultsFile::open(path_, false);
   const Attrs root = f.read_root();
-  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/2");
+  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/3");
   EXPECT_EQ(std::get<int64_t>(attr(root, "world_size")), 2);
   const Table ranks = f.read_ranks();
   ASSERT_EQ(ranks.rows(), 2u);
@@ -197,6 +197,73 @@ TEST_F(ResultsFileTest, OlderSchemaIsReadButNotWritten) {
   } catch (const h5::H5Error& e) {
     EXPECT_NE(std::string(e.what()).find("schema 'dlscale/1' is not supported for writing"), std::string::npos)
         << e.what();
+  }
+}
+
+TEST_F(ResultsFileTest, OlderSchemaCasesReadAsTiming) {
+  write_new(path_, "dlscale/2", 1);
+  const CaseRecord r = ResultsFile::open(path_, false).read_case("0000");
+  EXPECT_FALSE(r.accuracy());  // no mode attribute: a timing case
+  EXPECT_EQ(r.iterations, 3);
+}
+
+CaseRecord accuracy_case(int repeats) {
+  CaseRecord r;
+  r.attrs = {{"workload", std::string("mnist_fnn")}, {"ranks", int64_t{2}},         {"mode", std::string("accuracy")},
+             {"repeats", int64_t{repeats}},          {"status", std::string("ok")}, {"case_key", std::string("k")}};
+  r.ranks = 2;
+  for (int i = 0; i < repeats; ++i) {
+    GroupRecord rep;
+    rep.attrs = {{"seed", int64_t{42 + i}}, {"test_accuracy", 0.9 + 0.01 * i}, {"time_to_target_s", std::nan("")}};
+    rep.tables.emplace_back("epochs", Table{{Column::of_ints("epoch", {1, 2}),
+                                             Column::of_doubles("val_accuracy", {0.8, 0.85 + 0.01 * i})}});
+    r.repeats.push_back(rep);
+  }
+  r.accuracy_summary = {{"test_accuracy_mean", 0.905}, {"targets_reached", int64_t{0}}};
+  r.memory.columns = {Column::of_ints("host_peak_rss_bytes", {100, 200}), Column::of_ints("device_peak_bytes", {0, 0})};
+  return r;
+}
+
+TEST_F(ResultsFileTest, AccuracyCasesKeepTheirRepeatsAndNoStepSamples) {
+  {
+    ResultsFile f = ResultsFile::create(path_, false);
+    ResultsFile::Update u = f.update();
+    u.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}});
+    u.write_system(Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
+    u.write_case(accuracy_case(2));
+    u.commit();
+  }
+  const ResultsFile f = ResultsFile::open(path_, false);
+  EXPECT_NO_THROW(f.check_complete());
+  const CaseRecord r = f.read_case("0000");
+  EXPECT_TRUE(r.accuracy());
+  EXPECT_EQ(r.ranks, 2);
+  EXPECT_TRUE(r.iter_time_s.empty());
+  EXPECT_TRUE(r.summary.empty());
+  ASSERT_EQ(r.repeats.size(), 2u);
+  EXPECT_EQ(std::get<int64_t>(attr(r.repeats[1].attrs, "seed")), 43);
+  EXPECT_TRUE(std::isnan(std::get<double>(attr(r.repeats[0].attrs, "time_to_target_s"))));
+  EXPECT_EQ(r.repeats[1].tables.front().second.column("val_accuracy").doubles, (std::vector<double>{0.8, 0.86}));
+  EXPECT_DOUBLE_EQ(std::get<double>(attr(r.accuracy_summary, "test_accuracy_mean")), 0.905);
+  EXPECT_EQ(f.group_names("cases/0000/repeats"), (std::vector<std::string>{"00", "01"}));
+}
+
+TEST_F(ResultsFileTest, CheckCompleteWantsEveryRepeatOfAnAccuracyCase) {
+  {
+    ResultsFile f = ResultsFile::create(path_, false);
+    ResultsFile::Update u = f.update();
+    u.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}});
+    u.write_system(Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
+    CaseRecord r = accuracy_case(2);
+    r.repeats.pop_back();  // says 2 repeats, holds 1
+    u.write_case(r);
+    u.commit();
+  }
+  try {
+    ResultsFile::open(path_, false).check_complete();
+    FAIL() << "a case missing a repeat passed";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("case 0000 is not whole"), std::string::npos) << e.what();
   }
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "suite/builtin_suites.h"
 #include "suite/errors.h"
@@ -301,6 +302,23 @@ TEST(RunMatrix, EveryAxisParsesWhatItPrints) {
   c.bucket_mb = 2.5;
   c.seed = 9007199254740993ULL;  // above 2^53: stays exact as text
   c.phases = true;
+  c.mode = RunMode::kAccuracy;
+  c.optimizer = OptimizerKind::kAdam;
+  c.learning_rate = 3e-4;
+  c.epochs = 20;
+  c.validation = 0.25;
+  c.repeats = 10;
+  for (const bool target : {false, true}) {  // none (NaN) and a number
+    c.target_accuracy = target ? 0.95 : std::nan("");
+    for (const Axis& a : axes()) {
+      MatrixSpec m;
+      a.set(m, {a.print(c)});
+      CaseSpec back;
+      a.pick(m, 0, back);
+      EXPECT_EQ(a.print(back), a.print(c)) << a.name;
+    }
+  }
+  c.mode = RunMode::kTiming;
   for (const Axis& a : axes()) {
     MatrixSpec m;
     a.set(m, {a.print(c)});
@@ -310,7 +328,62 @@ TEST(RunMatrix, EveryAxisParsesWhatItPrints) {
   }
 }
 
+TEST(RunMatrix, AccuracyAxesAndTheirDefaults) {
+  const auto cases = expand(parse_matrix_toml("workload = \"mnist_fnn\"\nmode = \"accuracy\"\n"
+                                              "optimizer = [\"sgd\", \"adam\"]\ntarget_accuracy = 0.9\n",
+                                              "a.toml"),
+                            2);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].mode, RunMode::kAccuracy);
+  // Each optimiser's own default rate when none is given.
+  EXPECT_EQ(cases[0].learning_rate, 0.01);
+  EXPECT_EQ(cases[1].learning_rate, 0.001);
+  EXPECT_EQ(cases[1].epochs, 5);
+  EXPECT_EQ(cases[1].validation, 0.2);
+  EXPECT_EQ(cases[1].repeats, 1);
+  EXPECT_EQ(cases[1].target_accuracy, 0.9);
+  // An accuracy case's key names its mode and schedule, not the timing loop's warm-up and iterations.
+  EXPECT_EQ(cases[1].command(),
+            "dlscale run -w mnist_fnn -d libtorch --device cpu --batch 64 --scaling weak --threads auto --ranks 2 "
+            "--seed 42 "
+            "--mode accuracy --optimizer adam --epochs 5 --validation 0.2 --target-accuracy 0.9");
+  // A timing case's key is as before unless it names a non-default optimiser or rate.
+  CaseSpec t = good_case();
+  EXPECT_EQ(t.command().find("--optimizer"), std::string::npos);
+  t.optimizer = OptimizerKind::kAdam;
+  t.learning_rate = 0.001;
+  EXPECT_NE(t.command().find("--optimizer adam"), std::string::npos);
+  EXPECT_EQ(t.command().find("--lr"), std::string::npos);
+  EXPECT_EQ(t.make_optimizer().kind, OptimizerKind::kAdam);
+}
+
+TEST(RunMatrix, AccuracyModeNeedsLabelledDataWithATestSet) {
+  const Registry drivers = compiled_drivers();
+  CaseSpec c = good_case();
+  c.mode = RunMode::kAccuracy;
+  EXPECT_NE(usage_error_of([&] { validate({c}, drivers, 4); }).find("--mode accuracy needs labelled data"),
+            std::string::npos);
+  // Refused from the spec alone, before any file is read.
+  c.data = "mnist:/no/such/dir:test";
+  EXPECT_NE(usage_error_of([&] { validate({c}, drivers, 4); }).find("is a test set: give the training set"),
+            std::string::npos);
+  c.data = "tokens:/no/such/file.h5";
+  EXPECT_NE(usage_error_of([&] { validate({c}, drivers, 4); }).find("has no labelled test set"), std::string::npos);
+}
+
 TEST(RunMatrix, BadAxisItemsAreUsageErrorsNamingThem) {
+  EXPECT_NE(parse_error("mode", "training").find("unknown mode 'training'"), std::string::npos);
+  EXPECT_NE(parse_error("optimizer", "rmsprop").find("rmsprop"), std::string::npos);
+  EXPECT_NE(parse_error("lr", "-0.1").find("--lr must be positive, got -0.1"), std::string::npos);
+  EXPECT_NE(parse_error("lr", "0").find("--lr must be positive, got 0"), std::string::npos);
+  EXPECT_NE(parse_error("validation", "1").find("--validation must be a fraction"), std::string::npos);
+  EXPECT_NE(parse_error("validation", "0").find("--validation must be a fraction"), std::string::npos);
+  EXPECT_NE(parse_error("target_accuracy", "1.5").find("--target-accuracy must be in (0, 1], got 1.5"),
+            std::string::npos);
+  EXPECT_NE(parse_error("target_accuracy", "0").find("--target-accuracy must be in (0, 1]"), std::string::npos);
+  EXPECT_EQ(parse_error("target_accuracy", "1"), "");
+  EXPECT_NE(parse_error("epochs", "0").find("epochs must be from 1"), std::string::npos);
+  EXPECT_NE(parse_error("repeats", "0").find("repeats must be from 1"), std::string::npos);
   EXPECT_NE(parse_error("batch", "big").find("batch takes integers, got 'big'"), std::string::npos);
   EXPECT_NE(parse_error("batch", "-4").find("batch must be positive, got -4"), std::string::npos);
   // 2^32 + 1 iterations would wrap to 1 in a 32-bit int: refused instead.

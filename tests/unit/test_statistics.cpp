@@ -70,4 +70,32 @@ TEST(Statistics, SingleSampleHasZeroSpread) {
 TEST(Statistics, RejectsMismatchedShape) { EXPECT_THROW(step_stats({1, 2, 3}, 2, 2), std::invalid_argument); }
 
 }  // namespace
+TEST(Statistics, StudentTQuantileMatchesTables) {
+  // scipy.stats.t.ppf(0.975, df)
+  EXPECT_NEAR(student_t_quantile(0.975, 1), 12.706204736174698, 1e-6);
+  EXPECT_NEAR(student_t_quantile(0.975, 2), 4.302652729749464, 1e-8);
+  EXPECT_NEAR(student_t_quantile(0.975, 9), 2.2621571628540993, 1e-8);
+  EXPECT_NEAR(student_t_quantile(0.975, 29), 2.045229642132703, 1e-8);
+  EXPECT_NEAR(student_t_quantile(0.025, 9), -2.2621571628540993, 1e-8);
+  EXPECT_TRUE(std::isnan(student_t_quantile(0.975, 0)));
+}
+
+TEST(Statistics, MeanIntervalIsStudentT) {
+  // Ten repeats, as Kabakus ran: mean -+ t(0.975, 9) s / sqrt(10).
+  const std::vector<double> x = {0.95, 0.96, 0.97, 0.955, 0.965, 0.96, 0.962, 0.958, 0.961, 0.959};
+  double mean = 0, ss = 0;
+  for (double v : x) mean += v / 10;
+  for (double v : x) ss += (v - mean) * (v - mean);
+  const double half = 2.2621571628540993 * std::sqrt(ss / 9) / std::sqrt(10.0);
+  const MeanInterval m = mean_ci95(x);
+  EXPECT_NEAR(m.mean, mean, 1e-15);
+  EXPECT_NEAR(m.low, mean - half, 1e-9);
+  EXPECT_NEAR(m.high, mean + half, 1e-9);
+  // One repeat gives no interval: both bounds are the value; none gives NaN.
+  const MeanInterval one = mean_ci95({0.9});
+  EXPECT_EQ(one.low, 0.9);
+  EXPECT_EQ(one.high, 0.9);
+  EXPECT_TRUE(std::isnan(mean_ci95({}).mean));
+}
+
 }  // namespace dlscale

@@ -156,6 +156,25 @@ Batch TokenDataset::batch(int64_t first, int64_t count) const {
   return b;
 }
 
+Batch gather_samples(const Dataset& data, const int64_t* indices, size_t count) {
+  if (count == 0) throw std::invalid_argument(fmt::format("{}: a batch of no samples requested", data.name()));
+  Batch out;
+  out.size = static_cast<int64_t>(count);
+  for (size_t i = 0; i < count; ++i) {
+    // batch() of one sample is the one place that knows how a sample is stored and normalised.
+    const Batch one = data.batch(indices[i], 1);
+    if (i == 0) {
+      out.features.reserve(one.features.size() * count);
+      out.tokens.reserve(one.tokens.size() * count);
+      out.labels.reserve(one.labels.size() * count);
+    }
+    out.features.insert(out.features.end(), one.features.begin(), one.features.end());
+    out.tokens.insert(out.tokens.end(), one.tokens.begin(), one.tokens.end());
+    out.labels.insert(out.labels.end(), one.labels.begin(), one.labels.end());
+  }
+  return out;
+}
+
 void check_fits(const Dataset& data, const Workload& w) {
   const auto refuse = [&](const std::string& why) {
     throw std::invalid_argument(fmt::format("dataset {} does not fit workload '{}': {}", data.name(), w.name, why));

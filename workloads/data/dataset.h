@@ -111,6 +111,11 @@ class TokenDataset final : public Dataset {
   int64_t num_classes_ = 0;
 };
 
+/// The samples `indices[0..count)` of `data`, in that order, as one batch: how an accuracy run
+/// walks a shuffled epoch and a shard of a held-out set. Throws std::invalid_argument when
+/// `count` is 0.
+Batch gather_samples(const Dataset& data, const int64_t* indices, size_t count);
+
 /// Throws std::invalid_argument, naming both, when `data` cannot feed `w`: dense images for a
 /// token model or the reverse, a sample shape other than w.input_shape (MNIST is 1x28x28,
 /// CIFAR-10 3x32x32; token sequences must be input_shape[0] long), labels per sequence for a

@@ -1,0 +1,264 @@
+"""End-to-end tests of accuracy mode (docs/running.md, "Accuracy runs"): `dlscale run --mode
+accuracy` under a real `mpiexec -n 2` on the real MNIST digits (data/mnist, from
+scripts/fetch-mnist.sh; skipped when they are missing), its dlscale/3 file read back with plain
+h5py, and every bad input of the mode refused with exit 2, one line and no file.
+
+The networks are tiny and the runs short (one or two epochs, a large validation fraction so that
+an epoch trains on few samples): these tests check what is recorded and how, not how fast or how
+well a network learns. They use the float64 reference driver, which every build has;
+DLSCALE_ACCURACY_DRIVER names another (libtorch, onednn, …) to run them on it.
+
+CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
+"""
+
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
+DLSCALE = os.environ["DLSCALE_BIN"]
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+DRIVER = os.environ.get("DLSCALE_ACCURACY_DRIVER", "reference")
+MNIST = os.path.join(SOURCE, "data", "mnist")
+HAVE_MNIST = all(os.path.isfile(os.path.join(MNIST, f)) for f in (
+    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
+TINY = "mnist_fnn:width=16"
+EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy", "val_loss",
+                 "eval_time_s")
+REPEAT_ATTRS = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accuracy", "test_loss",
+                "time_to_target_s", "target_reached", "target_epoch")
+SUMMARY_ATTRS = tuple(f"{stem}_{part}{unit}" for stem, unit in (("test_accuracy", ""), ("train_time", "_s"),
+                                                                ("test_time", "_s"), ("time_to_target", "_s"))
+                      for part in ("mean", "ci95_low", "ci95_high")) + ("targets_reached",)
+
+
+def dlscale(args, ranks=2, cwd=None, timeout=600):
+    cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe", "--bind-to", "none", DLSCALE] + list(args)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+class Workdir(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_accuracy_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def accuracy_run(self, out, *extra):
+        args = ["run", "--mode", "accuracy", "-w", TINY, "-d", DRIVER, "--data", f"mnist:{MNIST}", "--threads", "1",
+                "--peak", "skip", "--progress", "plain", "--out", out] + list(extra)
+        proc = dlscale(args)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return proc
+
+
+@unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST} (scripts/fetch-mnist.sh)")
+class AccuracyRun(Workdir):
+    def test_repeats_epochs_and_summary_are_recorded(self):
+        out = self.path("acc.h5")
+        # Half the training set held out: each epoch trains on about 4,000 digits.
+        proc = self.accuracy_run(out, "--optimizer", "adam", "--epochs", "2", "--batch", "16", "--validation", "0.5",
+                                 "--repeats", "2", "--target-accuracy", "0.5")
+        with h5py.File(out, "r") as f:
+            self.assertEqual(f.attrs["schema"], "dlscale/3")
+            case = f["cases/0000"]
+            a = dict(case.attrs)
+            self.assertEqual(a["status"], "ok", a["message"])
+            self.assertEqual(a["mode"], "accuracy")
+            self.assertEqual(a["optimizer"], "adam")
+            self.assertEqual(a["learning_rate"], 0.001)  # Adam's default
+            self.assertEqual((a["epochs"], a["repeats"], a["validation_fraction"]), (2, 2, 0.5))
+            self.assertEqual(a["target_accuracy"], 0.5)
+            # The real digits: 7996 training images here, half held out, and the separate test set.
+            total = a["train_samples"] + a["validation_samples"]
+            self.assertEqual(a["validation_samples"], round(0.5 * total))
+            self.assertGreater(a["test_samples"], 0)
+            self.assertEqual(a["test_data"], f"mnist:{MNIST}:test")
+            self.assertIn("--mode accuracy", a["case_key"])
+            # Step samples belong to timing cases only.
+            for timing_only in ("iter_time_s", "loss", "summary", "utilisation"):
+                self.assertNotIn(timing_only, case)
+            self.assertEqual(sorted(case["repeats"]), ["00", "01"])
+            for r, name in enumerate(("00", "01")):
+                rep = case["repeats"][name]
+                ra = dict(rep.attrs)
+                self.assertEqual(set(REPEAT_ATTRS) - set(ra), set())
+                self.assertEqual(ra["seed"], 42 + r)
+                epochs = rep["epochs"][()]
+                self.assertEqual(epochs.dtype.names, EPOCH_COLUMNS)
+                self.assertEqual(len(epochs), ra["epochs_run"])
+                self.assertGreaterEqual(ra["epochs_run"], 1)
+                self.assertLessEqual(ra["epochs_run"], 2)
+                self.assertEqual(list(epochs["epoch"]), list(range(1, ra["epochs_run"] + 1)))
+                np.testing.assert_allclose(epochs["cumulative_train_time_s"], np.cumsum(epochs["train_time_s"]))
+                self.assertAlmostEqual(ra["train_time_s"], epochs["cumulative_train_time_s"][-1])
+                self.assertTrue(np.all(epochs["train_time_s"] > 0) and np.all(epochs["eval_time_s"] > 0))
+                self.assertTrue(np.all(np.isfinite(epochs["train_loss"])) and np.all(epochs["val_loss"] > 0))
+                # Learning happened: far above the 0.1 of guessing among ten digits.
+                self.assertGreater(ra["test_accuracy"], 0.5)
+                self.assertTrue(np.all((epochs["val_accuracy"] > 0.3) & (epochs["val_accuracy"] <= 1)))
+                # 0.5 is reachable: the run stops at the first epoch that reaches it.
+                self.assertEqual(ra["target_reached"], 1)
+                e = ra["target_epoch"]
+                self.assertEqual(e, ra["epochs_run"])
+                self.assertGreaterEqual(epochs["val_accuracy"][e - 1], 0.5)
+                self.assertTrue(np.all(epochs["val_accuracy"][:e - 1] < 0.5))
+                self.assertAlmostEqual(ra["time_to_target_s"], epochs["cumulative_train_time_s"][e - 1])
+                self.assertGreater(ra["test_time_s"], 0)
+            s = dict(case["accuracy_summary"].attrs)
+            self.assertEqual(set(SUMMARY_ATTRS) - set(s), set())
+            self.assertEqual(s["targets_reached"], 2)
+            accuracies = [case["repeats"][n].attrs["test_accuracy"] for n in ("00", "01")]
+            self.assertAlmostEqual(s["test_accuracy_mean"], np.mean(accuracies))
+            # Two repeats: mean -+ t(0.975, 1) s / sqrt(2), t = 12.706.
+            half = 12.706204736 * np.std(accuracies, ddof=1) / math.sqrt(2)
+            self.assertAlmostEqual(s["test_accuracy_ci95_high"] - s["test_accuracy_mean"], half, places=6)
+            self.assertAlmostEqual(s["test_accuracy_mean"] - s["test_accuracy_ci95_low"], half, places=6)
+            self.assertEqual(len(case["memory"][()]), 2)
+        # One progress line per epoch on stderr and the summary line on stdout.
+        self.assertIn("repeat 1/2 epoch 1/2: train loss", proc.stderr)
+        self.assertIn("validation accuracy", proc.stderr)
+        summary = [line for line in proc.stdout.splitlines() if line.startswith("0000 ")]
+        self.assertEqual(len(summary), 1, proc.stdout)
+        for part in ("test accuracy", "training", "testing", "time to 0.5", "(2/2 reached)", "2 repeat(s)"):
+            self.assertIn(part, summary[0])
+
+    def test_an_unreachable_target_is_not_reached_and_the_epoch_limit_stops_the_run(self):
+        out = self.path("unreachable.h5")
+        proc = self.accuracy_run(out, "--epochs", "1", "--batch", "32", "--validation", "0.8", "--target-accuracy",
+                                 "1.0")
+        with h5py.File(out, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "ok", case.attrs["message"])
+            self.assertEqual(case.attrs["optimizer"], "sgd")
+            self.assertEqual(case.attrs["learning_rate"], 0.01)
+            rep = dict(case["repeats/00"].attrs)
+            self.assertEqual(rep["epochs_run"], 1)
+            self.assertEqual(rep["target_reached"], 0)
+            self.assertEqual(rep["target_epoch"], 0)
+            self.assertTrue(math.isnan(rep["time_to_target_s"]))
+            self.assertLess(case["repeats/00/epochs"]["val_accuracy"][0], 1.0)
+            s = dict(case["accuracy_summary"].attrs)
+            self.assertEqual(s["targets_reached"], 0)
+            self.assertTrue(math.isnan(s["time_to_target_mean_s"]))
+            # One repeat: no interval, the bounds are the mean.
+            self.assertEqual(s["test_accuracy_ci95_low"], s["test_accuracy_mean"])
+        self.assertIn("time to 1: not reached in 1 epochs", proc.stdout)
+
+    def test_a_failed_case_is_recorded_without_repeats_and_the_sweep_goes_on(self):
+        out = self.path("timeout.h5")
+        # Two cases (two batch sizes); both outlive a 1 ms --case-timeout at their first step.
+        proc = self.accuracy_run(out, "--epochs", "1", "--batch", "16,32", "--validation", "0.8", "--case-timeout",
+                                 "0.001")
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000", "0001"])
+            for name in ("0000", "0001"):
+                case = f["cases"][name]
+                self.assertEqual(case.attrs["status"], "timeout")
+                self.assertIn("--case-timeout", case.attrs["message"])
+                self.assertIn("repeat 1", case.attrs["message"])  # where it stopped
+                self.assertNotIn("repeats", case)
+                self.assertNotIn("accuracy_summary", case)
+        self.assertIn("timeout:", proc.stdout)
+
+    def test_resume_skips_a_finished_accuracy_case(self):
+        out = self.path("resume.h5")
+        args = ["--epochs", "1", "--batch", "32", "--validation", "0.8"]
+        self.accuracy_run(out, *args)
+        proc = self.accuracy_run(out, *args, "--resume")
+        self.assertIn("# skipped (already in", proc.stdout)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000"])
+
+    def test_the_optimizer_and_rate_reach_timing_cases_too(self):
+        out = self.path("timing.h5")
+        proc = dlscale(["run", "-w", TINY, "-d", DRIVER, "--optimizer", "adam", "--lr", "0.002", "--batch", "8",
+                        "--warmup", "0", "--iterations", "2", "--threads", "1", "--peak", "skip", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "ok", case.attrs["message"])
+            self.assertEqual(case.attrs["mode"], "timing")
+            self.assertEqual(case.attrs["optimizer"], "adam")
+            self.assertEqual(case.attrs["learning_rate"], 0.002)
+            self.assertEqual(case["iter_time_s"].shape, (2, 2))
+            self.assertIn("--optimizer adam --lr 0.002", case.attrs["case_key"])
+            self.assertNotIn("repeats", case)
+
+
+class AccuracyBadInput(Workdir):
+    """Every rule of the mode: exit 2, one line naming the value, nothing written, nothing run."""
+
+    def refused(self, args, needle, files=None):
+        for name, text in (files or {}).items():
+            with open(self.path(name), "w") as f:
+                f.write(text)
+        before = sorted(os.listdir(self.dir))
+        proc = dlscale(["run", "-w", TINY, "-d", "reference", "--out", "x.h5"] + args, cwd=self.dir, timeout=120)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        # mpiexec adds its own banner about the exit code; dlscale's part is one line.
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("dlscale")]
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertTrue(lines[0].startswith("dlscale: error: "), lines[0])
+        self.assertIn(needle, lines[0])
+        for banned in ("Traceback", "terminate called", "MPI_ABORT", "HDF5-DIAG"):
+            self.assertNotIn(banned, proc.stderr)
+        self.assertNotIn("# dlscale run", proc.stdout)  # no case started
+        self.assertEqual(sorted(os.listdir(self.dir)), before)  # no results file, no lock, no copy
+
+    def test_synthetic_data_has_nothing_to_learn(self):
+        self.refused(["--mode", "accuracy"], "--mode accuracy needs labelled data")
+
+    def test_data_without_a_test_set(self):
+        self.refused(["--mode", "accuracy", "--data", "tokens:corpus.h5"], "'tokens:corpus.h5' has no labelled test set")
+
+    def test_the_test_split_is_not_a_training_set(self):
+        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}:test"], "is a test set")
+
+    def test_validation_outside_0_1(self):
+        for v in ("0", "1", "1.5", "-0.2", "nan"):
+            with self.subTest(validation=v):
+                self.refused(["--mode", "accuracy", "--validation", v], f"'{v}'" if v == "nan" else f"got {v}")
+
+    def test_learning_rate_not_positive(self):
+        for lr in ("-0.01", "0"):
+            with self.subTest(lr=lr):
+                self.refused(["--lr", lr], f"--lr must be positive, got {lr}")
+
+    def test_target_outside_0_1(self):
+        for t in ("1.5", "0", "-1"):
+            with self.subTest(target=t):
+                self.refused(["--mode", "accuracy", "--target-accuracy", t], f"must be in (0, 1], got {t}")
+
+    def test_epochs_and_repeats_below_one(self):
+        self.refused(["--mode", "accuracy", "--epochs", "0"], "epochs must be from 1")
+        self.refused(["--mode", "accuracy", "--repeats", "0"], "repeats must be from 1")
+
+    def test_unknown_mode_and_optimizer(self):
+        self.refused(["--mode", "training"], "unknown mode 'training'")
+        self.refused(["--optimizer", "rmsprop"], "rmsprop")
+
+    def test_toml_names_the_line(self):
+        self.refused(["--config", "a.toml"], "a.toml:2: --lr must be positive",
+                     files={"a.toml": 'workload = "mnist_fnn"\nlr = -1.0\n'})
+        self.refused(["--config", "b.toml"], "b.toml:3: --target-accuracy must be in (0, 1]",
+                     files={"b.toml": 'workload = "mnist_fnn"\nmode = "accuracy"\ntarget_accuracy = 2.0\n'})
+
+    @unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST}")
+    def test_a_split_that_leaves_no_epoch(self):
+        # 1% of 7996 digits left to train on cannot fill one global batch of 2 x 64.
+        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--validation", "0.99", "--batch", "64"],
+                     "an epoch needs at least one global batch")
+
+
+if __name__ == "__main__":
+    unittest.main()
