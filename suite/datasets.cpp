@@ -113,8 +113,8 @@ std::string test_dataset_spec(const std::string& train_spec) {
   }
   if (kind == "imdb") {
     // imdb:DIR[:test][:vocab=V,seq=T] reads ":test" before or after its options.
-    if (train_spec.find(":test:") != std::string::npos ||
-        train_spec.size() >= 5 && train_spec.compare(train_spec.size() - 5, 5, ":test") == 0) {
+    const bool ends_in_test = train_spec.size() >= 5 && train_spec.compare(train_spec.size() - 5, 5, ":test") == 0;
+    if (ends_in_test || train_spec.find(":test:") != std::string::npos) {
       throw std::invalid_argument(
           fmt::format("'{}' is a test set: give the training set, its test set is taken for testing", train_spec));
     }

@@ -202,13 +202,20 @@ def _run(args):
         elif args.format == "json":
             text = format_json(rows)
         else:
+            from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
             from .diagnosis import diagnose, diagnosis_lines
-            text = format_table(rows, len(args.files) > 1)
+            study = load_study(args.files)
+            text = format_table(rows, len(args.files) > 1) if rows or not study.accuracy else ""
             # Why each scaling series scales as it does, one sentence per series and rank count.
-            lines = diagnosis_lines(diagnose(load_study(args.files).cases))
+            lines = diagnosis_lines(diagnose(study.cases))
             if lines:
                 text += "\nscaling diagnosis (percent of the step lost to each part; " \
                         "docs/metrics.md):\n" + "".join(f"  {line}\n" for line in lines)
+            # Accuracy-mode cases have no step times: their own tables follow.
+            accuracy = accuracy_rows(study.accuracy)
+            if accuracy:
+                tables = [time_table(accuracy), time_to_accuracy_table(accuracy), test_accuracy_table(accuracy)]
+                text += "\n".join(t.text() for t in tables if t.rows)
         sys.stdout.write(text)
         return 0
     if args.command == "check":

@@ -118,7 +118,7 @@ def _files_html(study):
         cells = [f"<td class=\"txt\">{html.escape(str(v))}</td>" for v in (
             f.path, a.get("created_utc", ""), a.get("world_size", ""), ", ".join(hosts),
             a.get("dlscale_version", ""), a.get("git_commit", ""),
-            f.software.get("blas", ""), len(f.cases), len(f.allreduce))]
+            f.software.get("blas", ""), len(f.cases) + len(f.accuracy), len(f.allreduce))]
         cells.append(f"<td class=\"cmd\">{html.escape(str(a.get('command_line', '')))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>\n")
     head = "".join(f"<th>{h}</th>" for h in ("file", "created (UTC)", "ranks", "hosts",

@@ -513,6 +513,14 @@ class AccuracyTest(unittest.TestCase):
         self.assertEqual(len(list(csv.DictReader(io.StringIO(proc.stdout)))), 3)
         self.assertEqual(run_cli("check", self.path).returncode, 0)
 
+    def test_text_summary_adds_the_accuracy_tables(self):
+        proc = run_cli("summary", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for title in ("training and testing time", "time to accuracy", "test accuracy"):
+            self.assertIn(f"\n{title}\n", proc.stdout)
+        self.assertIn("1/2", proc.stdout)                  # one of two repeats reached the target
+        self.assertIn("driver exploded", proc.stdout)      # the failed case's message
+
     def test_rows_and_curves(self):
         from dlscale_report.accuracy import accuracy_rows, curve
         from dlscale_report.study import load_study
