@@ -621,9 +621,8 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
     if (c.warmup < 0) throw UsageError(fmt::format("warmup must be zero or more, got {}", c.warmup));
     if (c.mode == RunMode::kAccuracy && c.data == "synthetic") {
       throw UsageError(
-          fmt::format("--mode accuracy needs labelled data with a test set (--data {}); synthetic data has "
-                      "nothing to learn",
-                      kDatasetSpecHelp));
+          "--mode accuracy needs labelled data with a test set (--data mnist:DIR, cifar10:DIR or imdb:DIR); "
+          "synthetic data has nothing to learn");
     }
     if (c.data != "synthetic") {
       try {
