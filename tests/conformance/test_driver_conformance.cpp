@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "drivers/driver.h"
+#include "tests/conformance/conformance_support.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -39,34 +40,13 @@ const std::vector<std::string> kVariants = {
     "mnist_cnn_nayak:width=4,fc=16",
 };
 
-#ifdef DLSCALE_CONFORMANCE_ON_GPU
-constexpr DeviceType kDevice = DeviceType::kCuda;
-#else
-constexpr DeviceType kDevice = DeviceType::kCpu;
-#endif
+using conformance::drivers_under_test;
+using conformance::kDevice;
+using conformance::registry;
+using conformance::test_name;
 
 constexpr int64_t kBatch = 4;
 constexpr uint64_t kSeed = 2024;
-
-const Registry& registry() {
-  static const Registry r = [] {
-    Registry reg;
-    register_drivers(reg);
-    return reg;
-  }();
-  return r;
-}
-
-std::vector<std::string> drivers_under_test() {
-  std::vector<std::string> names;
-  for (const auto& d : registry().all()) {
-    // On the CPU, the drivers whose home is the CPU; on the GPU, every driver but the oracle.
-    if (d->name() == "reference") continue;
-    if (kDevice == DeviceType::kCpu && d->default_device() != DeviceType::kCpu) continue;
-    names.emplace_back(d->name());
-  }
-  return names;
-}
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
@@ -202,12 +182,8 @@ INSTANTIATE_TEST_SUITE_P(EveryDriver, DriverConformance,
                          ::testing::Combine(::testing::ValuesIn(drivers_under_test()), ::testing::ValuesIn(kVariants),
                                             ::testing::ValuesIn(precisions_under_test())),
                          [](const auto& param_info) {
-                           std::string name = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param) +
-                                              "_" + precision_name(std::get<2>(param_info.param));
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
+                           return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param) + "_" +
+                                            precision_name(std::get<2>(param_info.param)));
                          });
 
 // Inference and Adam. evaluate() on a batch the models never trained on, before training
@@ -274,11 +250,7 @@ TEST_P(InferenceAndAdam, AgreesWithTheReference) {
 INSTANTIATE_TEST_SUITE_P(EveryDriver, InferenceAndAdam,
                          ::testing::Combine(::testing::ValuesIn(drivers_under_test()), ::testing::ValuesIn(kVariants)),
                          [](const auto& param_info) {
-                           std::string name = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
+                           return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param));
                          });
 
 #ifndef DLSCALE_CONFORMANCE_ON_GPU
@@ -316,11 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Bf16CpuDrivers, Bf16Training,
                          ::testing::Combine(::testing::Values("onednn", "libtorch"),
                                             ::testing::Values("mnist_cnn", "fcn5:features=1024,width=512")),
                          [](const auto& param_info) {
-                           std::string name = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
+                           return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param));
                          });
 
 // Every CPU driver computes in the floating-point mode its case asks for, on every thread it

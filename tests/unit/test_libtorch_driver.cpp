@@ -1,6 +1,7 @@
 // The LibTorch driver's hand-routed Linear backward (gradients written straight into the flat
 // buffer) against stock LibTorch autograd on the same parameters and data; its Adam against
-// LibTorch's own torch::optim::Adam; its evaluate() in inference mode, leaving training alone.
+// LibTorch's own torch::optim::Adam; bf16 evaluation and master weights. What evaluate() and
+// Adam promise on every driver is tests/conformance/test_inference_contract.cpp's.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -183,91 +184,6 @@ INSTANTIATE_TEST_SUITE_P(SmallVariants, LibTorchDriverTest,
                                            "mnist_fnn:width=16"),
                          [](const auto& param_info) { return std::to_string(param_info.index); });
 
-/// A workload with dropout (mnist_cnn) and one with batch norm (resnet50's stem and blocks).
-class LibTorchEvaluateTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(LibTorchEvaluateTest, ChangesNoParameterStateOrStatistic) {
-  const Workload w = make_workload(GetParam());
-  const std::vector<float> params = canonical_parameters(w, 7);
-  const Batch held_out = synthetic_batch(w, 6, 8, 0);
-  // Each model in turn: making one reseeds LibTorch's generator, so both draw the same dropout
-  // masks as long as their runs do not interleave.
-  const auto run = [&](bool evaluate_between, std::vector<double>* losses) {
-    auto model = libtorch_model(w, 7);
-    model->load_parameters(params);
-    for (int step = 0; step < 3; ++step) {
-      model->set_batch(synthetic_batch(w, 4, 7, step));
-      model->forward();
-      losses->push_back(model->loss());
-      model->backward();
-      model->update(adam(0.01));
-      if (evaluate_between) (void)model->evaluate(held_out);
-    }
-    const Evaluation e = model->evaluate(held_out);
-    return std::make_tuple(model->export_parameters(), e.loss_sum, e.correct);
-  };
-  std::vector<double> with_losses, without_losses;
-  const auto with = run(true, &with_losses);
-  const auto without = run(false, &without_losses);
-  EXPECT_EQ(with_losses, without_losses);  // the same masks, parameters, moments and statistics
-  EXPECT_EQ(std::get<0>(with), std::get<0>(without));
-  EXPECT_EQ(std::get<1>(with), std::get<1>(without));
-  EXPECT_EQ(std::get<2>(with), std::get<2>(without));
-}
-
-TEST_P(LibTorchEvaluateTest, IsDeterministicAndInferenceMode) {
-  const Workload w = make_workload(GetParam());
-  const std::vector<float> params = canonical_parameters(w, 11);
-  const Batch batch = synthetic_batch(w, 6, 11, 0);
-  auto model = libtorch_model(w, 11);
-  model->load_parameters(params);
-  const Evaluation a = model->evaluate(batch), b = model->evaluate(batch);
-  EXPECT_EQ(a.loss_sum, b.loss_sum);
-  EXPECT_EQ(a.correct, b.correct);
-  EXPECT_EQ(a.predictions, 6);
-  EXPECT_GE(a.correct, 0);
-  EXPECT_LE(a.correct, a.predictions);
-  // Inference is the network without dropout and, for a fresh model, with batch norm
-  // normalising by mean 0 and variance 1: (x - 0) / sqrt(1 + eps) * gamma + beta.
-  // Batch norm has no such twin (training mode normalises by the batch): the conformance test
-  // holds the running statistics against the reference driver's.
-  const Workload plain = without_dropout(w);
-  if (std::any_of(plain.layers.begin(), plain.layers.end(), [](const Layer& l) {
-        return l.kind == LayerKind::kBottleneck || l.kind == LayerKind::kBatchNorm2d;
-      })) {
-    return;
-  }
-  auto twin = libtorch_model(plain, 11);
-  twin->load_parameters(params);
-  twin->set_batch(batch);
-  twin->forward();
-  EXPECT_NEAR(a.loss_sum / static_cast<double>(a.predictions), twin->loss(), 1e-6 * twin->loss());
-}
-
-TEST_P(LibTorchEvaluateTest, LoadParametersResetsRunningStatistics) {
-  const Workload w = make_workload(GetParam());
-  const std::vector<float> params = canonical_parameters(w, 5);
-  const Batch batch = synthetic_batch(w, 6, 6, 0);
-  auto model = libtorch_model(w, 5);
-  model->load_parameters(params);
-  for (int step = 0; step < 2; ++step) {
-    model->set_batch(synthetic_batch(w, 4, 5, step));
-    model->forward();
-    model->backward();
-    model->update(Optimizer{0.01});
-  }
-  model->load_parameters(params);
-  auto reference = libtorch_model(w, 5);
-  reference->load_parameters(params);
-  const Evaluation reloaded = model->evaluate(batch), expected = reference->evaluate(batch);
-  EXPECT_EQ(reloaded.loss_sum, expected.loss_sum);
-  EXPECT_EQ(reloaded.correct, expected.correct);
-}
-
-INSTANTIATE_TEST_SUITE_P(DropoutAndBatchNorm, LibTorchEvaluateTest,
-                         ::testing::Values("mnist_cnn:width=4,fc=16", "resnet50:image=32,width=2,classes=10"),
-                         [](const auto& param_info) { return std::to_string(param_info.index); });
-
 /// bf16 (CPU autocast): evaluate() runs the autocast layers in inference mode, close to fp32's
 /// answer, and Adam updates fp32 master weights (values a bf16 copy could not hold).
 TEST(LibTorchDriver, Bf16EvaluatesAndAdamKeepsFp32MasterWeights) {
@@ -301,26 +217,6 @@ TEST(LibTorchDriver, Bf16EvaluatesAndAdamKeepsFp32MasterWeights) {
   };
   EXPECT_GT(std::count_if(trained[1].begin(), trained[1].end(), holds_more_than_bf16),
             static_cast<std::ptrdiff_t>(trained[1].size() / 2));
-}
-
-/// All-zero parameters make every logit 0: every class ties, so argmax says class 0, and for
-/// binary cross-entropy a logit of 0 is not above 0, so the prediction is 0 as well.
-TEST(LibTorchDriver, TiesGoToTheLowestClassAndZeroLogitsPredictZero) {
-  for (const std::string name : {"mnist_fnn:width=16", "imdb_lstm:vocab=50,embed=8,hidden=6,seq=12"}) {
-    SCOPED_TRACE(name);
-    const Workload w = make_workload(name);
-    const Batch batch = synthetic_batch(w, 40, 3, 0);
-    auto model = libtorch_model(w, 3);
-    model->load_parameters(std::vector<float>(static_cast<size_t>(parameter_count(w)), 0.0f));
-    const Evaluation e = model->evaluate(batch);
-    const int64_t zeros = std::count(batch.labels.begin(), batch.labels.end(), 0);
-    ASSERT_GT(zeros, 0);
-    ASSERT_LT(zeros, static_cast<int64_t>(batch.labels.size()));  // so that a wrong rule would show
-    EXPECT_EQ(e.correct, zeros);
-    EXPECT_EQ(e.predictions, static_cast<int64_t>(batch.labels.size()));
-    const double classes = w.loss == LossKind::kSigmoidBinaryCrossEntropy ? 2.0 : static_cast<double>(w.num_classes);
-    EXPECT_NEAR(e.loss_sum, static_cast<double>(e.predictions) * std::log(classes), 1e-5 * e.loss_sum);
-  }
 }
 
 TEST(LibTorchDriver, CudaWithoutCudaIsReportedUnsupportedNotFaked) {
