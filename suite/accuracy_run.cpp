@@ -159,7 +159,10 @@ class AccuracyLoop {
       std::vector<double> sums = {failed.ok() ? step_loss / ranks_ : 0.0};
       if (!settle(sums, failed, fmt::format("{} step {}", label, k + 1))) return false;
       loss_sum += sums[0];
-      progress_.iteration(label.c_str(), static_cast<int>(k + 1), static_cast<int>(steps), seconds_since(step_start));
+      // The case's share done: its steps so far over all its repeats' steps to the epoch limit.
+      const double done_steps = static_cast<double>((repeat * spec_.epochs + epoch - 1) * steps + k + 1);
+      progress_.iteration(label.c_str(), static_cast<int>(k + 1), static_cast<int>(steps), seconds_since(step_start),
+                          done_steps / static_cast<double>(int64_t{spec_.repeats} * spec_.epochs * steps));
     }
     loss = loss_sum / static_cast<double>(steps);
     seconds = max_over_ranks(seconds_since(start));

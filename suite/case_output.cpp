@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "suite/accuracy_data.h"
+#include "suite/datasets.h"
 #include "suite/errors.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
@@ -66,12 +68,18 @@ std::string case_json(const std::string& name, const CaseRecord& r) {
   return out + "}";
 }
 
-double training_flops_per_rank(const CaseSpec& c) {
-  // An accuracy case's steps depend on its data set's size and on when the target is reached:
-  // it has no estimate (and adds nothing to the progress line's time left).
-  if (c.mode == RunMode::kAccuracy) return 0;
-  return flops_per_sample(make_workload(c.workload)).train() * static_cast<double>(c.batch_per_rank()) *
-         (c.warmup + c.iterations);
+double training_flops_per_rank(const CaseSpec& c, const DatasetSize& set_size) {
+  const FlopCounts flops = flops_per_sample(make_workload(c.workload));
+  const auto batch = static_cast<double>(c.batch_per_rank());
+  if (c.mode == RunMode::kTiming) return flops.train() * batch * (c.warmup + c.iterations);
+  // What suite/accuracy_run.cpp does: full global batches of the samples not held out, every
+  // epoch; each rank evaluates its shard of the validation set after each epoch and of the test
+  // set once.
+  const int64_t samples = set_size(c.data), held_out = validation_count(samples, c.validation);
+  const auto steps_per_epoch = static_cast<double>((samples - held_out) / c.global_batch());
+  const double evaluated_per_rank =
+      std::ceil(static_cast<double>(c.epochs * held_out + set_size(test_dataset_spec(c.data))) / c.ranks);
+  return c.repeats * (flops.train() * batch * steps_per_epoch * c.epochs + flops.forward * evaluated_per_rank);
 }
 
 namespace {
@@ -104,7 +112,8 @@ double measure_rate(const Driver& driver, const DriverContext& ctx) {
 }  // namespace
 
 std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, const Registry& drivers,
-                                         int default_threads, double given_gflops, std::vector<std::string>* notes) {
+                                         int default_threads, double given_gflops, const DatasetSize& set_size,
+                                         std::vector<std::string>* notes) {
   using Key = std::tuple<std::string, DeviceType, Precision, Denormals, int>;
   std::map<Key, double> rates;  // FLOP/s per rank; 0: unknown
   std::vector<CaseEstimate> out;
@@ -137,7 +146,7 @@ std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, con
     }
     CaseEstimate e;
     e.rate_flops = it->second;
-    if (e.rate_flops > 0 && c.mode == RunMode::kTiming) e.seconds = training_flops_per_rank(c) / e.rate_flops;
+    if (e.rate_flops > 0) e.seconds = training_flops_per_rank(c, set_size) / e.rate_flops;
     out.push_back(e);
   }
   return out;

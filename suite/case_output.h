@@ -2,6 +2,8 @@
 // (--format json), and the dry run's list of cases with their estimated duration (--dry-run).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,10 +23,15 @@ OutputFormat parse_output_format(const std::string& name);
 /// null).
 std::string case_json(const std::string& name, const CaseRecord& r);
 
-/// The analytic training FLOP one rank of `c` computes over its warm-up and timed steps: the
-/// work the dry run's estimate and the progress line's time left are made of. 0 for accuracy
-/// cases, which the dry run leaves without an estimate.
-double training_flops_per_rank(const CaseSpec& c);
+/// The number of samples of the data set a spec names (suite/datasets.h).
+using DatasetSize = std::function<int64_t(const std::string& spec)>;
+
+/// The analytic FLOP one rank of `c` computes: the work the dry run's estimate and the progress
+/// line's time left are made of. A timing case: its warm-up and timed steps. An accuracy case:
+/// every repeat's training steps up to the epoch limit (an upper bound where a target ends a
+/// repeat earlier) and the forward passes of its validation after each epoch and of its testing,
+/// from the sizes `set_size` gives of its training and test set.
+double training_flops_per_rank(const CaseSpec& c, const DatasetSize& set_size);
 
 /// The dry run's estimate of one case: the training steps' FLOPs over a rate measured on this
 /// machine (or given); `seconds` < 0 when no rate is known for the case's driver and device.
@@ -38,6 +45,7 @@ struct CaseEstimate {
 /// else measured by a few steps of a GEMM-bound probe network on this rank, which convolution and
 /// LSTM cases may not reach. `notes` receives one line per measured rate.
 std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, const Registry& drivers,
-                                         int default_threads, double given_gflops, std::vector<std::string>* notes);
+                                         int default_threads, double given_gflops, const DatasetSize& set_size,
+                                         std::vector<std::string>* notes);
 
 }  // namespace dlscale

@@ -125,4 +125,10 @@ std::string test_dataset_spec(const std::string& train_spec) {
       train_spec));
 }
 
+int64_t DatasetSizes::operator()(const std::string& spec) {
+  auto it = sizes_.find(spec);
+  if (it == sizes_.end()) it = sizes_.emplace(spec, open_dataset(spec)->size()).first;
+  return it->second;
+}
+
 }  // namespace dlscale

@@ -3,6 +3,8 @@
 // workloads/ may not include.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,5 +38,16 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec);
 /// Throws std::invalid_argument naming the spec for a kind without a test set (tokens:FILE.h5)
 /// and for a spec that already names the test split (the user gives the training set).
 std::string test_dataset_spec(const std::string& train_spec);
+
+/// The number of samples of each data set a spec names, each read once (open_dataset) and only
+/// its size kept: for the estimates of accuracy cases (suite/case_output.h), made before the
+/// runner reads the data it trains on.
+class DatasetSizes {
+ public:
+  int64_t operator()(const std::string& spec);
+
+ private:
+  std::map<std::string, int64_t> sizes_;
+};
 
 }  // namespace dlscale

@@ -65,14 +65,16 @@ std::string Progress::overall(double case_fraction) const {
   return line;
 }
 
-void Progress::iteration(const char* phase, int done, int total, double last_step_s) {
+void Progress::iteration(const char* phase, int done, int total, double last_step_s, double case_fraction) {
   if (!enabled_ || mode_ == ProgressMode::kNone) return;
   const auto now = std::chrono::steady_clock::now();
   if (mode_ == ProgressMode::kPlain && now - last_print_ < kLogInterval) return;
   last_print_ = now;
   // The case's steps so far, warm-up first: its share of the case's work.
   const bool warm = std::string(phase) == "warm-up";
-  const double fraction = warm ? 0.0 : static_cast<double>(done) / std::max(total, 1);
+  const double fraction = case_fraction >= 0 ? case_fraction
+                          : warm             ? 0.0
+                                             : static_cast<double>(done) / std::max(total, 1);
   const std::string line = fmt::format("[case {}/{}] {} | {}: {} {}/{} ({:.3f} s/step)", index_ + 1, total_,
                                        overall(fraction), description_, phase, done, total, last_step_s);
   if (mode_ == ProgressMode::kBar) {

@@ -23,12 +23,15 @@ class Progress {
   /// `enabled`: this rank prints (rank 0). `out` receives each case's pasteable command (stdout,
   /// or stderr when stdout is kept for machine-readable output); the progress line goes to stderr.
   Progress(bool enabled, ProgressMode mode = ProgressMode::kNone, std::FILE* out = stdout);
-  /// The work of every case of the run, in the same unit for all (analytic training FLOP per rank
-  /// over its warm-up and timed steps); the time left is the work not done over the rate of the
+  /// The work of every case of the run, in the same unit for all (analytic FLOP per rank,
+  /// training_flops_per_rank in suite/case_output.h); the time left is the work not done over the rate of the
   /// work done so far. A case skipped by --resume counts as 0.
   void run_started(std::vector<double> case_work);
   void case_started(int index, int total, const std::string& description, const std::string& command);
-  void iteration(const char* phase, int done, int total, double last_step_s);
+  /// Step `done` of `total` of `phase` ("warm-up", "iteration", an accuracy run's "repeat r/R
+  /// epoch e/E"). `case_fraction`: the share of the case's work done, when the steps shown are not
+  /// the whole case (an accuracy run's epoch); by default 0 during warm-up, else done / total.
+  void iteration(const char* phase, int done, int total, double last_step_s, double case_fraction = -1);
   /// Ends the progress line and prints `line` (the summary line, or the case as JSON) to `to`.
   void case_finished(const std::string& line, std::FILE* to);
   void warn(const std::string& message);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "io/results_file.h"
 #include "suite/builtin_suites.h"
 #include "suite/commands.h"
+#include "suite/datasets.h"
 #include "suite/device_binding.h"
 #include "suite/errors.h"
 #include "suite/peak.h"
@@ -120,7 +122,7 @@ int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSp
   if (mpi.rank() == 0) {
     std::vector<std::string> notes;
     const std::vector<CaseEstimate> est =
-        estimate_cases(cases, drivers, mpi.default_threads(), args.assume_gflops, &notes);
+        estimate_cases(cases, drivers, mpi.default_threads(), args.assume_gflops, DatasetSizes(), &notes);
     fmt::print("dlscale: dry run: {} case(s) on {} rank(s) -> {} (not created)\n", cases.size(), mpi.size(), out_path);
     double total = 0;
     bool unknown = false;
@@ -290,7 +292,10 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   }
 
   std::vector<double> work;
-  for (size_t i = 0; i < cases.size(); ++i) work.push_back(skip[i] ? 0.0 : training_flops_per_rank(cases[i]));
+  DatasetSizes set_sizes;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    work.push_back(skip[i] ? 0.0 : training_flops_per_rank(cases[i], std::ref(set_sizes)));
+  }
   progress.run_started(std::move(work));
   Runner runner(
       mpi, drivers, progress,

@@ -32,9 +32,9 @@ constexpr uint64_t kSeed = 7;
 
 // One small variant per code path: inner product, convolution with dropout, batch norm and the
 // bottleneck, embedding with a per-step LSTM, and a last-step LSTM with binary cross-entropy.
-const char* const kVariants[] = {"fcn5:features=40,width=16", "mnist_cnn:width=4,fc=16",
-                                 "resnet50:image=64,width=2,classes=10", "lstm32:vocab=50,embed=8,hidden=8,seq=6",
-                                 "imdb_lstm:vocab=50,embed=8,hidden=6,seq=12"};
+const std::vector<std::string> kVariants = {
+    "fcn5:features=40,width=16", "mnist_cnn:width=4,fc=16", "resnet50:image=64,width=2,classes=10",
+    "lstm32:vocab=50,embed=8,hidden=8,seq=6", "imdb_lstm:vocab=50,embed=8,hidden=6,seq=12"};
 
 /// `driver`'s model of `w` on this build's device, loaded with the canonical parameters and
 /// holding a synthetic batch of `batch` samples.
@@ -156,8 +156,8 @@ TEST_P(EveryPath, LoadParametersResetsAdamAndTheRunningStatistics) {
 
 INSTANTIATE_TEST_SUITE_P(EveryDriver, EveryPath,
                          ::testing::Combine(::testing::ValuesIn(drivers_under_test()), ::testing::ValuesIn(kVariants)),
-                         [](const auto& info) {
-                           return test_name(std::get<0>(info.param) + "_" + std::get<1>(info.param));
+                         [](const auto& param_info) {
+                           return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param));
                          });
 
 class EveryDriver : public ::testing::TestWithParam<std::string> {};
@@ -282,7 +282,7 @@ TEST_P(EveryDriver, TiesGoToTheLowestClassAndZeroLogitsPredictZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Contract, EveryDriver, ::testing::ValuesIn(drivers_under_test()),
-                         [](const auto& info) { return test_name(info.param); });
+                         [](const auto& param_info) { return test_name(param_info.param); });
 
 }  // namespace
 }  // namespace dlscale

@@ -11,6 +11,7 @@ DLSCALE_ACCURACY_DRIVER names another (libtorch, onednn, …) to run them on it.
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
 """
 
+import json
 import math
 import os
 import shutil
@@ -193,6 +194,31 @@ class AccuracyRun(Workdir):
             self.assertEqual(case["iter_time_s"].shape, (2, 2))
             self.assertIn("--optimizer adam --lr 0.002", case.attrs["case_key"])
             self.assertNotIn("repeats", case)
+
+
+    def test_the_dry_run_estimates_an_accuracy_case_from_its_data(self):
+        def estimate(epochs):
+            proc = dlscale(["run", "--mode", "accuracy", "-w", TINY, "-d", DRIVER, "--data", f"mnist:{MNIST}",
+                            "--batch", "16", "--validation", "0.5", "--epochs", str(epochs), "--dry-run",
+                            "--assume-gflops", "1", "--out", self.path("never.h5")])
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            line = next(line for line in proc.stdout.splitlines() if line.startswith("0000 "))
+            self.assertIn("# about ", line)
+            return float(line.split("# about ")[1].split(" s")[0])
+
+        listing = subprocess.run([DLSCALE, "list", "--json", TINY], capture_output=True, text=True, check=True)
+        train_flops = json.loads(listing.stdout)["train_flops_per_sample"]
+        # 7,996 digits, half held out: 3,998 trained on in steps of 2 ranks x 16, per epoch.
+        steps = (7996 - 3998) // 32
+        training_s = train_flops * 16 * steps / 1e9  # per rank and epoch, at 1 GFLOP/s
+        one, three = estimate(1), estimate(3)
+        # The training steps, plus forward passes over 1,999 validation and 1,002 test digits a rank
+        # (a forward pass is less work than a training step's forward and backward).
+        self.assertGreater(one, training_s)
+        self.assertLess(one, training_s + (1999 + 1002) * train_flops / 1e9)
+        self.assertGreater(three, 2.5 * one)  # the epochs scale it; testing is paid once
+        self.assertLess(three, 3 * one)
+        self.assertFalse(os.path.exists(self.path("never.h5")))
 
 
 class AccuracyBadInput(Workdir):

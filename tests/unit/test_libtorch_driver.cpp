@@ -133,12 +133,6 @@ TEST_P(LibTorchDriverTest, LossFallsOnAFixedBatch) {
   EXPECT_LT(model->loss(), first);
 }
 
-std::unique_ptr<Model> libtorch_model(const Workload& w, uint64_t seed) {
-  Registry r;
-  register_drivers(r);
-  return r.find("libtorch")->create(w, {DeviceType::kCpu, 0, 1, seed});
-}
-
 Optimizer adam(double lr) {
   Optimizer o{lr};
   o.kind = OptimizerKind::kAdam;
