@@ -60,22 +60,9 @@ def attrs_dict(obj):
     return {key: decode(value) for key, value in obj.attrs.items()}
 
 
-@dataclass
-class Case:
-    """One benchmark case (/cases/NNNN) loaded into memory."""
-
-    file: str
-    name: str                  # "0000", "0001", ...
-    attrs: dict
-    iter_time_s: object        # float64 [ranks, iterations] or None
-    phase_time_s: object       # float64 [ranks, iterations, 4] or None
-    loss: object               # float64 [iterations] or None
-    memory: object             # structured array [ranks] or None
-    summary: object            # dict of the summary group's attrs, or None
-    projection: object = None  # Projection, when the case holds /projection
-    exposed_allreduce_s: object = None  # float64 [ranks, iterations] (P > 1, newer files) or None
-    index: int = 0             # position in a Study (all files together); 0 when loaded alone
-    utilisation: object = None  # Utilisation (dlscale/2, cases that trained) or None
+class CaseAttrs:
+    """What timing and accuracy cases share: their attributes, read the same way. The subclasses
+    hold `file`, `name` and `attrs`."""
 
     def get(self, key):
         """A required case attribute; a missing one is a malformed file."""
@@ -93,6 +80,24 @@ class Case:
 
 
 @dataclass
+class Case(CaseAttrs):
+    """One benchmark case (/cases/NNNN) loaded into memory."""
+
+    file: str
+    name: str                  # "0000", "0001", ...
+    attrs: dict
+    iter_time_s: object        # float64 [ranks, iterations] or None
+    phase_time_s: object       # float64 [ranks, iterations, 4] or None
+    loss: object               # float64 [iterations] or None
+    memory: object             # structured array [ranks] or None
+    summary: object            # dict of the summary group's attrs, or None
+    projection: object = None  # Projection, when the case holds /projection
+    exposed_allreduce_s: object = None  # float64 [ranks, iterations] (P > 1, newer files) or None
+    index: int = 0             # position in a Study (all files together); 0 when loaded alone
+    utilisation: object = None  # Utilisation (dlscale/2, cases that trained) or None
+
+
+@dataclass
 class Repeat:
     """/cases/NNNN/repeats/RR of an accuracy case: one training run from its own seed."""
 
@@ -102,7 +107,7 @@ class Repeat:
 
 
 @dataclass
-class AccuracyCase:
+class AccuracyCase(CaseAttrs):
     """An accuracy case (mode "accuracy", dlscale/3): repeats of training, no step times."""
 
     file: str
@@ -111,19 +116,6 @@ class AccuracyCase:
     repeats: list              # Repeat, in group order; empty unless status is ok
     summary: object            # dict of accuracy_summary's attrs, or None
     index: int = 0             # position among a Study's accuracy cases
-
-    def get(self, key):
-        if key not in self.attrs:
-            raise ReportError(f"{self.file}: case {self.name} lacks attribute '{key}'")
-        return self.attrs[key]
-
-    @property
-    def status(self):
-        return str(self.attrs.get("status", "unknown"))
-
-    @property
-    def ok(self):
-        return self.status == "ok"
 
 
 @dataclass
