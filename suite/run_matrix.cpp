@@ -66,26 +66,21 @@ std::string parse_name(const std::string& text, const char* what) {
   return text;
 }
 
+/// A parser of drivers/driver.h (parse_precision, …) with its std::invalid_argument as bad input
+/// of the run matrix.
+template <typename T, T (*parse)(const std::string&)>
+T parse_as_usage(const std::string& text) {
+  try {
+    return parse(text);
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  }
+}
+
 DeviceType parse_device(const std::string& text) {
   if (text == "cpu") return DeviceType::kCpu;
   if (text == "cuda") return DeviceType::kCuda;
   bad(fmt::format("unknown device '{}' (expected cpu or cuda)", text));
-}
-
-Precision parse_precision_item(const std::string& text) {
-  try {
-    return parse_precision(text);
-  } catch (const std::invalid_argument& e) {
-    bad(e.what());
-  }
-}
-
-Denormals parse_denormals_item(const std::string& text) {
-  try {
-    return parse_denormals(text);
-  } catch (const std::invalid_argument& e) {
-    bad(e.what());
-  }
 }
 
 Scaling parse_scaling(const std::string& text) {
@@ -126,14 +121,6 @@ RunMode parse_mode(const std::string& text) {
   if (text == "timing") return RunMode::kTiming;
   if (text == "accuracy") return RunMode::kAccuracy;
   bad(fmt::format("unknown mode '{}' (expected timing or accuracy)", text));
-}
-
-OptimizerKind parse_optimizer_item(const std::string& text) {
-  try {
-    return parse_optimizer(text);
-  } catch (const std::invalid_argument& e) {
-    bad(e.what());
-  }
 }
 
 double parse_learning_rate(const std::string& text) {
@@ -256,14 +243,14 @@ const std::vector<Axis>& axes() {
                                       [](const DeviceType& d) { return std::string(device_name(d)); }));
     t.push_back(list_axis<Precision>(
         "precision", "--precision", "fp32 (default), tf32 or bf16, comma-separated", TomlKind::kString, 5,
-        &MatrixSpec::precisions, &CaseSpec::precision, parse_precision_item,
+        &MatrixSpec::precisions, &CaseSpec::precision, parse_as_usage<Precision, parse_precision>,
         [](const Precision& p) { return std::string(precision_name(p)); },
         [](const CaseSpec& c) { return c.precision != Precision::kFp32; }));
     t.push_back(list_axis<Denormals>(
         "denormals", "--denormals",
         "flush or ieee, comma-separated: how the CPU threads treat float denormals, the same for every "
         "driver (default: flush on the CPU, ieee on GPUs; docs/metrics.md)",
-        TomlKind::kString, 14, &MatrixSpec::denormals, &CaseSpec::denormals, parse_denormals_item,
+        TomlKind::kString, 14, &MatrixSpec::denormals, &CaseSpec::denormals, parse_as_usage<Denormals, parse_denormals>,
         [](const Denormals& d) { return std::string(denormals_name(d)); },
         [](const CaseSpec& c) { return c.denormals != default_denormals(c.device); }));
     t.push_back(list_axis<Scaling>("scaling", "--scaling", "weak or strong", TomlKind::kString, 4,
@@ -340,7 +327,8 @@ const std::vector<Axis>& axes() {
         [](const RunMode& m) { return std::string(run_mode_name(m)); }, accuracy_only));
     t.push_back(list_axis<OptimizerKind>(
         "optimizer", "--optimizer", "sgd (default) or adam, comma-separated; timing mode times its update too",
-        TomlKind::kString, 18, &MatrixSpec::optimizers, &CaseSpec::optimizer, parse_optimizer_item,
+        TomlKind::kString, 18, &MatrixSpec::optimizers, &CaseSpec::optimizer,
+        parse_as_usage<OptimizerKind, parse_optimizer>,
         [](const OptimizerKind& k) { return std::string(optimizer_name(k)); },
         [](const CaseSpec& c) { return c.optimizer != OptimizerKind::kSgd; }));
     t.push_back(list_axis<double>(
