@@ -91,6 +91,33 @@ std::string accuracy_summary_text(const CaseRecord& r) {
   return line + fmt::format(" | {} repeat(s) | ok", repeats);
 }
 
+/// A case's `memory` table: every rank's peak host RSS and device peak, gathered on rank 0 of
+/// `comm` (collective; the table is empty on the other ranks).
+Table gather_memory(MPI_Comm comm, int ranks, int64_t host_peak, int64_t device_peak) {
+  int rank = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  const int64_t mine[2] = {host_peak, device_peak};
+  std::vector<int64_t> all(rank == 0 ? static_cast<size_t>(ranks) * 2 : 0);
+  DLSCALE_CHECK_MPI(MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, comm));
+  Table table;
+  if (rank != 0) return table;
+  Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
+  for (size_t r = 0; r < all.size(); r += 2) {
+    host.ints.push_back(all[r]);
+    dev.ints.push_back(all[r + 1]);
+  }
+  table.columns = {host, dev};
+  return table;
+}
+
+/// Starts the peak-RSS mark afresh before a case trains, so that its memory table holds the
+/// case's own peak.
+void reset_memory_mark(Progress& progress) {
+  if (!reset_peak_rss()) {
+    progress.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
+  }
+}
+
 }  // namespace
 
 Outcome agree(MPI_Comm comm, const Outcome& mine) {
@@ -341,9 +368,7 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
   const auto step = [&] {
     return training_step(model, comm, opt, spec.phases, s.buckets.get(), s.timer.get(), s.reducer.get());
   };
-  if (!reset_peak_rss()) {
-    progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
-  }
+  reset_memory_mark(progress_);
   // Each step, warm-up included, ends with one all-reduce of the loss and of whether the step
   // failed on this rank: a failure anywhere (out of memory in any iteration, a library error, a
   // non-finite loss, a dataset read) ends the case on every rank, recorded with its status, and
@@ -594,9 +619,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
                                  MPI_DOUBLE, 0, comm));
   }
   rec.loss = samples.losses;
-  const int64_t mem_local[2] = {samples.host_peak, samples.device_peak};
-  std::vector<int64_t> mem_all(root ? static_cast<size_t>(ranks) * 2 : 0);
-  DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
+  rec.memory = gather_memory(comm, ranks, samples.host_peak, samples.device_peak);
   // Utilisation over the timed region, every rank's (collective, whatever the outcome).
   constexpr int kUse = 8;
   const double use_local[kUse] = {samples.cpu.cpu_s,           samples.cpu.wall_s,
@@ -638,12 +661,6 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   }
 
   // Summarise and record (rank 0).
-  Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
-  for (int r = 0; r < ranks; ++r) {
-    host.ints.push_back(mem_all[static_cast<size_t>(r) * 2]);
-    dev.ints.push_back(mem_all[static_cast<size_t>(r) * 2 + 1]);
-  }
-  rec.memory.columns = {host, dev};
   add(a, "overlap", int64_t{setup.overlap ? 1 : 0});
   add(a, "progress_thread", int64_t{setup.buckets && setup.buckets->progress_thread() ? 1 : 0});
   add(a, "status", std::string(status_name(result.status)));
@@ -702,9 +719,7 @@ CaseOutcome Runner::finish_accuracy(const CaseSpec& spec, MPI_Comm comm, Setup& 
                                     Clock::time_point wall_start) {
   AccuracyResult result;
   if (setup.outcome.ok()) {
-    if (!reset_peak_rss()) {
-      progress_.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
-    }
+    reset_memory_mark(progress_);
     try {
       result = run_accuracy(spec, setup.workload, comm,
                             {*setup.model, setup.timer.get(), setup.reducer.get(), setup.buckets.get()}, *setup.dataset,
@@ -724,18 +739,10 @@ CaseOutcome Runner::finish_accuracy(const CaseSpec& spec, MPI_Comm comm, Setup& 
     outcome.interrupted = true;
     return outcome;
   }
-  const int64_t mem_local[2] = {peak_rss_bytes(), setup.model ? setup.model->memory().device_peak_bytes : 0};
-  const bool root = mpi_.rank() == 0;
-  std::vector<int64_t> mem_all(root ? static_cast<size_t>(spec.ranks) * 2 : 0);
-  DLSCALE_CHECK_MPI(MPI_Gather(mem_local, 2, MPI_INT64_T, mem_all.data(), 2, MPI_INT64_T, 0, comm));
-  if (!root) return outcome;
   CaseRecord& rec = outcome.record;
-  Column host = Column::of_ints("host_peak_rss_bytes", {}), dev = Column::of_ints("device_peak_bytes", {});
-  for (int r = 0; r < spec.ranks; ++r) {
-    host.ints.push_back(mem_all[static_cast<size_t>(r) * 2]);
-    dev.ints.push_back(mem_all[static_cast<size_t>(r) * 2 + 1]);
-  }
-  rec.memory.columns = {host, dev};
+  rec.memory =
+      gather_memory(comm, spec.ranks, peak_rss_bytes(), setup.model ? setup.model->memory().device_peak_bytes : 0);
+  if (mpi_.rank() != 0) return outcome;
   Attrs& a = rec.attrs;
   add(a, "epochs", int64_t{spec.epochs});
   add(a, "validation_fraction", spec.validation);
