@@ -8,8 +8,13 @@
 // one, and the overlapped step shorter than the blocking step.
 //
 //   mpirun -np 2 build/<preset>/bench/bench_overlap_vs_blocking [--drivers libtorch,onednn]
-//       [--cases "fcn5:features=8192;width=2048:32,resnet50:8"] [--bucket-mb 25] [--threads 1]
-//       [--iterations 8] [--warmup 2]
+//       [--device cpu|cuda] [--cases "fcn5:features=8192;width=2048:32,resnet50:8"] [--bucket-mb 25]
+//       [--threads 1] [--iterations 8] [--warmup 2]
+//
+// On GPUs (--device cuda, --drivers cuda,libtorch) the buckets are NCCL all-reduces on a side
+// stream, and the blocking model reduces one bucket larger than every gradient, after backward,
+// through the same path; so one GPU (one rank) shows what the stream overlap costs and hides.
+// The all-reduce phase of each step (--phases' third) is its exposed all-reduce.
 //
 // Measured on a 2-vCPU KVM guest (Intel Xeon family 6 model 207, OPENBLAS_CORETYPE=SkylakeX),
 // 2 ranks x 1 thread, 6 steps after 1 warm-up, exposed / blocking all-reduce and overlapped /
@@ -27,6 +32,7 @@
 #include <fmt/format.h>
 
 #include "bench/onednn_bench_util.h"
+#include "suite/device_binding.h"
 #include "suite/gradient_allreduce.h"
 #include "suite/mpi_context.h"
 #include "suite/runner.h"
@@ -50,52 +56,85 @@ double slowest(double mine) {
   return max;
 }
 
-void run(const dlscale::Registry& registry, const std::string& driver, const std::string& workload, int64_t batch,
-         double bucket_mb, int threads, int warmup, int iterations, int rank) {
+/// One of the two models of a case, with what reduces and times its steps.
+struct Contender {
+  std::unique_ptr<dlscale::GradientReducer> reducer;  ///< a GPU driver's own (NCCL), made first
+  std::unique_ptr<dlscale::Model> model;
+  std::unique_ptr<dlscale::StepTimer> timer;            ///< the model's own (CUDA events), or nullptr
+  std::unique_ptr<dlscale::BucketedAllreduce> buckets;  ///< MPI buckets, for CPU models
+  bool reports = false;                                 ///< buckets start during backward
+};
+
+void run(const dlscale::Registry& registry, const std::string& driver_name, dlscale::DeviceType device,
+         const std::string& workload, int64_t batch, double bucket_mb, int threads, int warmup, int iterations,
+         const dlscale::MpiContext& mpi) {
+  const dlscale::Driver& driver = *registry.find(driver_name);
   const dlscale::Workload w = dlscale::make_workload(workload);
-  const dlscale::DriverContext ctx{dlscale::DeviceType::kCpu, 0, threads, 42, dlscale::Precision::kFp32,
-                                   dlscale::Denormals::kFlush};
-  auto make = [&] {
-    auto m = registry.find(driver)->create(w, ctx);
-    m->load_parameters(dlscale::canonical_parameters(w, 42));
-    m->set_batch(dlscale::synthetic_batch(w, batch, 42, rank));
-    return m;
+  const bool gpu = device == dlscale::DeviceType::kCuda;
+  const int index = gpu ? dlscale::gpu_index_for(mpi.local_rank(), driver.device_count(device, nullptr)) : 0;
+  const dlscale::DriverContext ctx{device,
+                                   index,
+                                   threads,
+                                   42,
+                                   dlscale::Precision::kFp32,
+                                   gpu ? dlscale::Denormals::kIeee : dlscale::Denormals::kFlush};
+  const dlscale::MpiRankGroup ranks(MPI_COMM_WORLD);
+  // The blocking contender's bucket on a GPU is larger than every gradient: one all-reduce after
+  // backward through the same NCCL path, which also reduces on one GPU (docs/cuda.md).
+  const auto make = [&](double mb) {
+    Contender c;
+    c.reducer = driver.make_reducer(device, index, ranks, dlscale::Deadline::max());
+    c.model = driver.create(w, ctx);
+    c.model->load_parameters(dlscale::canonical_parameters(w, 42));
+    c.model->set_batch(dlscale::synthetic_batch(w, batch, 42, mpi.rank()));
+    c.timer = c.model->make_step_timer();
+    if (c.reducer) {
+      c.reports = c.reducer->bind(*c.model, gpu && mb == 0 ? 1e12 : mb);
+    } else if (mb > 0) {
+      c.buckets = std::make_unique<dlscale::BucketedAllreduce>(c.model->grad_buffer(), MPI_COMM_WORLD, mb);
+      dlscale::BucketedAllreduce& b = *c.buckets;
+      c.reports = c.model->set_gradient_ready_callback([&b](size_t first, size_t count) { b.ready(first, count); });
+    }
+    return c;
   };
-  auto blocking = make(), overlapped = make();
-  dlscale::BucketedAllreduce buckets(overlapped->grad_buffer(), MPI_COMM_WORLD, bucket_mb);
-  const bool reports =
-      overlapped->set_gradient_ready_callback([&buckets](size_t first, size_t count) { buckets.ready(first, count); });
+  Contender contenders[2] = {make(0), make(bucket_mb)};
   const dlscale::Optimizer opt;
   std::vector<double> step[2], exposed[2];
   for (int i = 0; i < warmup + iterations; ++i) {
     for (int m = 0; m < 2; ++m) {
+      Contender& c = contenders[m];
       MPI_Barrier(MPI_COMM_WORLD);
-      const dlscale::StepTimes t = m == 0 ? dlscale::training_step(*blocking, MPI_COMM_WORLD, opt, false)
-                                          : dlscale::training_step(*overlapped, MPI_COMM_WORLD, opt, false, &buckets);
-      const double s = slowest(t.total), e = slowest(t.exposed_allreduce);
+      // Phases timed: the all-reduce phase is the exposed all-reduce, on one rank too.
+      const dlscale::StepTimes t =
+          dlscale::training_step(*c.model, MPI_COMM_WORLD, opt, true, c.buckets.get(), c.timer.get(), c.reducer.get());
+      const double s = slowest(t.total), e = slowest(t.phase[2]);
       if (i < warmup) continue;
       step[m].push_back(s);
       exposed[m].push_back(e);
     }
   }
-  if (rank != 0) return;
+  if (mpi.rank() != 0) return;
   const Medians b{dlscale::median(step[0]), dlscale::median(exposed[0])};
   const Medians o{dlscale::median(step[1]), dlscale::median(exposed[1])};
-  fmt::print("{:<9} {:<32} {:>5} {:>4} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>8.2f} {:>8.2f}  {}{}\n", driver,
-             workload, batch, buckets.bucket_count(), 1e3 * b.step, 1e3 * b.exposed, 1e3 * o.step, 1e3 * o.exposed,
-             o.exposed / b.exposed, o.step / b.step, reports ? "during backward" : "after backward",
-             buckets.progress_thread() ? ", progress thread" : "");
+  const Contender& over = contenders[1];
+  const std::string how = gpu                                               ? "NCCL side stream"
+                          : over.buckets && over.buckets->progress_thread() ? "progress thread"
+                                                                            : "MPI_Testall";
+  fmt::print("{:<9} {:<32} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>8.2f} {:>8.2f}  {}, {}\n", driver_name,
+             workload, batch, 1e3 * b.step, 1e3 * b.exposed, 1e3 * o.step, 1e3 * o.exposed, o.exposed / b.exposed,
+             o.step / b.step, over.reports ? "during backward" : "after backward", how);
   std::fflush(stdout);
 }
 
 int run_main(int argc, char** argv) {
   dlscale::MpiSession session(&argc, &argv);
   dlscale::MpiContext mpi(MPI_COMM_WORLD);
-  std::string drivers = "libtorch,onednn", cases = "fcn5:features=8192;width=2048:32,resnet50:8";
+  std::string drivers = "libtorch,onednn", cases = "fcn5:features=8192;width=2048:32,resnet50:8", device = "cpu";
   double bucket_mb = 25;
   int threads = 1, iterations = 8, warmup = 2;
   CLI::App app{"Overlapped against blocking gradient all-reduce, alternating in one job"};
-  app.add_option("--drivers", drivers, "CPU drivers, comma-separated");
+  app.add_option("--drivers", drivers, "drivers, comma-separated");
+  app.add_option("--device", device, "cpu, or cuda (one GPU per rank)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--cases", cases, "workload:batch pairs, comma-separated (a workload's own overrides use ';')");
   app.add_option("--bucket-mb", bucket_mb, "bucket size of the overlapped model");
   app.add_option("--threads", threads, "compute threads per rank");
@@ -105,19 +144,22 @@ int run_main(int argc, char** argv) {
   dlscale::Registry registry;
   dlscale::register_drivers(registry);
   if (mpi.rank() == 0) {
-    fmt::print("{} ranks x {} threads, buckets of {} MB; medians of {} steps (slowest rank) after {} warm-up\n",
-               mpi.size(), threads, bucket_mb, iterations, warmup);
-    fmt::print("{:<9} {:<32} {:>5} {:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "driver", "workload", "batch",
-               "bkts", "block ms", "exposed", "overlap ms", "exposed", "exp/blk", "step o/b");
+    fmt::print("{} ranks on {} x {} threads, buckets of {} MB; medians of {} steps (slowest rank) after {} warm-up\n",
+               mpi.size(), device, threads, bucket_mb, iterations, warmup);
+    fmt::print("{:<9} {:<32} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "driver", "workload", "batch",
+               "block ms", "exposed", "overlap ms", "exposed", "exp/blk", "step o/b");
   }
+  const dlscale::DeviceType type = device == "cuda" ? dlscale::DeviceType::kCuda : dlscale::DeviceType::kCpu;
   for (const std::string& d : bench::split(drivers)) {
-    if (registry.find(d) == nullptr) {
-      if (mpi.rank() == 0) fmt::print("(this build has no {} driver: left out)\n", d);
+    const dlscale::Driver* driver = registry.find(d);
+    const dlscale::Support usable = driver ? driver->device_available(type) : dlscale::Support::no("not in this build");
+    if (!usable.ok) {
+      if (mpi.rank() == 0) fmt::print("({} on {}: {}; left out)\n", d, device, usable.reason);
       continue;
     }
     for (const std::string& c : bench::split(cases)) {
       const bench::BenchCase bc = bench::parse_case(c);
-      run(registry, d, bc.workload, bc.batch, bucket_mb, threads, warmup, iterations, mpi.rank());
+      run(registry, d, type, bc.workload, bc.batch, bucket_mb, threads, warmup, iterations, mpi);
     }
   }
   return 0;

@@ -3,6 +3,7 @@
 // (not the backend) owns the all-reduce, the timing and the bookkeeping.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -137,6 +138,18 @@ class OutOfMemory : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by a driver that gave up waiting for its device or its peers (a collective that did not
+/// complete) because the case's Deadline passed; the case is recorded as `timeout`.
+class Timeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// When a case stops waiting for its device and its peers (--case-timeout, counted from the start
+/// of the case's set-up, then from the start of its training); Deadline::max() when it has no
+/// limit. A GPU reducer polls its collectives until then instead of blocking in them.
+using Deadline = std::chrono::steady_clock::time_point;
+
 /// How a case ended, as drivers report it and the harness records it (`status` in the results
 /// file). Ordered by how much one rank's outcome overrides another's when ranks disagree.
 enum class Status { kOk = 0, kUnsupported = 1, kOom = 2, kTimeout = 3, kError = 4 };
@@ -202,10 +215,20 @@ class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
   /// Reduces `model`'s gradients from now on (on its stream, for a GPU model); `model` comes from
-  /// the driver that made this reducer.
-  virtual void bind(const Model& model) = 0;
-  /// Replaces `grads` by their mean over the ranks, ordered after the work queued before it.
+  /// the driver that made this reducer. With `bucket_mb` > 0 the reducer cuts the gradients into
+  /// buckets of about that many MB and queues each as soon as the model reports it final
+  /// (Model::set_gradient_ready_callback, which bind() sets), so that the reduction overlaps the
+  /// rest of backward. Returns whether it does: false when `bucket_mb` is 0 or the model cannot
+  /// tell; its buckets then all start in average().
+  virtual bool bind(Model& model, double bucket_mb) = 0;
+  /// Replaces `grads` by their mean over the ranks, ordered after the work queued before it:
+  /// after backward, every bucket not started yet, then the model's work waits for them all.
   virtual void average(const GradBuffer& grads) = 0;
+  /// Returns once the reductions queued so far have completed. A reducer that queues them on a
+  /// device polls them, and abandons them (its communicator aborted, so that the device's queue
+  /// drains) when `deadline` passes, throwing Timeout, or when the library reports a failure (a
+  /// peer lost), throwing its error. The default: reductions complete inside average().
+  virtual void wait(Deadline deadline) { (void)deadline; }
   /// The same reduction, on a buffer of its own, for the all-reduce microbenchmark.
   virtual std::unique_ptr<AllreduceTransport> transport() = 0;
 };
@@ -249,8 +272,10 @@ class Model {
   virtual std::unique_ptr<StepTimer> make_step_timer() { return nullptr; }
   /// Asks the driver to call `ready(first, count)` during backward() whenever elements
   /// [first, first + count) of grad_buffer() hold their final values, so that the harness can
-  /// reduce them while the rest of the backward pass runs. Returns false when the driver cannot
-  /// tell; its gradients are then complete only when backward() returns.
+  /// reduce them while the rest of the backward pass runs; for a GPU model, once the work that
+  /// computes them is queued on its stream (a reduction queued after it, in stream order, reads
+  /// them final). Returns false when the driver cannot tell; its gradients are then complete only
+  /// when backward() returns.
   virtual bool set_gradient_ready_callback(std::function<void(size_t first, size_t count)> ready) {
     (void)ready;
     return false;
@@ -283,10 +308,11 @@ class Driver {
   /// A device for the results file: "cuda:0 NVIDIA H100 80GB HBM3 GPU-5f1c… bus 0000:1b:00.0 (79.1 GiB)".
   virtual std::string describe_device(DeviceType device, int index) const;
   /// The gradient reduction of a case on `device`, made before the model so that it takes its
-  /// device memory first (NCCL's buffers); collective over `ranks`. nullptr (the default): the
-  /// harness's MPI on host memory, which needs grad_buffer() in host memory.
-  virtual std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
-                                                        const RankGroup& ranks) const;
+  /// device memory first (NCCL's buffers); collective over `ranks`, and given up with Timeout
+  /// when the ranks have not all joined by `deadline`. nullptr (the default): the harness's MPI
+  /// on host memory, which needs grad_buffer() in host memory.
+  virtual std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index, const RankGroup& ranks,
+                                                        Deadline deadline) const;
   virtual std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const = 0;
   /// Whether make_peak_kernel can measure `kind` on `device` in `precision` here. The default:
   /// kStream on the CPU (the host triad every CPU driver shares), nothing else.

@@ -92,7 +92,9 @@ std::string Driver::describe_device(DeviceType device, int index) const {
   return device == DeviceType::kCpu ? std::string("cpu") : fmt::format("cuda:{} (not used by {})", index, name());
 }
 
-std::unique_ptr<GradientReducer> Driver::make_reducer(DeviceType, int, const RankGroup&) const { return nullptr; }
+std::unique_ptr<GradientReducer> Driver::make_reducer(DeviceType, int, const RankGroup&, Deadline) const {
+  return nullptr;
+}
 
 Support Driver::supports_precision(const Workload&, DeviceType, Precision precision) const {
   if (precision == Precision::kFp32) return Support::yes();

@@ -40,6 +40,7 @@ class AccuracyLoop {
 
   AccuracyResult run() {
     started_ = Clock::now();
+    deadline_ = deadline_after(spec_.case_timeout);
     // The split is drawn from the case seed: every repeat holds out the same samples.
     split_ = split_training_set(train_.size(), spec_.validation, spec_.seed);
     result_.train_samples = static_cast<int64_t>(split_.train.size());
@@ -149,7 +150,7 @@ class AccuracyLoop {
       }
       double step_loss = 0;
       try {
-        training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer);
+        training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer, deadline_);
         step_loss = parts_.model.loss();
         if (!std::isfinite(step_loss) && failed.ok())
           failed = {Status::kError, fmt::format("the loss is {}", step_loss)};
@@ -247,6 +248,7 @@ class AccuracyLoop {
   Progress& progress_;
   int rank_ = 0, ranks_ = 1;
   Clock::time_point started_;
+  Deadline deadline_ = Deadline::max();  ///< --case-timeout from started_: a device reduction's wait ends there
   TrainValidationSplit split_;
   std::vector<int64_t> validation_shard_, test_shard_;
   AccuracyResult result_;

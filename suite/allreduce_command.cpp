@@ -103,7 +103,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   std::unique_ptr<GradientReducer> reducer;  // owns the communicator the transport uses
   std::unique_ptr<AllreduceTransport> transport;
   if (nccl) {
-    reducer = nccl_driver->make_reducer(DeviceType::kCuda, device, MpiRankGroup(mpi.world()));
+    reducer = nccl_driver->make_reducer(DeviceType::kCuda, device, MpiRankGroup(mpi.world()), Deadline::max());
     transport = reducer->transport();
   }
   const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -141,6 +142,8 @@ Outcome outcome_of(const std::exception_ptr& failure) {
     throw;
   } catch (const OutOfMemory& e) {
     return {Status::kOom, e.what()};
+  } catch (const Timeout& e) {
+    return {Status::kTimeout, e.what()};
   } catch (const std::bad_alloc&) {
     return {Status::kOom, "host allocation failed (std::bad_alloc)"};
   } catch (const std::exception& e) {
@@ -152,8 +155,13 @@ Outcome outcome_of(const std::exception_ptr& failure) {
 
 std::unique_ptr<StepTimer> make_host_step_timer(Model& model) { return std::make_unique<HostStepTimer>(model); }
 
+Deadline deadline_after(double seconds) {
+  if (seconds <= 0) return Deadline::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases, BucketedAllreduce* buckets,
-                        StepTimer* timer, GradientReducer* reducer) {
+                        StepTimer* timer, GradientReducer* reducer, Deadline deadline) {
   std::unique_ptr<StepTimer> host;
   if (timer == nullptr) {
     host = make_host_step_timer(model);
@@ -191,6 +199,9 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   model.update(opt);
   const int last = time_phases ? kPhaseCount : 1;
   timer->mark(last);
+  // After the whole step is queued, so that the device never idles for the host; reading the
+  // timer below then waits for no collective.
+  if (reducer != nullptr) reducer->wait(deadline);
   t.total = timer->seconds(0, last);
   if (time_phases) {
     for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = timer->seconds(p, p + 1);
@@ -259,6 +270,39 @@ int test_sleep_rank() {
   return v != nullptr && *v != '\0' ? std::atoi(v) : -1;
 }
 
+/// DLSCALE_TEST_SKIP_REDUCTION_RANK (tests only, docs/running.md): the rank that leaves out the
+/// first gradient reduction of the run through a driver's reducer (NCCL), so that its peers'
+/// reduction waits for it as for a hung peer; -1 when unset.
+int test_skip_reduction_rank() {
+  const char* v = std::getenv("DLSCALE_TEST_SKIP_REDUCTION_RANK");
+  return v != nullptr && *v != '\0' ? std::atoi(v) : -1;
+}
+
+/// A driver's reducer that leaves out one average() unless `skipped` says it was done already
+/// (DLSCALE_TEST_SKIP_REDUCTION_RANK).
+class SkipsOneReduction final : public GradientReducer {
+ public:
+  SkipsOneReduction(GradientReducer& reducer, bool& skipped) : reducer_(reducer), skipped_(skipped) {}
+  bool bind(Model& model, double bucket_mb) override { return reducer_.bind(model, bucket_mb); }
+  void average(const GradBuffer& grads) override {
+    if (!skipped_) {
+      skipped_ = true;
+      return;
+    }
+    reducer_.average(grads);
+  }
+  void wait(Deadline deadline) override { reducer_.wait(deadline); }
+  std::unique_ptr<AllreduceTransport> transport() override { return reducer_.transport(); }
+
+ private:
+  GradientReducer& reducer_;
+  bool& skipped_;
+};
+
+/// Seconds a gradient reduction's collective set-up (NCCL's) may take when the case has no
+/// shorter --case-timeout: a rank whose set-up failed waits this long at most for the others.
+constexpr double kReducerSetUpSeconds = 300;
+
 }  // namespace
 
 Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
@@ -277,11 +321,6 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   if (support.ok) support = driver.supports(s.workload, s.device);
   if (support.ok) support = precision_support(driver, s.workload, s.device, precision, spec.allow_emulation);
   if (support.ok) support = driver.supports_denormals(s.device, spec.denormals);
-  if (support.ok && s.device == DeviceType::kCuda && spec.bucket_mb > 0 && ranks > 1) {
-    support = Support::no(
-        "--bucket-mb: buckets are reduced with MPI on host memory; GPU gradients go through "
-        "one NCCL all-reduce");
-  }
   // A driver's own reduction comes first, before the model takes the device's memory. The
   // shared-GPU check and the reducer may be collective, so the ranks agree on the case before
   // either: a rank refused above must not skip a collective the others enter.
@@ -296,14 +335,24 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   }
   // Agreed on every rank already: going on would only prefix the message a second time.
   if (!s.outcome.ok()) return s;
+  // A rank whose set-up of the reduction fails waits in the agreement below while the others may
+  // still be in the collective set-up (NCCL's, polled): they give up at its deadline, which
+  // --case-timeout sets and kReducerSetUpSeconds bounds, and every rank records the failure.
+  const double set_up_limit =
+      spec.case_timeout > 0 ? std::min(spec.case_timeout, kReducerSetUpSeconds) : kReducerSetUpSeconds;
+  Outcome reduction;
   try {
     const MpiRankGroup group(comm);
-    s.reducer = driver.make_reducer(s.device, s.gpu, group);
-  } catch (const std::exception& e) {
-    // The other ranks may be inside the reducer's collective set-up (NCCL), which has no way back.
-    fmt::print(stderr, "dlscale: rank {}: case {}: set-up of the gradient reduction failed: {}\n", mpi_.rank(),
-               spec.command(), e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    s.reducer = driver.make_reducer(s.device, s.gpu, group, deadline_after(set_up_limit));
+  } catch (...) {
+    reduction = outcome_of(std::current_exception());
+    reduction.message =
+        fmt::format("set-up of the gradient reduction (given {} s): {}", set_up_limit, reduction.message);
+  }
+  s.outcome = agree(comm, reduction);
+  if (!s.outcome.ok()) {
+    s.reducer.reset();
+    return s;
   }
   try {
     // Each rank draws its own dropout masks, as data-parallel training does.
@@ -333,6 +382,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
                                "(drivers/driver.h), so it runs on one rank only",
                                driver.name())};
     }
+    if (s.outcome.ok() && s.reducer) s.overlap = s.reducer->bind(*s.model, spec.bucket_mb);
   } catch (...) {
     s.outcome = outcome_of(std::current_exception());
   }
@@ -341,10 +391,9 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
     s.model.reset();
     return s;
   }
-  if (s.reducer) s.reducer->bind(*s.model);
   s.timer = s.model->make_step_timer();
   if (!s.timer) s.timer = make_host_step_timer(*s.model);
-  if (spec.bucket_mb > 0 && ranks > 1) {
+  if (!s.reducer && spec.bucket_mb > 0 && ranks > 1) {
     s.buckets = std::make_unique<BucketedAllreduce>(s.model->grad_buffer(), comm, spec.bucket_mb);
     BucketedAllreduce& buckets = *s.buckets;
     s.overlap =
@@ -365,15 +414,22 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
     model.set_batch(s.dataset->batch(next_sample, spec.batch_per_rank()));
     next_sample += spec.global_batch();
   };
-  const auto step = [&] {
-    return training_step(model, comm, opt, spec.phases, s.buckets.get(), s.timer.get(), s.reducer.get());
-  };
+  GradientReducer* reducer = s.reducer.get();
+  std::optional<SkipsOneReduction> skipping;
+  if (reducer != nullptr && mpi_.rank() == test_skip_reduction_rank()) {
+    reducer = &skipping.emplace(*reducer, test_reduction_skipped_);
+  }
   reset_memory_mark(progress_);
   // Each step, warm-up included, ends with one all-reduce of the loss and of whether the step
   // failed on this rank: a failure anywhere (out of memory in any iteration, a library error, a
-  // non-finite loss, a dataset read) ends the case on every rank, recorded with its status, and
-  // the sweep goes on. Only a lost rank or a broken communicator ends the job.
+  // non-finite loss, a dataset read, a device collective past the case's deadline) ends the case
+  // on every rank, recorded with its status, and the sweep goes on. Only a lost rank or a broken
+  // communicator ends the job.
   const Clock::time_point started = Clock::now();
+  const Deadline deadline = deadline_after(spec.case_timeout);
+  const auto step = [&] {
+    return training_step(model, comm, opt, spec.phases, s.buckets.get(), s.timer.get(), reducer, deadline);
+  };
   const auto guarded_step = [&](int iteration, bool timed) {
     Outcome failed;
     StepTimes t;

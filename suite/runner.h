@@ -39,17 +39,22 @@ struct StepTimes {
 /// marks 2 and 3 around the gradient average whenever there is one to time; then the last). `timer` nullptr: the host
 /// clock read after model.synchronize(), as CPU models are timed. The average is `reducer`'s (a driver's own, e.g. NCCL
 /// on a GPU stream), else the MPI `buckets` (started during backward where the driver reports finished gradients), else
-/// one blocking MPI all-reduce over `comm`.
+/// one blocking MPI all-reduce over `comm`. A reducer's queued reductions are waited for, once the whole step is
+/// queued, until `deadline` (GradientReducer::wait: Timeout past it).
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
                         BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
-                        GradientReducer* reducer = nullptr);
+                        GradientReducer* reducer = nullptr, Deadline deadline = Deadline::max());
+
+/// `seconds` from now, or Deadline::max() for 0 (no limit): how long a case's set-up, and then
+/// its training, may wait for its devices and peers (--case-timeout).
+Deadline deadline_after(double seconds);
 
 /// Agrees on the worst status over the ranks of `comm` and on the message of the first rank that
 /// had it; collective.
 Outcome agree(MPI_Comm comm, const Outcome& mine);
 
-/// A failure inside a case as its outcome; an MPI failure is rethrown (nothing collective can
-/// follow it).
+/// A failure inside a case as its outcome (Timeout: `timeout`; OutOfMemory and std::bad_alloc:
+/// `oom`; anything else: `error`); an MPI failure is rethrown (nothing collective can follow it).
 Outcome outcome_of(const std::exception_ptr& failure);
 
 /// The host clock after model.synchronize(): how CPU models are timed.
@@ -104,6 +109,7 @@ class Runner {
   std::string stop_hint_;
   PeakLookup peaks_;
   std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // by spec, read once per sweep
+  bool test_reduction_skipped_ = false;  // DLSCALE_TEST_SKIP_REDUCTION_RANK's one skip was taken
 };
 
 /// The one-line summary rank 0 prints for a finished case.

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -130,7 +131,14 @@ class CudaModel final : public Model {
     for (size_t i = layers_.size(); i-- > 0;) {
       if (!layers_[i]) continue;  // Flatten: its buffers alias its input's
       layers_[i]->backward(input_of(i), acts_[i], grads_of_acts_[i], input_grad_of(i));
+      // The layer's gradient work is queued: a reduction queued after it reads them final.
+      if (ready_ && ready_ranges_[i].count > 0) ready_(ready_ranges_[i].first, ready_ranges_[i].count);
     }
+  }
+
+  bool set_gradient_ready_callback(std::function<void(size_t, size_t)> ready) override {
+    ready_ = std::move(ready);
+    return true;
   }
 
   double loss() override {
@@ -249,6 +257,15 @@ class CudaModel final : public Model {
       }
     }
     total_ = align(std::max<int64_t>(next, 1));
+    // Each layer's slice of the flat buffers, its padding included: from its first tensor to the
+    // next layer's, so that the slices cover every element once.
+    ready_ranges_.assign(workload_.layers.size(), ParamRange{});
+    int64_t end = total_;
+    for (size_t li = offsets.size(); li-- > 0;) {
+      if (offsets[li].empty()) continue;
+      ready_ranges_[li] = {static_cast<size_t>(offsets[li].front()), static_cast<size_t>(end - offsets[li].front())};
+      end = offsets[li].front();
+    }
     params_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
     grads_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
     if (ctx_.precision == Precision::kBf16) params16_ = DeviceBuffer(static_cast<size_t>(total_) * 2, &memory_);
@@ -431,9 +448,11 @@ class CudaModel final : public Model {
   int64_t total_ = 0;                // floats in the flat buffers, padding included
   std::vector<WeightPiece> pieces_;  // canonical <-> driver layout
   std::vector<LayerParams> layer_params_;
-  int64_t batch_ = 0;     // the batch size the network is built for; 0: none yet
-  uint64_t builds_ = 0;   // networks built so far
-  uint64_t seed_ = 0;     // dropout
+  std::vector<ParamRange> ready_ranges_;       // per layer: its slice of grads_, for ready_
+  std::function<void(size_t, size_t)> ready_;  // the reducer's, to start buckets during backward
+  int64_t batch_ = 0;                          // the batch size the network is built for; 0: none yet
+  uint64_t builds_ = 0;                        // networks built so far
+  uint64_t seed_ = 0;                          // dropout
   DeviceBuffer running_;  // batch norms' running statistics: per norm, its means then its variances
   std::vector<int64_t> running_offsets_, running_channels_;  // per norm: first float in running_, channels
   DeviceBuffer adam_m_, adam_v_;                             // Adam's moments, made at its first update
@@ -533,10 +552,10 @@ class CudaDriver final : public Driver {
     return fmt::format("cuda:{} (not available: {})", index, why.empty() ? "no such GPU" : why);
   }
 
-  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
-                                                const RankGroup& ranks) const override {
+  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index, const RankGroup& ranks,
+                                                Deadline deadline) const override {
     if (device != DeviceType::kCuda) return nullptr;
-    return make_nccl_reducer(ranks, device_index,
+    return make_nccl_reducer(ranks, device_index, deadline,
                              [](const Model& m) -> void* { return dynamic_cast<const CudaModel&>(m).stream(); });
   }
 

@@ -103,8 +103,12 @@ inline cudaError_t create_nonblocking_stream(cudaStream_t* s) {
 /// cudaEventCreate is overloaded in C++, so it cannot be a template argument itself.
 inline cudaError_t create_timing_event(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 
+/// An event only for ordering streams and polling completion: no timestamp, so cheaper to record.
+inline cudaError_t create_sync_event(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }
+
 using Stream = Owned<cudaStream_t, create_nonblocking_stream, cudaStreamDestroy>;
 using Event = Owned<cudaEvent_t, create_timing_event, cudaEventDestroy>;
+using SyncEvent = Owned<cudaEvent_t, create_sync_event, cudaEventDestroy>;
 using CublasHandle = Owned<cublasHandle_t, cublasCreate_v2, cublasDestroy_v2>;
 using CudnnHandle = Owned<cudnnHandle_t, cudnnCreate, cudnnDestroy>;
 using TensorDesc = Owned<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;

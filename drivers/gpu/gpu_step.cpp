@@ -1,5 +1,6 @@
 #include "drivers/gpu/gpu_step.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -46,7 +47,8 @@ class NcclTransport final : public AllreduceTransport {
   }
   void reduce() override {
     nccl_.allreduce(buffer_.as(), buffer_.bytes() / 4, NcclCommunicator::Op::kSum, stream_);
-    DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
+    DLSCALE_CHECK_CUDA(cudaEventRecord(done_, stream_));
+    nccl_.wait(done_, Deadline::max());
   }
   std::vector<float> read() override {
     std::vector<float> values(buffer_.bytes() / 4);
@@ -57,8 +59,9 @@ class NcclTransport final : public AllreduceTransport {
 
  private:
   NcclCommunicator& nccl_;
-  int device_;  // made current before the stream below
+  int device_;  // made current before the stream and the event below
   Stream stream_;
+  SyncEvent done_;
   DeviceBuffer buffer_;
 };
 
@@ -70,28 +73,103 @@ class SingleRank final : public RankGroup {
   void broadcast(void*, size_t, int) const override {}
 };
 
+/// NCCL over the case's ranks. Without buckets, one all-reduce of the whole gradient buffer on
+/// the model's stream after backward. With buckets, one all-reduce per bucket on a stream of the
+/// reducer's own, each queued as soon as the model has queued the last work that writes the
+/// bucket (an event on the model's stream orders it after that work), so that it runs on the GPU
+/// beside the rest of backward; average() queues the buckets not started yet and makes the
+/// model's stream wait for them all, so the update reads the averages. wait() polls completion
+/// (NcclCommunicator::wait), never blocking where a lost peer could hold it.
 class NcclReducer final : public GradientReducer {
  public:
-  // One rank has nothing to average: its communicator is only made if the microbenchmark asks.
-  NcclReducer(const RankGroup& ranks, int device, std::function<void*(const Model&)> stream_of)
+  // One rank has nothing to average: its communicator is only made for buckets or the
+  // microbenchmark.
+  NcclReducer(const RankGroup& ranks, int device, Deadline deadline, std::function<void*(const Model&)> stream_of)
       : device_(select(device)),
         stream_of_(std::move(stream_of)),
-        nccl_(ranks.size() > 1 ? std::make_unique<NcclCommunicator>(ranks, device) : nullptr) {}
-  void bind(const Model& model) override { stream_ = static_cast<cudaStream_t>(stream_of_(model)); }
+        nccl_(ranks.size() > 1 ? std::make_unique<NcclCommunicator>(ranks, device, deadline) : nullptr) {}
+
+  bool bind(Model& model, double bucket_mb) override {
+    stream_ = static_cast<cudaStream_t>(stream_of_(model));
+    buckets_.clear();
+    if (bucket_mb <= 0) return false;
+    grads_ = model.grad_buffer();
+    if (!grads_.on_device) throw std::logic_error("the NCCL reducer needs gradients in GPU memory");
+    // On one GPU there is nothing to average, but the buckets are still reduced (over a one-rank
+    // communicator) on their stream, so that one GPU shows what overlapping them with backward
+    // costs and hides (docs/metrics.md).
+    if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
+    bucket_elems_ = std::max<size_t>(1, static_cast<size_t>(bucket_mb * 1e6 / 4));
+    for (size_t first = 0; first < grads_.count; first += bucket_elems_) {
+      const size_t count = std::min(bucket_elems_, grads_.count - first);
+      buckets_.push_back({first, count, count, false});
+    }
+    return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
+  }
+
   void average(const GradBuffer& grads) override {
     if (!grads.on_device) throw std::logic_error("the NCCL reducer needs gradients in GPU memory");
-    if (nccl_) nccl_->allreduce(grads.data, grads.count, NcclCommunicator::Op::kAverage, stream_);
+    if (buckets_.empty()) {
+      if (!nccl_) return;
+      nccl_->allreduce(grads.data, grads.count, NcclCommunicator::Op::kAverage, stream_);
+      DLSCALE_CHECK_CUDA(cudaEventRecord(done_, stream_));
+    } else {
+      for (Bucket& b : buckets_) start(b);  // those whose gradients were not all reported
+      DLSCALE_CHECK_CUDA(cudaEventRecord(done_, side_));
+      DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(stream_, done_, 0));
+      for (Bucket& b : buckets_) b = {b.first, b.count, b.count, false};  // the next step's
+    }
+    queued_ = true;
   }
+
+  void wait(Deadline deadline) override {
+    if (!queued_) return;
+    queued_ = false;
+    nccl_->wait(done_, deadline);
+  }
+
   std::unique_ptr<AllreduceTransport> transport() override {
     if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
     return std::make_unique<NcclTransport>(*nccl_, device_);
   }
 
  private:
-  int device_;
+  struct Bucket {
+    size_t first = 0, count = 0, pending = 0;  ///< pending: elements not reported final this step
+    bool started = false;
+  };
+
+  /// Elements [first, first + count) are final (their work is queued on the model's stream).
+  void ready(size_t first, size_t count) {
+    const size_t end = first + count;
+    for (size_t i = first / bucket_elems_; i < buckets_.size() && buckets_[i].first < end; ++i) {
+      Bucket& b = buckets_[i];
+      const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
+      b.pending -= std::min(b.pending, overlap);
+      if (b.pending == 0) start(b);
+    }
+  }
+
+  /// Queues bucket `b`'s all-reduce on the side stream, after the work queued so far on the
+  /// model's stream.
+  void start(Bucket& b) {
+    if (b.started) return;
+    b.started = true;
+    DLSCALE_CHECK_CUDA(cudaEventRecord(ready_, stream_));
+    DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(side_, ready_, 0));
+    nccl_->allreduce(grads_.data + b.first, b.count, NcclCommunicator::Op::kAverage, side_);
+  }
+
+  int device_;  // made current before the streams and events below
   std::function<void*(const Model&)> stream_of_;
-  std::unique_ptr<NcclCommunicator> nccl_;
+  Stream side_;                             ///< the buckets' all-reduces
+  SyncEvent ready_, done_;                  ///< the model's work so far; the step's reductions
+  std::unique_ptr<NcclCommunicator> nccl_;  // after the stream it queues on: destroyed first
   cudaStream_t stream_ = nullptr;
+  GradBuffer grads_;
+  std::vector<Bucket> buckets_;  ///< empty: one all-reduce after backward
+  size_t bucket_elems_ = 1;
+  bool queued_ = false;  ///< average() queued reductions that wait() has not seen complete
 };
 
 }  // namespace
@@ -100,9 +178,9 @@ std::unique_ptr<StepTimer> make_event_timer(void* stream, int device) {
   return std::make_unique<CudaEventStepTimer>(stream, device);
 }
 
-std::unique_ptr<GradientReducer> make_nccl_reducer(const RankGroup& ranks, int device,
+std::unique_ptr<GradientReducer> make_nccl_reducer(const RankGroup& ranks, int device, Deadline deadline,
                                                    std::function<void*(const Model&)> stream_of) {
-  return std::make_unique<NcclReducer>(ranks, device, std::move(stream_of));
+  return std::make_unique<NcclReducer>(ranks, device, deadline, std::move(stream_of));
 }
 
 }  // namespace dlscale::cuda

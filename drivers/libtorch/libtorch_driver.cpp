@@ -573,10 +573,10 @@ class LibTorchDriver final : public Driver {
   }
 
   /// NCCL on the legacy default stream, where LibTorch's work is queued.
-  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index,
-                                                const RankGroup& ranks) const override {
+  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index, const RankGroup& ranks,
+                                                Deadline deadline) const override {
     if (device != DeviceType::kCuda) return nullptr;
-    return cuda::make_nccl_reducer(ranks, device_index, [](const Model&) -> void* { return nullptr; });
+    return cuda::make_nccl_reducer(ranks, device_index, deadline, [](const Model&) -> void* { return nullptr; });
   }
 #endif
 

@@ -1,5 +1,7 @@
 """GPU end to end (label gpu): the dlscale binary trains every catalog network on the cuda driver,
-records the GPU it ran on, turns an out-of-memory batch into an `oom` case and goes on.
+records the GPU it ran on, turns an out-of-memory batch into an `oom` case and goes on, reduces
+gradient buckets during backward, and (on two GPUs) records a hung NCCL reduction as `timeout` and
+ends within 30 s when a rank is lost.
 
 Without a GPU the module exits 77, which CTest reports as skipped. CTest sets DLSCALE_BIN and
 MPIEXEC.
@@ -9,9 +11,11 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 DLSCALE = os.environ["DLSCALE_BIN"]
@@ -131,6 +135,83 @@ class GpuRuns(unittest.TestCase):
             self.assertIn("projection", case)
             self.assertEqual(f["allreduce/0000"].attrs["backend"], "nccl")
             self.assertTrue(np.all(f["allreduce/0000/errors"][()] == 0))
+
+    def test_buckets_on_one_gpu_overlap_backward_and_train_alike(self):
+        # One rank: the buckets go through a one-rank NCCL on their own stream; a bucket larger
+        # than every gradient is one all-reduce after backward, the baseline of the same path.
+        out = os.path.join(self.dir, "buckets.h5")
+        proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=1024,width=512", "--batch", "16", "--phases",
+                        "--bucket-mb", "1,100000", "--iterations", "5", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            cases = {f["cases"][n].attrs["bucket_mb"]: f["cases"][n] for n in f["cases"]}
+            for case in cases.values():
+                self.assertEqual(case.attrs["status"], "ok", case.attrs["message"])
+                self.assertEqual(case.attrs["overlap"], 1)
+                self.assertEqual(case.attrs["progress_thread"], 0, "NCCL needs no host thread: a stream")
+                self.assertTrue(np.all(case["phase_time_s"][()][:, :, 2] >= 0))
+            np.testing.assert_array_equal(cases[1.0]["loss"][()], cases[100000.0]["loss"][()])
+
+
+def rank_pids(launcher):
+    return sorted(int(p) for p in
+                  subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split())
+
+
+@unittest.skipIf(GPUS < 2, "needs two GPUs (NCCL: one GPU per rank)")
+class GpuFaults(unittest.TestCase):
+    """The fault tests of tests/fault on the NCCL path: a reduction a peer never joins ends at the
+    case's deadline (the communicator aborted), and a lost rank ends the job within 30 s."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_gpu_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_a_hung_nccl_reduction_is_recorded_timeout_and_the_next_case_runs(self):
+        out = os.path.join(self.dir, "timeout.h5")
+        env = dict(os.environ, DLSCALE_TEST_SKIP_REDUCTION_RANK="1")
+        started = time.monotonic()
+        proc = subprocess.run([MPIEXEC, "-n", "2", "-x", "DLSCALE_TEST_SKIP_REDUCTION_RANK", DLSCALE, "run", "-d",
+                               "cuda", "-w", "fcn5:features=256,width=128", "--batch", "8,16", "--iterations", "5",
+                               "--case-timeout", "5", "--out", out], env=env, capture_output=True, text=True,
+                              timeout=300)
+        print(f"\nhung NCCL reduction: the job took {time.monotonic() - started:.1f} s", file=sys.stderr)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            first, second = (f["cases"][n].attrs for n in sorted(f["cases"]))
+        self.assertEqual(first["status"], "timeout", first["message"])
+        self.assertIn("NCCL: still waiting for the all-reduce when the case's deadline (--case-timeout) passed", first["message"])
+        self.assertEqual(second["status"], "ok", second["message"])
+
+    def test_a_lost_rank_ends_the_job_within_30_s_with_a_dlscale_line(self):
+        out = os.path.join(self.dir, "lost.h5")
+        launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-d", "cuda", "-w",
+                                     "fcn5:features=1024,width=512", "--batch", "16", "--iterations", "1000000",
+                                     "--out", out], cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+        line = launcher.stdout.readline()
+        while line and "# dlscale run" not in line:
+            line = launcher.stdout.readline()
+        time.sleep(3)  # set up, in the timed loop
+        ranks = rank_pids(launcher)
+        self.assertEqual(len(ranks), 2)
+        os.kill(ranks[1], signal.SIGKILL)
+        killed = time.monotonic()
+        try:
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            for pid in rank_pids(launcher):
+                os.kill(pid, signal.SIGKILL)
+        print(f"\nlost GPU rank: the job ended {time.monotonic() - killed:.1f} s after SIGKILL of rank 1",
+              file=sys.stderr)
+        lines = [x for x in stderr.splitlines() if x.startswith("dlscale: ") and "warning" not in x]
+        self.assertEqual(len(lines), 1, stderr)
+        self.assertRegex(lines[0], r"^dlscale: rank \d \(.+\): SIGTERM arrived during case dlscale run ")
+        self.assertTrue(lines[0].endswith("--resume"), lines[0])
+        with h5py.File(out, "r") as f:  # readable, no half-written case
+            self.assertEqual(len(f.get("cases", {})), 0)
 
 
 if __name__ == "__main__":

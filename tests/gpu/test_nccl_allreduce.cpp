@@ -1,10 +1,14 @@
-// Real ranks, real GPUs (label gpu): the NCCL all-reduce is exact element by element, and GPU
+// Real ranks, real GPUs (label gpu): the NCCL all-reduce is exact element by element, GPU
 // training through the harness's own step (CUDA events, NCCL on the model's stream) keeps every
-// rank's parameters bit-identical while averaging their gradients. NCCL refuses two ranks on one
-// GPU, so with fewer GPUs than ranks on a node every test skips, as they do without a GPU.
+// rank's parameters bit-identical while averaging their gradients, buckets reduced during
+// backward give the parameters of one all-reduce after it, and a reduction a peer never joins
+// ends at its deadline instead of hanging. NCCL refuses two ranks on one GPU, so with fewer GPUs
+// than ranks on a node every test skips, as they do without a GPU.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -101,9 +105,10 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     auto model = gpu_model(reg, w, 13);
     const std::vector<float> initial = model->export_parameters();
     // The driver's own reduction (NCCL on the model's stream) and timer (CUDA events there).
-    auto reducer = reg.find("cuda")->make_reducer(DeviceType::kCuda, my_gpu(), MpiRankGroup(MPI_COMM_WORLD));
+    auto reducer =
+        reg.find("cuda")->make_reducer(DeviceType::kCuda, my_gpu(), MpiRankGroup(MPI_COMM_WORLD), Deadline::max());
     ASSERT_NE(reducer, nullptr);
-    reducer->bind(*model);
+    EXPECT_FALSE(reducer->bind(*model, 0)) << "no buckets: one all-reduce after backward";
     auto timer = model->make_step_timer();
     ASSERT_NE(timer, nullptr);
 
@@ -111,6 +116,7 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     model->backward();
     const std::vector<float> local = model->export_gradients();
     reducer->average(model->grad_buffer());
+    reducer->wait(Deadline::max());
     const std::vector<float> averaged = model->export_gradients();
     std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
     MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -138,6 +144,96 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     EXPECT_NE(mine, initial) << spec << ": training did not change the parameters";
     EXPECT_GT(model->memory().device_peak_bytes, 0) << spec;
   }
+}
+
+/// The GPU drivers this build has that see a GPU here.
+std::vector<std::string> gpu_drivers(const Registry& reg) {
+  std::vector<std::string> names;
+  for (const auto& d : reg.all()) {
+    if (d->device_available(DeviceType::kCuda).ok) names.emplace_back(d->name());
+  }
+  return names;
+}
+
+TEST(GpuTraining, BucketsDuringBackwardGiveTheParametersOfOneAllreduceAfterIt) {
+  SKIP_WITHOUT_GPUS();
+  Registry reg;
+  register_drivers(reg);
+  for (const std::string& name : gpu_drivers(reg)) {
+    const Driver& driver = *reg.find(name);
+    for (const char* spec : {"fcn5:features=48,width=24", "mnist_cnn:width=4,fc=16"}) {
+      SCOPED_TRACE(name + " " + spec);
+      const Workload w = without_dropout(make_workload(spec));
+      std::vector<float> after[2];
+      bool overlapped = false;
+      for (int bucketed = 0; bucketed < 2; ++bucketed) {
+        auto reducer = driver.make_reducer(DeviceType::kCuda, my_gpu(), MpiRankGroup(MPI_COMM_WORLD), Deadline::max());
+        ASSERT_NE(reducer, nullptr);
+        auto model = driver.create(w, {DeviceType::kCuda, my_gpu(), 1, 13});
+        model->load_parameters(canonical_parameters(w, 13));
+        model->set_batch(synthetic_batch(w, 4, 13, mpi().rank()));
+        // 400 bytes: a hundred floats a bucket, so that most layers span several buckets and
+        // some buckets several layers.
+        const bool overlap = reducer->bind(*model, bucketed != 0 ? 400e-6 : 0);
+        if (bucketed != 0) overlapped = overlap;
+        auto timer = model->make_step_timer();
+        for (int i = 0; i < 3; ++i) {
+          training_step(*model, MPI_COMM_WORLD, Optimizer{}, true, nullptr, timer.get(), reducer.get());
+        }
+        after[bucketed] = model->export_parameters();
+      }
+      EXPECT_TRUE(overlapped) << "the buckets should start during backward: the driver reports finished gradients";
+      ASSERT_EQ(after[0].size(), after[1].size());
+      if (mpi().size() <= 2) {
+        // A sum of two is the same in any order: NCCL's algorithm and protocol, which depend on
+        // the size reduced, cannot change it.
+        EXPECT_EQ(std::memcmp(after[0].data(), after[1].data(), after[0].size() * 4), 0);
+      } else {
+        double worst = 0;
+        for (size_t i = 0; i < after[0].size(); ++i)
+          worst = std::max(worst, double{std::abs(after[0][i] - after[1][i])});
+        EXPECT_LT(worst, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(NcclDeadline, APeerThatNeverReducesEndsTheWaitWithTimeoutAndANewCommunicatorWorks) {
+  SKIP_WITHOUT_GPUS();
+  if (mpi().size() < 2) GTEST_SKIP() << "needs a peer: run on 2 or more ranks";
+  const int device = my_gpu();
+  DLSCALE_CHECK_CUDA(cudaSetDevice(device));
+  const cuda::Stream stream;
+  const cuda::SyncEvent done;
+  cuda::DeviceBuffer buffer(1024 * 4, nullptr);
+  {
+    cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
+    if (mpi().rank() == 0) {
+      // The others never take part: the all-reduce cannot complete.
+      nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream);
+      DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
+      const auto started = std::chrono::steady_clock::now();
+      EXPECT_THROW(nccl.wait(done, deadline_after(2)), Timeout);
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      EXPECT_GE(waited, 2.0);
+      EXPECT_LT(waited, 30.0) << "the wait should end soon after its deadline";
+      // Aborted: its kernels ended, so the stream drains, and the communicator refuses more work.
+      DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream));
+      EXPECT_THROW(nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream), std::runtime_error);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // The next case's communicator, on the same ranks and GPUs, reduces as if nothing happened.
+  cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device, deadline_after(60));
+  const std::vector<float> ones(1024, 1.0f);
+  DLSCALE_CHECK_CUDA(cudaMemcpyAsync(buffer.get(), ones.data(), 1024 * 4, cudaMemcpyHostToDevice, stream));
+  nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream);
+  DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
+  nccl.wait(done, deadline_after(60));
+  std::vector<float> got(1024);
+  DLSCALE_CHECK_CUDA(cudaMemcpyAsync(got.data(), buffer.get(), 1024 * 4, cudaMemcpyDeviceToHost, stream));
+  DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream));
+  EXPECT_EQ(got, std::vector<float>(1024, static_cast<float>(mpi().size())));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Case set-up under real ranks: when one rank's case is refused before the GPU checks, every rank
 // still takes the same collectives and finishes the case with the same status (a rank refused
 // early once went straight to the status agreement while the others waited in the shared-GPU
-// gather: a hang). Needs no GPU: the refusal comes from a driver that only rank 1 may use.
+// gather: a hang). Needs no GPU: the refusal comes from a driver that only rank 1 may use. And
+// when a driver's own reduction gives up on one rank (NCCL past the case's deadline), in its
+// set-up or in a step, every rank records `timeout` and the next case runs.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -75,6 +77,94 @@ TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
     EXPECT_EQ(attr(outcome.record.attrs, "message"), "rank 0: no GPU on this rank (test driver)");
   }
 }
+
+/// Where a driver's own gradient reduction gives up on rank 1 (as NCCL does past the case's
+/// deadline, or on a lost peer): its collective set-up, or the wait for the first step's
+/// reduction.
+enum class GivesUp { kSetUp, kWait };
+
+/// Trains the reference driver's model on the CPU, but through a reducer of its own that throws
+/// Timeout on rank 1 where `GivesUp` says, as a GPU driver's NCCL reducer does, so that the
+/// harness's handling of it runs on real ranks without a GPU. The reducer averages nothing: the
+/// test is about the case's outcome, not its numbers.
+class ReducerGivesUpDriver final : public Driver {
+ public:
+  explicit ReducerGivesUpDriver(GivesUp where) : where_(where) { register_drivers(reference_); }
+  std::string_view name() const override { return "reducer_gives_up"; }
+  Support supports(const Workload&, DeviceType) const override { return Support::yes(); }
+  Support supports_denormals(DeviceType, Denormals) const override { return Support::yes(); }
+  std::unique_ptr<GradientReducer> make_reducer(DeviceType, int, const RankGroup& ranks,
+                                                Deadline deadline) const override {
+    if (deadline == Deadline::max()) throw std::logic_error("the set-up of a reduction was given no deadline");
+    if (where_ == GivesUp::kSetUp && ranks.rank() == 1) throw Timeout("the others never joined (test reducer)");
+    return std::make_unique<Reducer>(where_ == GivesUp::kWait && ranks.rank() == 1);
+  }
+  std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
+    return reference_.find("reference")->create(w, ctx);
+  }
+  std::map<std::string, std::string> versions() const override { return {}; }
+
+ private:
+  class Reducer final : public GradientReducer {
+   public:
+    explicit Reducer(bool times_out) : times_out_(times_out) {}
+    bool bind(Model&, double) override { return false; }
+    void average(const GradBuffer&) override {}
+    void wait(Deadline) override {
+      if (times_out_) throw Timeout("the all-reduce never completed (test reducer)");
+    }
+    std::unique_ptr<AllreduceTransport> transport() override { return nullptr; }
+
+   private:
+    bool times_out_;
+  };
+  GivesUp where_;
+  Registry reference_;
+};
+
+class MpiReducerGivesUp : public ::testing::TestWithParam<GivesUp> {};
+
+TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  Registry registry;
+  registry.add(std::make_unique<ReducerGivesUpDriver>(GetParam()));
+  register_drivers(registry);
+  const MpiContext mpi(MPI_COMM_WORLD);
+  Progress progress(false);
+  Runner runner(mpi, registry, progress);
+  CaseSpec spec;
+  spec.workload = "fcn5:features=16,width=8";
+  spec.driver = "reducer_gives_up";
+  spec.scaling = Scaling::kWeak;
+  spec.batch = 2;
+  spec.warmup = 1;
+  spec.iterations = 2;
+  spec.ranks = 2;
+  spec.case_timeout = 60;
+  const CaseOutcome given_up = runner.run(spec, 0, 2);
+  spec.driver = "reference";
+  const CaseOutcome next = runner.run(spec, 1, 2);
+
+  int reached = 1, all_reached = 0;
+  MPI_Allreduce(&reached, &all_reached, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(all_reached, size);
+  if (world_rank() == 0) {
+    EXPECT_EQ(attr(given_up.record.attrs, "status"), "timeout");
+    const std::string message = attr(given_up.record.attrs, "message");
+    if (GetParam() == GivesUp::kSetUp) {
+      EXPECT_EQ(message,
+                "rank 1: set-up of the gradient reduction (given 60 s): the others never joined (test reducer)");
+    } else {
+      EXPECT_EQ(message, "rank 1: warm-up step 1: the all-reduce never completed (test reducer)");
+    }
+    EXPECT_EQ(attr(next.record.attrs, "status"), "ok") << attr(next.record.attrs, "message");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Where, MpiReducerGivesUp, ::testing::Values(GivesUp::kSetUp, GivesUp::kWait),
+                         [](const auto& param_info) { return param_info.param == GivesUp::kSetUp ? "SetUp" : "Wait"; });
 
 }  // namespace
 }  // namespace dlscale
