@@ -16,14 +16,16 @@
 #    cuda, LibTorch CUDA and PyTorch eager on the same networks, batches and precisions.
 #
 # Everything it prints goes to OUTDIR/gpu-check.log too; OUTDIR also gets tests.log, ldd.txt,
-# the results file, PyTorch's timings and table.txt (at most 8 files, as a device run returns).
+# the results file, PyTorch's timings, table.txt and overlap.txt (at most 8 files, as a device run
+# returns).
 # Environment: GPU_BUNDLE (.gpu-bundle), GPU_PREFIX (/tmp/dlscale-gpu-prefix), BUILD_DIR
 # (build/gpu), CUDA_HOME (/usr/local/cuda), PYTHON (the first of python3 and /usr/bin/python3 that has
 # h5py and numpy), TABLE_CASES
 # ("fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256": batch 64 and the largest of Shi et
 # al.'s GPU sweep), PRECISIONS (fp32,tf32,bf16), WARMUP (5), ITERATIONS (20), STAGES ("tests
-# table": what runs on the GPU after the build; "tests" or "table" alone splits the work over two
-# device calls, the second finding the build done while the machine is still warm).
+# table overlap": what runs on the GPU after the build; naming some of them splits the work over
+# several device calls, the later ones finding the build done while the machine is still warm;
+# "overlap" is bench_overlap_vs_blocking on the GPU, into overlap.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -47,7 +49,7 @@ table_cases=${TABLE_CASES:-fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256}
 precisions=${PRECISIONS:-fp32,tf32,bf16}
 warmup=${WARMUP:-5}
 iterations=${ITERATIONS:-20}
-stages=${STAGES:-tests table}
+stages=${STAGES:-tests table overlap}
 multiarch=x86_64-linux-gnu
 started=$SECONDS
 
@@ -233,7 +235,7 @@ PY
 fi
 
 # --- 4b. On the GPU: the gpu tests, then the step-time table --------------------------------
-tests_status=0 run_status=0 pytorch_status=0 table_status=0
+tests_status=0 run_status=0 pytorch_status=0 table_status=0 overlap_status=0
 if [[ " $stages " == *" tests "* ]]; then
   step "tests labelled gpu"
   # Each test at most 300 s (gpu_e2e declares its own 900), so that one stuck test cannot take
@@ -263,7 +265,22 @@ config=$out/gpu-check.toml
   table_status=$?
 fi
 
+if [[ " $stages " == *" overlap "* ]]; then
+  step "gradient buckets on the NCCL side stream against one all-reduce after backward (one GPU)"
+  drivers=$("$build/dlscale" list | awk '/^Drivers/ {on = 1; next} /^$/ {on = 0} on && $2 ~ /cuda/ {print $1}' | paste -sd, -)
+  # The benchmarks are off in the build above (step 4), so that none of them can fail it: this
+  # one is built now, on its own, and its failure fails this stage alone.
+  if cmake -DDLSCALE_BUILD_BENCH=ON "$build" > /dev/null && cmake --build "$build" --target bench_overlap_vs_blocking; then
+    "$build/bench/bench_overlap_vs_blocking" --device cuda --drivers "$drivers" \
+      --cases "fcn5:features=8192;width=2048:32,resnet50:64" --warmup 3 --iterations 10 | tee "$out/overlap.txt" ||
+      overlap_status=$?
+  else
+    overlap_status=1
+  fi
+fi
+
 step "done in $((SECONDS - started)) s"
-if [ "$tests_status" -ne 0 ] || [ "$run_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ] || [ "$table_status" -ne 0 ]; then
-  fail "gpu tests exit $tests_status, dlscale run exit $run_status, PyTorch eager exit $pytorch_status, table exit $table_status"
+if [ "$tests_status" -ne 0 ] || [ "$run_status" -ne 0 ] || [ "$pytorch_status" -ne 0 ] || [ "$table_status" -ne 0 ] ||
+  [ "$overlap_status" -ne 0 ]; then
+  fail "gpu tests exit $tests_status, dlscale run exit $run_status, PyTorch eager exit $pytorch_status, table exit $table_status, overlap bench exit $overlap_status"
 fi
