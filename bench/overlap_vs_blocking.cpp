@@ -58,8 +58,8 @@ double slowest(double mine) {
 
 /// One of the two models of a case, with what reduces and times its steps.
 struct Contender {
-  std::unique_ptr<dlscale::GradientReducer> reducer;  ///< a GPU driver's own (NCCL), made first
   std::unique_ptr<dlscale::Model> model;
+  std::unique_ptr<dlscale::GradientReducer> reducer;    ///< a GPU driver's own (NCCL), made first, destroyed first
   std::unique_ptr<dlscale::StepTimer> timer;            ///< the model's own (CUDA events), or nullptr
   std::unique_ptr<dlscale::BucketedAllreduce> buckets;  ///< MPI buckets, for CPU models
   bool reports = false;                                 ///< buckets start during backward

@@ -221,14 +221,20 @@ class GradientReducer {
   /// rest of backward. Returns whether it does: false when `bucket_mb` is 0 or the model cannot
   /// tell; its buckets then all start in average().
   virtual bool bind(Model& model, double bucket_mb) = 0;
+  /// Before each step's forward pass: every bucket waits for its gradients again, and the
+  /// step's reductions are given up at `deadline` (see wait()).
+  virtual void start_step(Deadline deadline) { (void)deadline; }
   /// Replaces `grads` by their mean over the ranks, ordered after the work queued before it:
   /// after backward, every bucket not started yet, then the model's work waits for them all.
+  /// Buckets start in one order on every rank (from the last to the first), whatever order the
+  /// model reported them in, and also on a rank whose backward failed half-way.
   virtual void average(const GradBuffer& grads) = 0;
-  /// Returns once the reductions queued so far have completed. A reducer that queues them on a
-  /// device polls them, and abandons them (its communicator aborted, so that the device's queue
-  /// drains) when `deadline` passes, throwing Timeout, or when the library reports a failure (a
-  /// peer lost), throwing its error. The default: reductions complete inside average().
-  virtual void wait(Deadline deadline) { (void)deadline; }
+  /// Returns once the reductions queued since start_step() have completed. A reducer that queues
+  /// them on a device polls them, and abandons them (its communicator aborted, so that the
+  /// device's queue drains) when the step's deadline passes, throwing Timeout, or when the
+  /// library reports a failure (a peer lost), throwing its error; it never blocks where a lost
+  /// peer could hold it, also while queuing. The default: reductions complete inside average().
+  virtual void wait() {}
   /// The same reduction, on a buffer of its own, for the all-reduce microbenchmark.
   virtual std::unique_ptr<AllreduceTransport> transport() = 0;
 };

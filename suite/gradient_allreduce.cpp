@@ -38,11 +38,10 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   const auto elems = static_cast<size_t>(bucket_mb * 1e6 / sizeof(float));
   bucket_elems_ = std::clamp<size_t>(elems, 1, INT_MAX);
   for (size_t first = 0; first < grads.count; first += bucket_elems_) {
-    Bucket b;
-    b.first = first;
-    b.count = std::min(bucket_elems_, grads.count - first);
-    buckets_.push_back(b);
+    const size_t count = std::min(bucket_elems_, grads.count - first);
+    buckets_.push_back({first, count, count});
   }
+  next_ = buckets_.size();
   requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
   int level = MPI_THREAD_SINGLE;
   DLSCALE_CHECK_MPI(MPI_Query_thread(&level));
@@ -65,17 +64,14 @@ BucketedAllreduce::~BucketedAllreduce() {
 }
 
 void BucketedAllreduce::start_step() {
-  for (Bucket& b : buckets_) {
-    b.pending = b.count;
-    b.started = false;
-  }
+  for (Bucket& b : buckets_) b.pending = b.count;
+  next_ = buckets_.size();
   const std::lock_guard<std::mutex> lock(mutex_);
   completed_ = 0;
 }
 
 void BucketedAllreduce::start(size_t index) {
-  Bucket& b = buckets_[index];
-  b.started = true;
+  const Bucket& b = buckets_[index];
   if (thread_.joinable()) {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
@@ -141,8 +137,11 @@ void BucketedAllreduce::ready(size_t first, size_t count) {
     Bucket& b = buckets_[i];
     const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
     b.pending -= std::min(b.pending, overlap);
-    if (b.pending == 0 && !b.started) start(i);
   }
+  // Strictly from the last bucket down: the collectives must start in the same order on every
+  // rank, whichever order its model reports them in (several buckets of one layer come in one
+  // report), and also on a rank whose backward failed half-way and starts the rest in finish().
+  while (next_ > 0 && buckets_[next_ - 1].pending == 0) start(--next_);
   if (thread_.joinable()) return;
   // No communication thread: give MPI one chance to progress here.
   int done = 0;
@@ -150,12 +149,9 @@ void BucketedAllreduce::ready(size_t first, size_t count) {
 }
 
 void BucketedAllreduce::finish() {
-  // The buckets not started yet, from the last: the order in which backward finishes them, the
-  // same on every rank. Collectives must start in the same order everywhere, also when a rank
-  // whose backward failed half-way starts the rest here while the others report them.
-  for (size_t i = buckets_.size(); i-- > 0;) {
-    if (!buckets_[i].started) start(i);
-  }
+  // The buckets not started yet, in the order of ready() (the last first), so that a rank whose
+  // backward failed half-way starts them in the order the others do.
+  while (next_ > 0) start(--next_);
   if (thread_.joinable()) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return completed_ == buckets_.size() || !error_.empty(); });

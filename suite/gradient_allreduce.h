@@ -23,10 +23,12 @@ void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm);
 void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
 
 /// The gradient buffer cut into buckets of about `bucket_mb` MB, each reduced with its own
-/// MPI_Iallreduce as soon as all of it is final. A driver that reports finished gradient ranges
-/// during backward (Model::set_gradient_ready_callback) so overlaps the reduction with the rest
-/// of the backward pass; otherwise every bucket starts when backward returns. Buckets start in the
-/// same order on every rank because every rank runs the same graph.
+/// MPI_Iallreduce as soon as it and every bucket after it are final. A driver that reports
+/// finished gradient ranges during backward (Model::set_gradient_ready_callback) so overlaps the
+/// reduction with the rest of the backward pass; otherwise every bucket starts when backward
+/// returns. Buckets start strictly from the last to the first, so that every rank starts the same
+/// collectives in the same order, whatever order its model reports them in and also when its
+/// backward failed half-way.
 ///
 /// Progress: Open MPI advances a non-blocking collective only inside MPI calls, so a bucket
 /// started during backward would mostly wait for finish(). Where MPI provides at least
@@ -55,8 +57,7 @@ class BucketedAllreduce {
 
  private:
   struct Bucket {
-    size_t first = 0, count = 0, pending = 0;
-    bool started = false;  ///< handed to MPI (or to the communication thread)
+    size_t first = 0, count = 0, pending = 0;  ///< pending: elements not reported final this step
   };
   /// Hands bucket `index` over: to the communication thread, else straight to MPI.
   void start(size_t index);
@@ -68,6 +69,7 @@ class BucketedAllreduce {
   std::vector<Bucket> buckets_;
   std::vector<MPI_Request> requests_;  // one per bucket; MPI_REQUEST_NULL when idle or complete
   size_t bucket_elems_ = 1;
+  size_t next_ = 0;  ///< buckets [0, next_) not started this step
 
   // Shared with the communication thread, under mutex_.
   std::mutex mutex_;

@@ -174,6 +174,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   // host clock read (CPU models synchronise nothing) or a GPU event.
   const bool time_allreduce = time_phases || ranks > 1;
   if (buckets != nullptr) buckets->start_step();
+  if (reducer != nullptr) reducer->start_step(deadline);
   timer->mark(0);
   // A rank whose forward or backward fails (out of memory, a library error) still takes part in
   // the gradient reduction below, which is collective, so that the other ranks do not wait
@@ -194,14 +195,24 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   } else {
     allreduce_gradients(model.grad_buffer(), comm);
   }
-  if (failure) std::rethrow_exception(failure);
+  if (failure) {
+    // The step failed for its own reason, recorded by the caller; waiting here only makes sure
+    // no reduction is left in flight (or its communicator abandoned) before the model goes.
+    if (reducer != nullptr) {
+      try {
+        reducer->wait();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the step's own failure is the one to report
+      }
+    }
+    std::rethrow_exception(failure);
+  }
   if (time_allreduce) timer->mark(3);
   model.update(opt);
   const int last = time_phases ? kPhaseCount : 1;
   timer->mark(last);
   // After the whole step is queued, so that the device never idles for the host; reading the
   // timer below then waits for no collective.
-  if (reducer != nullptr) reducer->wait(deadline);
+  if (reducer != nullptr) reducer->wait();
   t.total = timer->seconds(0, last);
   if (time_phases) {
     for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = timer->seconds(p, p + 1);
@@ -238,10 +249,12 @@ struct Runner::Setup {
   Workload workload;
   DeviceType device = DeviceType::kCpu;
   int threads = 1;
-  int gpu = 0;                               ///< the GPU of this rank, for GPU cases
-  std::unique_ptr<GradientReducer> reducer;  ///< a driver's own (NCCL), else MPI on host memory
+  int gpu = 0;  ///< the GPU of this rank, for GPU cases
+  // The model before the reducer, so that the reducer goes first: a reduction still in flight
+  // (its communicator flushed or aborted) then never outlives the gradients it writes.
   std::unique_ptr<Model> model;
-  std::unique_ptr<StepTimer> timer;  ///< the model's own (CUDA events), else the host clock's
+  std::unique_ptr<GradientReducer> reducer;  ///< a driver's own (NCCL), else MPI on host memory
+  std::unique_ptr<StepTimer> timer;          ///< the model's own (CUDA events), else the host clock's
   std::shared_ptr<const Dataset> dataset;
   std::shared_ptr<const Dataset> test;         ///< accuracy cases: the test set that goes with `dataset`
   std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
@@ -291,7 +304,8 @@ class SkipsOneReduction final : public GradientReducer {
     }
     reducer_.average(grads);
   }
-  void wait(Deadline deadline) override { reducer_.wait(deadline); }
+  void start_step(Deadline deadline) override { reducer_.start_step(deadline); }
+  void wait() override { reducer_.wait(); }
   std::unique_ptr<AllreduceTransport> transport() override { return reducer_.transport(); }
 
  private:

@@ -1,6 +1,7 @@
 #include "drivers/gpu/gpu_step.h"
 
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
@@ -75,19 +76,26 @@ class SingleRank final : public RankGroup {
 
 /// NCCL over the case's ranks. Without buckets, one all-reduce of the whole gradient buffer on
 /// the model's stream after backward. With buckets, one all-reduce per bucket on a stream of the
-/// reducer's own, each queued as soon as the model has queued the last work that writes the
-/// bucket (an event on the model's stream orders it after that work), so that it runs on the GPU
-/// beside the rest of backward; average() queues the buckets not started yet and makes the
-/// model's stream wait for them all, so the update reads the averages. wait() polls completion
-/// (NcclCommunicator::wait), never blocking where a lost peer could hold it.
+/// reducer's own, queued as soon as the model has queued the last work that writes the bucket
+/// (an event on the model's stream orders it after that work), so that it runs on the GPU beside
+/// the rest of backward; average() queues the buckets not started yet and makes the model's
+/// stream wait for them all, so the update reads the averages. Buckets start strictly from the
+/// last to the first, so that every rank issues the same collectives in the same order whatever
+/// order its model reported them in. Nothing waits for NCCL without the step's deadline
+/// (NcclCommunicator), so a peer that never joins cannot hold the rank.
 class NcclReducer final : public GradientReducer {
  public:
-  // One rank has nothing to average: its communicator is only made for buckets or the
-  // microbenchmark.
+  // The communicator first: its set-up is collective, and nothing that could fail on one rank
+  // may come before it. One rank has nothing to average: its communicator is only made for
+  // buckets or the microbenchmark.
   NcclReducer(const RankGroup& ranks, int device, Deadline deadline, std::function<void*(const Model&)> stream_of)
-      : device_(select(device)),
-        stream_of_(std::move(stream_of)),
-        nccl_(ranks.size() > 1 ? std::make_unique<NcclCommunicator>(ranks, device, deadline) : nullptr) {}
+      : nccl_(ranks.size() > 1 ? std::make_unique<NcclCommunicator>(ranks, device, deadline) : nullptr),
+        device_(select(device)),
+        stream_of_(std::move(stream_of)) {}
+  // The communicator goes before the stream its reductions are queued on.
+  ~NcclReducer() override { nccl_.reset(); }
+  NcclReducer(const NcclReducer&) = delete;
+  NcclReducer& operator=(const NcclReducer&) = delete;
 
   bool bind(Model& model, double bucket_mb) override {
     stream_ = static_cast<cudaStream_t>(stream_of_(model));
@@ -101,31 +109,38 @@ class NcclReducer final : public GradientReducer {
     if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
     bucket_elems_ = std::max<size_t>(1, static_cast<size_t>(bucket_mb * 1e6 / 4));
     for (size_t first = 0; first < grads_.count; first += bucket_elems_) {
-      const size_t count = std::min(bucket_elems_, grads_.count - first);
-      buckets_.push_back({first, count, count, false});
+      buckets_.push_back({first, std::min(bucket_elems_, grads_.count - first)});
     }
     return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
   }
 
+  void start_step(Deadline deadline) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    deadline_ = deadline;
+    for (Bucket& b : buckets_) b.pending = b.count;
+    next_ = buckets_.size();
+    queued_ = false;
+  }
+
   void average(const GradBuffer& grads) override {
     if (!grads.on_device) throw std::logic_error("the NCCL reducer needs gradients in GPU memory");
+    const std::lock_guard<std::mutex> lock(mutex_);
     if (buckets_.empty()) {
       if (!nccl_) return;
-      nccl_->allreduce(grads.data, grads.count, NcclCommunicator::Op::kAverage, stream_);
+      nccl_->allreduce(grads.data, grads.count, NcclCommunicator::Op::kAverage, stream_, deadline_);
       DLSCALE_CHECK_CUDA(cudaEventRecord(done_, stream_));
     } else {
-      for (Bucket& b : buckets_) start(b);  // those whose gradients were not all reported
+      while (next_ > 0) start(buckets_[--next_]);  // those not all reported, in the same order
       DLSCALE_CHECK_CUDA(cudaEventRecord(done_, side_));
       DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(stream_, done_, 0));
-      for (Bucket& b : buckets_) b = {b.first, b.count, b.count, false};  // the next step's
     }
     queued_ = true;
   }
 
-  void wait(Deadline deadline) override {
+  void wait() override {
     if (!queued_) return;
     queued_ = false;
-    nccl_->wait(done_, deadline);
+    nccl_->wait(done_, deadline_);
   }
 
   std::unique_ptr<AllreduceTransport> transport() override {
@@ -135,40 +150,43 @@ class NcclReducer final : public GradientReducer {
 
  private:
   struct Bucket {
-    size_t first = 0, count = 0, pending = 0;  ///< pending: elements not reported final this step
-    bool started = false;
+    size_t first = 0, count = 0;
+    size_t pending = 0;  ///< elements not reported final this step
   };
 
   /// Elements [first, first + count) are final (their work is queued on the model's stream).
+  /// Under the lock: a LibTorch model may report from autograd's threads.
   void ready(size_t first, size_t count) {
+    const std::lock_guard<std::mutex> lock(mutex_);
     const size_t end = first + count;
     for (size_t i = first / bucket_elems_; i < buckets_.size() && buckets_[i].first < end; ++i) {
       Bucket& b = buckets_[i];
       const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
       b.pending -= std::min(b.pending, overlap);
-      if (b.pending == 0) start(b);
     }
+    while (next_ > 0 && buckets_[next_ - 1].pending == 0) start(buckets_[--next_]);
   }
 
   /// Queues bucket `b`'s all-reduce on the side stream, after the work queued so far on the
   /// model's stream.
-  void start(Bucket& b) {
-    if (b.started) return;
-    b.started = true;
+  void start(const Bucket& b) {
     DLSCALE_CHECK_CUDA(cudaEventRecord(ready_, stream_));
     DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(side_, ready_, 0));
-    nccl_->allreduce(grads_.data + b.first, b.count, NcclCommunicator::Op::kAverage, side_);
+    nccl_->allreduce(grads_.data + b.first, b.count, NcclCommunicator::Op::kAverage, side_, deadline_);
   }
 
+  std::unique_ptr<NcclCommunicator> nccl_;
   int device_;  // made current before the streams and events below
   std::function<void*(const Model&)> stream_of_;
-  Stream side_;                             ///< the buckets' all-reduces
-  SyncEvent ready_, done_;                  ///< the model's work so far; the step's reductions
-  std::unique_ptr<NcclCommunicator> nccl_;  // after the stream it queues on: destroyed first
+  Stream side_;             ///< the buckets' all-reduces
+  SyncEvent ready_, done_;  ///< the model's work so far; the step's reductions
   cudaStream_t stream_ = nullptr;
   GradBuffer grads_;
+  std::mutex mutex_;
   std::vector<Bucket> buckets_;  ///< empty: one all-reduce after backward
   size_t bucket_elems_ = 1;
+  size_t next_ = 0;  ///< buckets [0, next_) not started this step
+  Deadline deadline_ = Deadline::max();
   bool queued_ = false;  ///< average() queued reductions that wait() has not seen complete
 };
 

@@ -65,14 +65,14 @@ NcclCommunicator::~NcclCommunicator() {
   (void)(sound ? ncclCommDestroy(comm_) : ncclCommAbort(comm_));
 }
 
-void NcclCommunicator::allreduce(float* data, size_t count, Op op, cudaStream_t stream) {
+void NcclCommunicator::allreduce(float* data, size_t count, Op op, cudaStream_t stream, Deadline deadline) {
   if (comm_ == nullptr) throw std::runtime_error("NCCL error: the communicator was aborted earlier in this case");
   const ncclResult_t queued =
       ncclAllReduce(data, data, count, ncclFloat32, op == Op::kSum ? ncclSum : ncclAvg, comm_, stream);
   if (queued != ncclSuccess && queued != ncclInProgress) abandon("queuing ncclAllReduce", false, queued);
-  // Until the call has settled, NCCL forbids further calls on the communicator (and its
-  // connections may still be being made): no deadline but the caller's own wait().
-  settle("queuing ncclAllReduce", Deadline::max());
+  // Until the call has settled NCCL forbids further calls on the communicator; a first
+  // collective also connects the peers, so a peer that never comes holds it here.
+  settle("queuing ncclAllReduce", deadline);
 }
 
 void NcclCommunicator::wait(cudaEvent_t event, Deadline deadline) {

@@ -34,10 +34,12 @@ class NcclCommunicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   /// In place over the ranks: the sum (kSum) or the mean (kAverage; NCCL premultiplies each
-  /// contribution by 1/P, exact when P is a power of two), queued on `stream`. Throws when the
-  /// communicator was abandoned earlier.
+  /// contribution by 1/P, exact when P is a power of two), queued on `stream`. Queuing may wait
+  /// for the peers (NCCL connects them at a communicator's first collective): past `deadline` it
+  /// abandons the communicator and throws Timeout. Throws when the communicator was abandoned
+  /// earlier.
   enum class Op { kSum, kAverage };
-  void allreduce(float* data, size_t count, Op op, cudaStream_t stream);
+  void allreduce(float* data, size_t count, Op op, cudaStream_t stream, Deadline deadline = Deadline::max());
   /// Returns once `event` (recorded after reductions of this communicator) has completed. Until
   /// then polls the event and NCCL's asynchronous error, yielding the core between polls; on an
   /// error, or when `deadline` passes, abandons the communicator and throws the error or Timeout.

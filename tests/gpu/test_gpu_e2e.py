@@ -175,14 +175,16 @@ class GpuFaults(unittest.TestCase):
         started = time.monotonic()
         proc = subprocess.run([MPIEXEC, "-n", "2", "-x", "DLSCALE_TEST_SKIP_REDUCTION_RANK", DLSCALE, "run", "-d",
                                "cuda", "-w", "fcn5:features=256,width=128", "--batch", "8,16", "--iterations", "5",
-                               "--case-timeout", "5", "--out", out], env=env, capture_output=True, text=True,
+                               "--case-timeout", "20", "--out", out], env=env, capture_output=True, text=True,
                               timeout=300)
         print(f"\nhung NCCL reduction: the job took {time.monotonic() - started:.1f} s", file=sys.stderr)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         with h5py.File(out, "r") as f:
             first, second = (f["cases"][n].attrs for n in sorted(f["cases"]))
         self.assertEqual(first["status"], "timeout", first["message"])
-        self.assertIn("NCCL: still waiting for the all-reduce when the case's deadline (--case-timeout) passed", first["message"])
+        # Rank 0's first collective waits for rank 1 while NCCL connects them, or in the kernel.
+        self.assertRegex(first["message"], r"NCCL: still (queuing ncclAllReduce|waiting for the all-reduce) when the "
+                                           r"case's deadline \(--case-timeout\) passed")
         self.assertEqual(second["status"], "ok", second["message"])
 
     def test_a_lost_rank_ends_the_job_within_30_s_with_a_dlscale_line(self):

@@ -115,8 +115,9 @@ TEST(GpuTraining, GradientsAveragedAndParametersBitIdenticalAcrossRanks) {
     model->forward();
     model->backward();
     const std::vector<float> local = model->export_gradients();
+    reducer->start_step(deadline_after(60));
     reducer->average(model->grad_buffer());
-    reducer->wait(Deadline::max());
+    reducer->wait();
     const std::vector<float> averaged = model->export_gradients();
     std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
     MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -208,6 +209,10 @@ TEST(NcclDeadline, APeerThatNeverReducesEndsTheWaitWithTimeoutAndANewCommunicato
   cuda::DeviceBuffer buffer(1024 * 4, nullptr);
   {
     cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
+    // One reduction together first: NCCL connects the peers at the first collective.
+    nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream, deadline_after(60));
+    DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
+    nccl.wait(done, deadline_after(60));
     if (mpi().rank() == 0) {
       // The others never take part: the all-reduce cannot complete.
       nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream);
@@ -227,7 +232,7 @@ TEST(NcclDeadline, APeerThatNeverReducesEndsTheWaitWithTimeoutAndANewCommunicato
   cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device, deadline_after(60));
   const std::vector<float> ones(1024, 1.0f);
   DLSCALE_CHECK_CUDA(cudaMemcpyAsync(buffer.get(), ones.data(), 1024 * 4, cudaMemcpyHostToDevice, stream));
-  nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream);
+  nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream, deadline_after(60));
   DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
   nccl.wait(done, deadline_after(60));
   std::vector<float> got(1024);

@@ -109,14 +109,17 @@ class ReducerGivesUpDriver final : public Driver {
    public:
     explicit Reducer(bool times_out) : times_out_(times_out) {}
     bool bind(Model&, double) override { return false; }
+    void start_step(Deadline deadline) override { deadline_ = deadline; }
     void average(const GradBuffer&) override {}
-    void wait(Deadline) override {
+    void wait() override {
+      if (deadline_ == Deadline::max()) throw std::logic_error("a step of a case with --case-timeout had no deadline");
       if (times_out_) throw Timeout("the all-reduce never completed (test reducer)");
     }
     std::unique_ptr<AllreduceTransport> transport() override { return nullptr; }
 
    private:
     bool times_out_;
+    Deadline deadline_ = Deadline::max();
   };
   GivesUp where_;
   Registry reference_;

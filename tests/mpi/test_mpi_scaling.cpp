@@ -98,5 +98,32 @@ TEST(MpiScaling, BucketsWithoutReadinessReportsStartAfterBackward) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-6 * (1 + std::abs(expected[i]))) << i;
 }
 
+TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
+  // One float a bucket, six buckets. Rank 0 reports them as a layer-by-layer backward does, a
+  // layer of two buckets at a time from the end (one report: 4 and 5 together); the last rank
+  // reports nothing, as a rank whose backward failed, and starts them all in finish(). Collectives
+  // started in different orders would pair different buckets: each element must come back as its
+  // own sum over the ranks.
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = world_rank();
+  std::vector<float> values(6);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(10 * (i + 1) + rank);
+  BucketedAllreduce buckets({values.data(), values.size(), false}, MPI_COMM_WORLD, 4e-6);
+  ASSERT_EQ(buckets.bucket_count(), 6u);
+  buckets.start_step();
+  if (rank != size - 1 || size == 1) {
+    buckets.ready(4, 2);
+    buckets.ready(2, 2);
+    buckets.ready(0, 2);
+  }
+  buckets.finish();
+  const float rank_sum = static_cast<float>(size * (size - 1) / 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_FLOAT_EQ(values[i], (static_cast<float>(10 * (i + 1) * size) + rank_sum) / static_cast<float>(size))
+        << "element " << i << ", rank " << rank;
+  }
+}
+
 }  // namespace
 }  // namespace dlscale
