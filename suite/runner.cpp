@@ -189,23 +189,19 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   }
   if (time_allreduce && !failure) timer->mark(2);
   if (reducer != nullptr) {
-    reducer->average(model.grad_buffer());
+    try {
+      reducer->average(model.grad_buffer());
+    } catch (...) {
+      // A reduction that failed in backward (its communicator abandoned) fails here again: the
+      // first failure is the one to report.
+      if (!failure) throw;
+    }
   } else if (buckets != nullptr) {
     buckets->finish();
   } else {
     allreduce_gradients(model.grad_buffer(), comm);
   }
-  if (failure) {
-    // The step failed for its own reason, recorded by the caller; waiting here only makes sure
-    // no reduction is left in flight (or its communicator abandoned) before the model goes.
-    if (reducer != nullptr) {
-      try {
-        reducer->wait();
-      } catch (...) {  // NOLINT(bugprone-empty-catch): the step's own failure is the one to report
-      }
-    }
-    std::rethrow_exception(failure);
-  }
+  if (failure) std::rethrow_exception(failure);
   if (time_allreduce) timer->mark(3);
   model.update(opt);
   const int last = time_phases ? kPhaseCount : 1;

@@ -109,8 +109,10 @@ class NcclReducer final : public GradientReducer {
     if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
     bucket_elems_ = std::max<size_t>(1, static_cast<size_t>(bucket_mb * 1e6 / 4));
     for (size_t first = 0; first < grads_.count; first += bucket_elems_) {
-      buckets_.push_back({first, std::min(bucket_elems_, grads_.count - first)});
+      const size_t count = std::min(bucket_elems_, grads_.count - first);
+      buckets_.push_back({first, count, count});
     }
+    next_ = buckets_.size();
     return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
   }
 

@@ -66,7 +66,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::allreduce(float* data, size_t count, Op op, cudaStream_t stream, Deadline deadline) {
-  if (comm_ == nullptr) throw std::runtime_error("NCCL error: the communicator was aborted earlier in this case");
+  if (comm_ == nullptr) std::rethrow_exception(abandoned_);
   const ncclResult_t queued =
       ncclAllReduce(data, data, count, ncclFloat32, op == Op::kSum ? ncclSum : ncclAvg, comm_, stream);
   if (queued != ncclSuccess && queued != ncclInProgress) abandon("queuing ncclAllReduce", false, queued);
@@ -76,7 +76,7 @@ void NcclCommunicator::allreduce(float* data, size_t count, Op op, cudaStream_t 
 }
 
 void NcclCommunicator::wait(cudaEvent_t event, Deadline deadline) {
-  if (comm_ == nullptr) throw std::runtime_error("NCCL error: the communicator was aborted earlier in this case");
+  if (comm_ == nullptr) std::rethrow_exception(abandoned_);
   for (;;) {
     const cudaError_t done = cudaEventQuery(event);
     if (done == cudaSuccess) return;
@@ -103,14 +103,17 @@ void NcclCommunicator::settle(const char* doing, Deadline deadline) {
 void NcclCommunicator::abandon(const std::string& doing, bool timed_out, ncclResult_t state) {
   (void)ncclCommAbort(comm_);  // ends the communicator's kernels: the streams they hold drain
   comm_ = nullptr;
-  if (timed_out) {
-    throw Timeout(
-        fmt::format("NCCL: still {} when the case's deadline (--case-timeout) passed; the communicator was "
-                    "aborted",
-                    doing));
+  try {
+    if (timed_out) {
+      throw Timeout(fmt::format(
+          "NCCL: still {} when the case's deadline (--case-timeout) passed; the communicator was aborted", doing));
+    }
+    throw std::runtime_error(
+        fmt::format("NCCL error while {}: {}; the communicator was aborted", doing, describe(state)));
+  } catch (...) {
+    abandoned_ = std::current_exception();
+    throw;
   }
-  throw std::runtime_error(
-      fmt::format("NCCL error while {}: {}; the communicator was aborted", doing, describe(state)));
 }
 
 const char* nccl_version() {

@@ -14,6 +14,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <exception>
 #include <string>
 
 #include <cuda_runtime.h>
@@ -36,8 +37,8 @@ class NcclCommunicator {
   /// In place over the ranks: the sum (kSum) or the mean (kAverage; NCCL premultiplies each
   /// contribution by 1/P, exact when P is a power of two), queued on `stream`. Queuing may wait
   /// for the peers (NCCL connects them at a communicator's first collective): past `deadline` it
-  /// abandons the communicator and throws Timeout. Throws when the communicator was abandoned
-  /// earlier.
+  /// abandons the communicator and throws Timeout. Once abandoned, every call throws again what
+  /// abandoned it.
   enum class Op { kSum, kAverage };
   void allreduce(float* data, size_t count, Op op, cudaStream_t stream, Deadline deadline = Deadline::max());
   /// Returns once `event` (recorded after reductions of this communicator) has completed. Until
@@ -57,7 +58,8 @@ class NcclCommunicator {
   /// Aborts the communicator and throws: Timeout when `timed_out`, else NCCL's error `state`.
   [[noreturn]] void abandon(const std::string& doing, bool timed_out, ncclResult_t state);
 
-  ncclComm_t comm_ = nullptr;  ///< nullptr once abandoned
+  ncclComm_t comm_ = nullptr;     ///< nullptr once abandoned
+  std::exception_ptr abandoned_;  ///< why it was: every later call throws it again
   int ranks_ = 1;
 };
 

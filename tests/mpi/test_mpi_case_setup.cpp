@@ -79,9 +79,10 @@ TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
 }
 
 /// Where a driver's own gradient reduction gives up on rank 1 (as NCCL does past the case's
-/// deadline, or on a lost peer): its collective set-up, or the wait for the first step's
-/// reduction.
-enum class GivesUp { kSetUp, kWait };
+/// deadline, or on a lost peer): its collective set-up, queuing a bucket during the first step's
+/// backward (after which every call fails again, as an abandoned communicator's does), or the
+/// wait for the first step's reduction.
+enum class GivesUp { kSetUp, kBackward, kWait };
 
 /// Trains the reference driver's model on the CPU, but through a reducer of its own that throws
 /// Timeout on rank 1 where `GivesUp` says, as a GPU driver's NCCL reducer does, so that the
@@ -97,7 +98,7 @@ class ReducerGivesUpDriver final : public Driver {
                                                 Deadline deadline) const override {
     if (deadline == Deadline::max()) throw std::logic_error("the set-up of a reduction was given no deadline");
     if (where_ == GivesUp::kSetUp && ranks.rank() == 1) throw Timeout("the others never joined (test reducer)");
-    return std::make_unique<Reducer>(where_ == GivesUp::kWait && ranks.rank() == 1);
+    return std::make_unique<Reducer>(ranks.rank() == 1 ? where_ : GivesUp::kSetUp);
   }
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     return reference_.find("reference")->create(w, ctx);
@@ -107,18 +108,29 @@ class ReducerGivesUpDriver final : public Driver {
  private:
   class Reducer final : public GradientReducer {
    public:
-    explicit Reducer(bool times_out) : times_out_(times_out) {}
-    bool bind(Model&, double) override { return false; }
+    /// Gives up where `where` says; kSetUp: never (it was made).
+    explicit Reducer(GivesUp where) : where_(where) {}
+    bool bind(Model& model, double) override {
+      return model.set_gradient_ready_callback([this](size_t, size_t) {
+        if (where_ == GivesUp::kBackward) {
+          abandoned_ = true;
+          throw Timeout("a bucket could not be queued (test reducer)");
+        }
+      });
+    }
     void start_step(Deadline deadline) override { deadline_ = deadline; }
-    void average(const GradBuffer&) override {}
+    void average(const GradBuffer&) override {
+      if (abandoned_) throw std::runtime_error("the communicator was abandoned earlier (test reducer)");
+    }
     void wait() override {
       if (deadline_ == Deadline::max()) throw std::logic_error("a step of a case with --case-timeout had no deadline");
-      if (times_out_) throw Timeout("the all-reduce never completed (test reducer)");
+      if (where_ == GivesUp::kWait) throw Timeout("the all-reduce never completed (test reducer)");
     }
     std::unique_ptr<AllreduceTransport> transport() override { return nullptr; }
 
    private:
-    bool times_out_;
+    GivesUp where_;
+    bool abandoned_ = false;
     Deadline deadline_ = Deadline::max();
   };
   GivesUp where_;
@@ -159,6 +171,9 @@ TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
     if (GetParam() == GivesUp::kSetUp) {
       EXPECT_EQ(message,
                 "rank 1: set-up of the gradient reduction (given 60 s): the others never joined (test reducer)");
+    } else if (GetParam() == GivesUp::kBackward) {
+      // The first failure, not the abandoned communicator's later one in average().
+      EXPECT_EQ(message, "rank 1: warm-up step 1: a bucket could not be queued (test reducer)");
     } else {
       EXPECT_EQ(message, "rank 1: warm-up step 1: the all-reduce never completed (test reducer)");
     }
@@ -166,8 +181,18 @@ TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Where, MpiReducerGivesUp, ::testing::Values(GivesUp::kSetUp, GivesUp::kWait),
-                         [](const auto& param_info) { return param_info.param == GivesUp::kSetUp ? "SetUp" : "Wait"; });
+INSTANTIATE_TEST_SUITE_P(Where, MpiReducerGivesUp,
+                         ::testing::Values(GivesUp::kSetUp, GivesUp::kBackward, GivesUp::kWait),
+                         [](const auto& param_info) {
+                           switch (param_info.param) {
+                             case GivesUp::kSetUp:
+                               return "SetUp";
+                             case GivesUp::kBackward:
+                               return "Backward";
+                             default:
+                               return "Wait";
+                           }
+                         });
 
 }  // namespace
 }  // namespace dlscale
