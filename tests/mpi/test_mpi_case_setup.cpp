@@ -47,6 +47,27 @@ std::string attr(const Attrs& attrs, const std::string& name) {
   return "";
 }
 
+/// How many ranks reached this call (collective): all of them, unless one hangs in a collective
+/// the others left.
+int ranks_here() {
+  int here = 1, all = 0;
+  MPI_Allreduce(&here, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
+/// A small FCN-5 case of two ranks on `driver`: one warm-up step and `iterations` timed ones.
+CaseSpec two_rank_case(const std::string& driver, int iterations) {
+  CaseSpec spec;
+  spec.workload = "fcn5:features=16,width=8";
+  spec.driver = driver;
+  spec.scaling = Scaling::kWeak;
+  spec.batch = 2;
+  spec.warmup = 1;
+  spec.iterations = iterations;
+  spec.ranks = 2;
+  return spec;
+}
+
 TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -56,21 +77,12 @@ TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
   const MpiContext mpi(MPI_COMM_WORLD);
   Progress progress(false);
   Runner runner(mpi, registry, progress);
-  CaseSpec spec;
-  spec.workload = "fcn5:features=16,width=8";
-  spec.driver = "gpu_on_rank_1";
+  CaseSpec spec = two_rank_case("gpu_on_rank_1", 1);
   spec.device = DeviceType::kCuda;
-  spec.scaling = Scaling::kWeak;
-  spec.batch = 2;
-  spec.warmup = 1;
-  spec.iterations = 1;
-  spec.ranks = 2;
   const CaseOutcome outcome = runner.run(spec, 0, 1);
 
   // Every rank got here, each having seen the same agreed status; rank 0 records it.
-  int reached = 1, all_reached = 0;
-  MPI_Allreduce(&reached, &all_reached, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_EQ(all_reached, size);
+  EXPECT_EQ(ranks_here(), size);
   if (world_rank() == 0) {
     EXPECT_EQ(attr(outcome.record.attrs, "status"), "unsupported");
     // The refusing rank named once, with its own reason.
@@ -149,22 +161,13 @@ TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
   const MpiContext mpi(MPI_COMM_WORLD);
   Progress progress(false);
   Runner runner(mpi, registry, progress);
-  CaseSpec spec;
-  spec.workload = "fcn5:features=16,width=8";
-  spec.driver = "reducer_gives_up";
-  spec.scaling = Scaling::kWeak;
-  spec.batch = 2;
-  spec.warmup = 1;
-  spec.iterations = 2;
-  spec.ranks = 2;
+  CaseSpec spec = two_rank_case("reducer_gives_up", 2);
   spec.case_timeout = 60;
   const CaseOutcome given_up = runner.run(spec, 0, 2);
   spec.driver = "reference";
   const CaseOutcome next = runner.run(spec, 1, 2);
 
-  int reached = 1, all_reached = 0;
-  MPI_Allreduce(&reached, &all_reached, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_EQ(all_reached, size);
+  EXPECT_EQ(ranks_here(), size);
   if (world_rank() == 0) {
     EXPECT_EQ(attr(given_up.record.attrs, "status"), "timeout");
     const std::string message = attr(given_up.record.attrs, "message");
