@@ -92,8 +92,7 @@ void run(const dlscale::Registry& registry, const std::string& driver_name, dlsc
       c.reports = c.reducer->bind(*c.model, gpu && mb == 0 ? 1e12 : mb);
     } else if (mb > 0) {
       c.buckets = std::make_unique<dlscale::BucketedAllreduce>(c.model->grad_buffer(), MPI_COMM_WORLD, mb);
-      dlscale::BucketedAllreduce& b = *c.buckets;
-      c.reports = c.model->set_gradient_ready_callback([&b](size_t first, size_t count) { b.ready(first, count); });
+      c.reports = c.buckets->follow(*c.model);
     }
     return c;
   };

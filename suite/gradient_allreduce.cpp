@@ -63,6 +63,10 @@ BucketedAllreduce::~BucketedAllreduce() {
   }
 }
 
+bool BucketedAllreduce::follow(Model& model) {
+  return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
+}
+
 void BucketedAllreduce::start_step() {
   for (Bucket& b : buckets_) b.pending = b.count;
   next_ = buckets_.size();

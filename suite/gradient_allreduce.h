@@ -45,6 +45,10 @@ class BucketedAllreduce {
   BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
   ~BucketedAllreduce();
 
+  /// Starts buckets from `model`'s reports of finished gradients (set_gradient_ready_callback,
+  /// wired to ready()); returns whether the model reports them, false when its buckets can only
+  /// start in finish(). `model` must be the one whose grad_buffer() this reduces.
+  bool follow(Model& model);
   /// Before each backward pass: every bucket waits for its gradients again.
   void start_step();
   /// Elements [first, first + count) of the buffer hold their final values for this step.

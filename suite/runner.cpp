@@ -405,9 +405,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
   if (!s.timer) s.timer = make_host_step_timer(*s.model);
   if (!s.reducer && spec.bucket_mb > 0 && ranks > 1) {
     s.buckets = std::make_unique<BucketedAllreduce>(s.model->grad_buffer(), comm, spec.bucket_mb);
-    BucketedAllreduce& buckets = *s.buckets;
-    s.overlap =
-        s.model->set_gradient_ready_callback([&buckets](size_t first, size_t count) { buckets.ready(first, count); });
+    s.overlap = s.buckets->follow(*s.model);
   }
   return s;
 }

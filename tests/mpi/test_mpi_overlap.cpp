@@ -48,10 +48,7 @@ TEST_P(OverlapEveryDriver, TrainsToTheParametersOfTheBlockingAllreduce) {
     auto blocking = make_model(driver, w), overlapped = make_model(driver, w);
     // Buckets of 250 floats: several per layer, started as the layers finish.
     BucketedAllreduce buckets(overlapped->grad_buffer(), MPI_COMM_WORLD, 0.001);
-    ASSERT_TRUE(overlapped->set_gradient_ready_callback([&buckets](size_t first, size_t count) {
-      buckets.ready(first, count);
-    })) << GetParam()
-        << " does not report finished gradients";
+    ASSERT_TRUE(buckets.follow(*overlapped)) << GetParam() << " does not report finished gradients";
     EXPECT_EQ(buckets.progress_thread(), level >= MPI_THREAD_SERIALIZED);
     ASSERT_GT(buckets.bucket_count(), 2U);
     for (int step = 0; step < 3; ++step) {
