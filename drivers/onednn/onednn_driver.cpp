@@ -388,11 +388,26 @@ std::string runtime_name(unsigned runtime) {
   }
 }
 
-/// Whether this CPU computes bf16 products natively (AVX512_BF16's dot products, or AMX): elsewhere
-/// oneDNN emulates them, and a bf16 peak would measure the emulation.
-/// Whether oneDNN computes bf16 products with bf16 instructions on `isa`, rather than emulating them.
+/// Whether oneDNN computes bf16 products with bf16 instructions on `isa` (AVX512_BF16's dot
+/// products, or AMX), rather than emulating them with fp32 ones.
 bool bf16_native_on(dnnl::cpu_isa isa) {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+/// The ISA oneDNN's fp32 kernels run on when its effective ISA is `isa`: the VNNI, BF16 and AMX
+/// extensions hold integer and bf16 instructions only, so fp32 products on such a CPU use the
+/// plain AVX-512 (or AVX2) kernels, as their implementation names say (`brg:avx512_core`).
+dnnl::cpu_isa fp32_isa_on(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return dnnl::cpu_isa::avx512_core;
+    case dnnl::cpu_isa::avx2_vnni:
+      return dnnl::cpu_isa::avx2;
+    default:
+      return isa;
+  }
 }
 
 Support native_bf16() {
@@ -505,12 +520,8 @@ class OnednnDriver final : public Driver {
 
   ComputeIsa compute_isa(DeviceType, Precision precision) const override {
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    ComputeIsa out{isa_name(isa), true, {}};
-    if (precision == Precision::kBf16) {
-      out.native = bf16_native_on(isa);
-      out.native_needs = "avx512_core_bf16 or avx512_core_amx";
-    }
-    return out;
+    if (precision != Precision::kBf16) return ComputeIsa{isa_name(fp32_isa_on(isa)), true, {}};
+    return ComputeIsa{isa_name(isa), bf16_native_on(isa), "avx512_core_bf16 or avx512_core_amx"};
   }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
