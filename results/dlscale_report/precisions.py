@@ -2,17 +2,20 @@
 
 A pair is two cases that agree on everything (workload, driver, device, floating-point mode,
 scaling, ranks, batch, threads, seed, data) but the precision. The table gives both step times,
-the speed-up of the reduced precision, the instruction set each ran on (`isa`), and the loss of
-their last timed iteration side by side: both start from the same parameters and data (the same
+the speed-up of the reduced precision, the ratio of the two precisions' measured peaks (the
+speed-up the CPU or GPU and its library allow a step bound by its products), the instruction set
+each ran on (`isa`), and the loss of their last timed iteration side by side: both start from the same parameters and data (the same
 seed), so the losses differ only by what the precision changed (docs/metrics.md,
 "Mixed precision"). The plot draws the two loss curves over the timed iterations.
 """
+
+import math
 
 from .study import describe
 from .tables import Column, Table, key_cell, ms, number
 
 CSV_COLUMNS = ("label", "workload", "driver", "device", "precision", "fp32_ms", "reduced_ms", "speedup",
-               "fp32_isa", "reduced_isa", "fp32_final_loss", "reduced_final_loss", "loss_gap")
+               "peak_ratio", "fp32_isa", "reduced_isa", "fp32_final_loss", "reduced_final_loss", "loss_gap")
 
 
 def _pair_key(case):
@@ -26,6 +29,12 @@ def _median_ms(case):
     if not case.ok or case.summary is None or "step_median_s" not in case.summary:
         return None
     return case.summary["step_median_s"] * 1e3
+
+
+def _peak_flops(case):
+    """The measured peak a case's peak_share uses (dlscale peak, by precision), or None."""
+    v = case.summary.get("peak_flops") if case.ok and case.summary is not None else None
+    return float(v) if v is not None and math.isfinite(float(v)) and float(v) > 0 else None
 
 
 def _final_loss(case):
@@ -53,6 +62,7 @@ def precision_rows(pairs):
     for base, low in pairs:
         t32, t16 = _median_ms(base), _median_ms(low)
         l32, l16 = _final_loss(base), _final_loss(low)
+        p32, p16 = _peak_flops(base), _peak_flops(low)
         rows.append({
             "label": describe(base, without=("precision",)),
             "workload": base.attrs.get("workload"), "driver": base.attrs.get("driver"),
@@ -60,6 +70,7 @@ def precision_rows(pairs):
             "fp32_ms": t32, "reduced_ms": t16,
             "reduced_status": low.status, "reduced_message": low.attrs.get("message", ""),
             "speedup": t32 / t16 if t32 and t16 else None,
+            "peak_ratio": p16 / p32 if p32 and p16 else None,
             "fp32_isa": base.attrs.get("isa", ""), "reduced_isa": low.attrs.get("isa", ""),
             "fp32_final_loss": l32, "reduced_final_loss": l16,
             "loss_gap": abs(l16 - l32) / abs(l32) if l32 and l16 is not None else None,
@@ -77,12 +88,15 @@ def precision_table(rows):
                Column("fp32 ms", lambda r: ms(r["fp32_ms"])),
                Column("reduced ms", reduced),
                Column("speed-up", lambda r: number(r["speedup"], "{:.2f}")),
+               Column("peak ratio", lambda r: number(r["peak_ratio"], "{:.2f}")),
                Column("isa (reduced)", lambda r: r["reduced_isa"] or "-", right=False),
                Column("final loss fp32", lambda r: number(r["fp32_final_loss"], "{:.5f}")),
                Column("final loss reduced", lambda r: number(r["reduced_final_loss"], "{:.5f}")),
                Column("loss gap", lambda r: number(r["loss_gap"], "{:.1e}"))]
     notes = ["pairs of cases identical but for the precision; speed-up = fp32 step median / reduced-precision "
-             "step median; loss gap = |reduced - fp32| / fp32 of the last timed iteration's loss (same seed, "
+             "step median; peak ratio = the reduced precision's measured peak / fp32's (the peaks of the two "
+             "cases' share of peak): the most the reduced precision can speed up a step bound by its products on "
+             "this hardware and library (below 1: they compute it more slowly than fp32); loss gap = |reduced - fp32| / fp32 of the last timed iteration's loss (same seed, "
              "same data)"]
     notes += [f"{r['label']} {r['precision']}: {r['reduced_status']}: {r['reduced_message']}"
               for r in rows if r["reduced_status"] != "ok"]

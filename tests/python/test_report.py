@@ -582,5 +582,43 @@ class AccuracyTest(unittest.TestCase):
                                                     "repeats or accuracy_summary (not a complete dlscale file)"])
 
 
+class PrecisionTest(unittest.TestCase):
+    """The drivers-by-precision table pairs cases that differ only in their precision."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "precision.h5")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def rows(self, cases):
+        write_results(self.path, cases, schema="dlscale/2")
+        from dlscale_report.precisions import precision_pairs, precision_rows
+        return precision_rows(precision_pairs(dr.load_results(self.path).cases))
+
+    def case(self, precision, step_s, peak=None, driver="onednn"):
+        return make_case(np.full((1, 5), step_s), driver=driver, extra_attrs={"precision": precision},
+                         summary_extra={} if peak is None else {"peak_flops": peak})
+
+    def test_speed_up_and_the_peak_ratio_that_bounds_it(self):
+        (row,) = self.rows([self.case("fp32", 1.0, peak=3.0e11), self.case("bf16", 1.6, peak=1.5e11)])
+        self.assertEqual((row["driver"], row["precision"]), ("onednn", "bf16"))
+        self.assertAlmostEqual(row["speedup"], 1.0 / 1.6)
+        self.assertAlmostEqual(row["peak_ratio"], 0.5)
+        self.assertEqual(row["loss_gap"], 0.0)  # same seed, same data, same losses here
+
+    def test_no_peak_ratio_without_both_peaks(self):
+        rows = self.rows([self.case("fp32", 1.0, peak=3.0e11), self.case("bf16", 0.5),
+                          self.case("fp32", 1.0, driver="libtorch"), self.case("bf16", 0.5, driver="libtorch",
+                                                                              peak=float("nan"))])
+        self.assertEqual([(r["driver"], r["speedup"], r["peak_ratio"]) for r in rows],
+                         [("onednn", 2.0, None), ("libtorch", 2.0, None)])
+
+    def test_cases_that_differ_in_more_than_the_precision_are_not_paired(self):
+        other = make_case(np.full((1, 5), 0.5), driver="onednn", threads=2, extra_attrs={"precision": "bf16"})
+        self.assertEqual(self.rows([self.case("fp32", 1.0), other]), [])
+
+
 if __name__ == "__main__":
     unittest.main()
