@@ -8,8 +8,9 @@ networks, batches and threads.
 Runs every dlscale case in one job (`dlscale run`, one rank), then PyTorch eager in a second
 process, and prints a Markdown table: median step seconds per (workload, batch) and column, with
 the two ratios the issue sets goals for (oneDNN fp32 / oneDNN bf16: at least 1.5 on resnet50 and
-fcn5; PyTorch autocast / oneDNN bf16: at least 1 everywhere). Run it by hand on a quiet machine;
-`lscpu` names the CPU the figures belong to.
+fcn5; PyTorch autocast / oneDNN bf16: at least 1 everywhere), then the CPU's own bf16/fp32 ceiling
+(bench_cpu_bf16_ceiling, built beside dlscale). Run it by hand on a quiet machine; `lscpu` names
+the CPU the figures belong to.
 """
 
 import argparse
@@ -90,6 +91,11 @@ def main():
     for line in problems:
         print(line)
     print("instruction sets: " + "; ".join(sorted(isas)))
+    ceiling = os.path.join(os.path.dirname(os.path.abspath(args.dlscale)), "bench", "bench_cpu_bf16_ceiling")
+    if os.path.exists(ceiling):  # what the CPU itself allows bf16 against fp32 (one core, registers only)
+        print(subprocess.run([ceiling], check=True, capture_output=True, text=True).stdout.rstrip())
+    else:
+        print(f"no {ceiling}: build the bench target bench_cpu_bf16_ceiling for the CPU's own bf16/fp32 ratio")
 
 
 if __name__ == "__main__":
