@@ -16,7 +16,6 @@
 #include <numeric>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
 namespace {
@@ -118,12 +117,3 @@ int main(int argc, char** argv) {
   fmt::print("bf16 / fp32: {:.2f} (the most a bf16 product can gain without AMX)\n", bf16 / fp32);
   return 0;
 }
-
-#else
-
-int main() {
-  fmt::print("x86-64 only: this bench measures AVX-512 and AVX512-BF16 instructions\n");
-  return 0;
-}
-
-#endif
