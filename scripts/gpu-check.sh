@@ -89,28 +89,35 @@ if ! cmp -s "$bundle/MANIFEST" "$stamp"; then
   mkdir -p "$prefix"
   for deb in "$bundle"/debs/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
   # A dependency only where this machine lacks one of its libraries: the machine's own copies of
-  # common libraries (libssl, libcurl, …) stay the ones every process loads.
+  # common libraries (libssl, libcurl, …) stay the ones every process loads. A dependency with no
+  # library of its own (openmpi-common's wrapper data and help texts, plugins, data files) is always
+  # taken: the relocated tree looks for those files under its own prefix, not under the machine's.
   taken=0
   for deb in "$bundle"/deps/*.deb; do
-    lacking=""
-    while read -r lib; do
+    libs=$(dpkg-deb -c "$deb" | awk '{print $6}' | { grep -E '^\./usr/lib/[^/]+/lib[^/]*\.so\.[0-9]+$' || true; } |
+             xargs -rn1 basename)
+    take=""
+    [ -n "$libs" ] || take=1
+    for lib in $libs; do
       found=""
       for dir in /usr/lib/$multiarch /lib/$multiarch /usr/lib64 /lib64 /usr/lib /lib; do
         if [ -s "$dir/$lib" ]; then found=1; break; fi
       done
-      [ -n "$found" ] || { lacking=1; break; }
-    done < <(dpkg-deb -c "$deb" | awk '{print $6}' | grep -E '^\./usr/lib/[^/]+/lib[^/]*\.so\.[0-9]+$' | xargs -rn1 basename)
-    if [ -n "$lacking" ]; then dpkg-deb -x "$deb" "$prefix"; taken=$((taken + 1)); fi
+      [ -n "$found" ] || { take=1; break; }
+    done
+    if [ -n "$take" ]; then dpkg-deb -x "$deb" "$prefix"; taken=$((taken + 1)); fi
   done
-  echo "unpacked $(ls "$bundle"/debs/*.deb | wc -l) packages and $taken of $(ls "$bundle"/deps/*.deb | wc -l) dependencies (the others' libraries are on this machine)"
+  echo "unpacked $(ls "$bundle"/debs/*.deb | wc -l) packages and $taken of $(ls "$bundle"/deps/*.deb | wc -l) dependencies (the others' libraries are all on this machine)"
   # What Debian's maintainer scripts would do (dpkg -x runs none): the update-alternatives links.
   for tool in mpicc mpicxx mpic++ mpiexec mpirun; do ln -sfn "$tool.openmpi" "$prefix/usr/bin/$tool"; done
   cp "$bundle/MANIFEST" "$stamp"
 fi
 usr=$prefix/usr
 # Open MPI finds its plugins, help texts and orted relative to OPAL_PREFIX. Debian's PMIx has its
-# plugin and help folders configured as absolute paths, so they are named one by one.
+# plugin and help folders configured as absolute paths, so they are named one by one: the bundle's
+# where its libpmix was taken, else those of the machine's own libpmix, which is then the one loaded.
 pmix=$usr/lib/$multiarch/pmix2
+[ -d "$pmix" ] || pmix=/usr/lib/$multiarch/pmix2
 export OPAL_PREFIX=$usr PMIX_PKGLIBDIR=$pmix/lib/pmix PMIX_PKGDATADIR=$pmix/share/pmix
 export PATH=$usr/bin:$PATH
 # The bundle's run-time libraries (MPI's own dependencies, HDF5's) for every process started below.
