@@ -44,6 +44,25 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// LibTorch's CPU autocast state on the calling thread. LibTorch 2.4 replaced the per-device calls
+// (is_cpu_enabled, get_autocast_cpu_dtype, ...) by ones taking the device type, and the old ones
+// print a deprecation warning at every call there: on every Linear's forward pass.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+bool cpu_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCPU); }
+at::ScalarType cpu_autocast_type() { return at::autocast::get_autocast_dtype(at::kCPU); }
+void set_cpu_autocast(bool enabled, at::ScalarType type) {
+  at::autocast::set_autocast_enabled(at::kCPU, enabled);
+  at::autocast::set_autocast_dtype(at::kCPU, type);
+}
+#else
+bool cpu_autocast_enabled() { return at::autocast::is_cpu_enabled(); }
+at::ScalarType cpu_autocast_type() { return at::autocast::get_autocast_cpu_dtype(); }
+void set_cpu_autocast(bool enabled, at::ScalarType type) {
+  at::autocast::set_cpu_enabled(enabled);
+  at::autocast::set_autocast_cpu_dtype(type);
+}
+#endif
+
 /// y = x W^T + b on a 2-D x, whose backward writes dW and db in place into slices of the flat
 /// gradient buffer and returns no gradient for W and b (so autograd never allocates one).
 /// Under CPU autocast (bf16 cases) it does what autocast does to a Linear: the products read
@@ -52,8 +71,8 @@ using torch::autograd::variable_list;
 struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                             const at::Tensor& dw, const at::Tensor& db) {
-    const bool autocast = at::autocast::is_cpu_enabled() && x.device().is_cpu();
-    const at::ScalarType type = autocast ? at::autocast::get_autocast_cpu_dtype() : x.scalar_type();
+    const bool autocast = cpu_autocast_enabled() && x.device().is_cpu();
+    const at::ScalarType type = autocast ? cpu_autocast_type() : x.scalar_type();
     const at::Tensor xc = x.to(type), wc = w.to(type);
     ctx->save_for_backward({xc, wc});
     ctx->saved_data["dw"] = dw;
@@ -88,17 +107,14 @@ struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
 /// which operations run in bf16: products and convolutions do, losses do not).
 class CpuAutocast {
  public:
-  explicit CpuAutocast(at::ScalarType type)
-      : was_enabled_(at::autocast::is_cpu_enabled()), was_type_(at::autocast::get_autocast_cpu_dtype()) {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(type);
+  explicit CpuAutocast(at::ScalarType type) : was_enabled_(cpu_autocast_enabled()), was_type_(cpu_autocast_type()) {
+    set_cpu_autocast(true, type);
     at::autocast::increment_nesting();
   }
   ~CpuAutocast() {
     // The cast weights autocast caches live until the outermost scope ends.
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_type_);
+    set_cpu_autocast(was_enabled_, was_type_);
   }
   CpuAutocast(const CpuAutocast&) = delete;
   CpuAutocast& operator=(const CpuAutocast&) = delete;
@@ -326,9 +342,10 @@ class LibTorchModel final : public Model {
 #ifdef DLSCALE_TORCH_CUDA_ALLOCATOR
     // The peak of what the caching allocator reserved from CUDA since the model was made: the
     // device memory the case held, cached blocks included.
-    namespace alloc = c10::cuda::CUDACachingAllocator;
-    return {
-        alloc::getDeviceStats(device_.index()).reserved_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)].peak};
+    // Index 0 is StatType::AGGREGATE (all pools), named by index because that enum moved
+    // out of c10::cuda::CUDACachingAllocator in later LibTorch versions.
+    constexpr size_t kAllPools = 0;
+    return {c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).reserved_bytes[kAllPools].peak};
 #else
     return {-1};  // a LibTorch without its CUDA allocator library (c10_cuda) to ask
 #endif
