@@ -119,7 +119,8 @@ usr=$prefix/usr
 pmix=$usr/lib/$multiarch/pmix2
 [ -d "$pmix" ] || pmix=/usr/lib/$multiarch/pmix2
 export OPAL_PREFIX=$usr PMIX_PKGLIBDIR=$pmix/lib/pmix PMIX_PKGDATADIR=$pmix/share/pmix
-export PATH=$usr/bin:$PATH
+# The toolkit chosen here is the one every CUDA lookup finds, LibTorch's CMake files' included.
+export CUDA_HOME=$cuda_home PATH=$usr/bin:$cuda_home/bin:$PATH
 # The bundle's run-time libraries (MPI's own dependencies, HDF5's) for every process started below.
 export LD_LIBRARY_PATH=$usr/lib/$multiarch/openmpi/lib:$usr/lib/$multiarch:$usr/lib/$multiarch/hdf5/openmpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Only the shared-memory and loopback transports on one machine, quietly.
@@ -140,7 +141,14 @@ cmake_args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLSCALE_WITH_
             # RPATH, not RUNPATH: searched before LD_LIBRARY_PATH, so that a CUDA folder there
             # cannot put a second copy of a CUDA library into the process.
             -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags)
-if [ "$no_gpu" -eq 0 ]; then cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=native); fi
+if [ "$no_gpu" -eq 0 ]; then
+  cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=native)
+  # LibTorch's CMake files replace CMAKE_CUDA_ARCHITECTURES with their own -gencode list, taken
+  # from TORCH_CUDA_ARCH_LIST: name this GPU's capability (9.0 on an H100) rather than leave
+  # them to guess.
+  TORCH_CUDA_ARCH_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+  export TORCH_CUDA_ARCH_LIST
+fi
 
 # PyTorch's own copies (its libraries carry an RPATH into the pip wheels nvidia/*): when dlscale
 # links the same files, the loader keeps that one copy of each soname for both.
@@ -154,6 +162,9 @@ fi
 rm -f "$out/torch-probe.err"
 declare -A want=()  # CUDA soname -> the file every part of the process must load
 if [ -n "$torch_lib" ] && [ -f "$torch_lib/libtorch_cuda.so" ]; then
+  # A library LibTorch itself cannot find would otherwise show only after the whole build.
+  ! ldd "$torch_lib/libtorch_cuda.so" | grep 'not found' ||
+    fail "PyTorch's libtorch_cuda.so has unresolved libraries (above)"
   torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
   echo "LibTorch (CUDA) from $torch_prefix"
   cmake_args+=(-DDLSCALE_WITH_TORCH=ON "-DCMAKE_PREFIX_PATH=$usr;$torch_prefix")
