@@ -4,9 +4,10 @@ A pair is two cases that agree on everything (workload, driver, device, floating
 scaling, ranks, batch, threads, seed, data) but the precision. The table gives both step times,
 the speed-up of the reduced precision, the ratio of the two precisions' measured peaks (the
 speed-up the CPU or GPU and its library allow a step bound by its products), the instruction set
-each ran on (`isa`), and the loss of their last timed iteration side by side: both start from the same parameters and data (the same
-seed), so the losses differ only by what the precision changed (docs/metrics.md,
-"Mixed precision"). The plot draws the two loss curves over the timed iterations.
+each ran on (`isa`), and the loss of their last timed iteration side by side: both start from
+the same parameters and data (the same seed), so the losses differ only by what the precision
+changed (docs/metrics.md, "Mixed precision"). The plot draws the two loss curves over the timed
+iterations.
 """
 
 import math
@@ -96,8 +97,8 @@ def precision_table(rows):
     notes = ["pairs of cases identical but for the precision; speed-up = fp32 step median / reduced-precision "
              "step median; peak ratio = the reduced precision's measured peak / fp32's (the peaks of the two "
              "cases' share of peak): the most the reduced precision can speed up a step bound by its products on "
-             "this hardware and library (below 1: they compute it more slowly than fp32); loss gap = |reduced - fp32| / fp32 of the last timed iteration's loss (same seed, "
-             "same data)"]
+             "this hardware and library (below 1: they compute it more slowly than fp32); loss gap = "
+             "|reduced - fp32| / fp32 of the last timed iteration's loss (same seed, same data)"]
     notes += [f"{r['label']} {r['precision']}: {r['reduced_status']}: {r['reduced_message']}"
               for r in rows if r["reduced_status"] != "ok"]
     return Table("precisions", columns, rows, CSV_COLUMNS, notes=notes)
