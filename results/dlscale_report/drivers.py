@@ -6,10 +6,8 @@ Values are the recorded summaries (docs/metrics.md); a dlscale/1 file, or a mach
 counters, shows '-' for what it lacks.
 """
 
-import math
-
 from .study import case_ref, describe
-from .tables import Column, Table, key_cell, number
+from .tables import Column, Table, key_cell, number, summary_value
 
 CSV_COLUMNS = ("configuration", "driver", "file", "case", "samples_per_s", "achieved_gflops", "peak_pct",
                "cpu_utilisation", "energy_j_per_sample", "status")
@@ -17,11 +15,6 @@ CSV_COLUMNS = ("configuration", "driver", "file", "case", "samples_per_s", "achi
 
 def _config(case):
     return describe(case, without=("driver",))
-
-
-def _value(summary, key, scale=1.0):
-    v = None if summary is None else summary.get(key)
-    return None if v is None or math.isnan(float(v)) else float(v) * scale
 
 
 def driver_rows(cases):
@@ -36,11 +29,11 @@ def driver_rows(cases):
         for c in sorted(members, key=lambda c: c.get("driver")):
             s = c.summary if c.ok else None
             rows.append({"configuration": config, "driver": c.get("driver"), "file": c.file, "case": c.name,
-                         "samples_per_s": _value(s, "samples_per_s"),
-                         "achieved_gflops": _value(s, "achieved_flops", 1e-9),
-                         "peak_pct": _value(s, "peak_share", 100.0),
-                         "cpu_utilisation": _value(s, "cpu_utilisation"),
-                         "energy_j_per_sample": _value(s, "energy_j_per_sample"),
+                         "samples_per_s": summary_value(s, "samples_per_s"),
+                         "achieved_gflops": summary_value(s, "achieved_flops", 1e-9),
+                         "peak_pct": summary_value(s, "peak_share", 100.0),
+                         "cpu_utilisation": summary_value(s, "cpu_utilisation"),
+                         "energy_j_per_sample": summary_value(s, "energy_j_per_sample"),
                          "status": c.status, "ref": case_ref(c)})
     return rows
 

@@ -10,10 +10,8 @@ changed (docs/metrics.md, "Mixed precision"). The plot draws the two loss curves
 iterations.
 """
 
-import math
-
 from .study import describe
-from .tables import Column, Table, key_cell, ms, number
+from .tables import Column, Table, key_cell, ms, number, summary_value
 
 CSV_COLUMNS = ("label", "workload", "driver", "device", "precision", "fp32_ms", "reduced_ms", "speedup",
                "peak_ratio", "fp32_isa", "reduced_isa", "fp32_final_loss", "reduced_final_loss", "loss_gap")
@@ -30,12 +28,6 @@ def _median_ms(case):
     if not case.ok or case.summary is None or "step_median_s" not in case.summary:
         return None
     return case.summary["step_median_s"] * 1e3
-
-
-def _peak_flops(case):
-    """The measured peak a case's peak_share uses (dlscale peak, by precision), or None."""
-    v = case.summary.get("peak_flops") if case.ok and case.summary is not None else None
-    return float(v) if v is not None and math.isfinite(float(v)) and float(v) > 0 else None
 
 
 def _final_loss(case):
@@ -63,7 +55,7 @@ def precision_rows(pairs):
     for base, low in pairs:
         t32, t16 = _median_ms(base), _median_ms(low)
         l32, l16 = _final_loss(base), _final_loss(low)
-        p32, p16 = _peak_flops(base), _peak_flops(low)
+        p32, p16 = (summary_value(c.summary if c.ok else None, "peak_flops") for c in (base, low))
         rows.append({
             "label": describe(base, without=("precision",)),
             "workload": base.attrs.get("workload"), "driver": base.attrs.get("driver"),

@@ -79,6 +79,13 @@ class Table:
                 + (f'<ul class="notes">{notes}</ul>\n' if notes else ""))
 
 
+def summary_value(summary, key, scale=1.0):
+    """A case's recorded summary attribute times `scale`, or None where the summary, the attribute
+    or its value (NaN: unavailable, docs/schema.md) is missing."""
+    v = None if summary is None else summary.get(key)
+    return None if v is None or math.isnan(float(v)) else float(v) * scale
+
+
 def csv_value(v):
     if v is None:
         return ""
