@@ -449,12 +449,18 @@ void ResultsFile::check_complete() const {
     if (read_table_at(file.get(), "system/ranks").rows() != static_cast<size_t>(*world_size)) {
       throw H5Error("/system/ranks does not have world_size rows");
     }
+    // Every run's record (the current schema has one per run), and every case naming one.
+    const size_t runs = h5::exists(file.get(), "runs") ? h5::children(h5::open_group(file.get(), "runs").get()).size() : 0;
+    if (runs == 0) throw H5Error("no /runs record");
     for (const std::string& name : case_names_in(file.get())) {
       const CaseRecord r = read_case(name);
       const auto text = [&](const char* key) { return std::get<std::string>(attr(r.attrs, key)); };
       const auto number = [&](const char* key) { return std::get<int64_t>(attr(r.attrs, key)); };
       const bool ok = text("status") == "ok";
       text("case_key");
+      if (number("run") < 0 || static_cast<size_t>(number("run")) >= runs) {
+        throw H5Error("case " + name + " names run " + std::to_string(number("run")) + ", which /runs lacks");
+      }
       if (r.accuracy()) {
         // Every repeat with its epochs (at least one), and the summary over them.
         if (ok && (r.repeats.size() != static_cast<size_t>(number("repeats")) || r.accuracy_summary.empty() ||
@@ -531,13 +537,32 @@ ResultsFile::Update::~Update() {
 
 void ResultsFile::Update::write_root(const Attrs& attrs) { write_attrs(file_.get(), attrs); }
 
+namespace {
+
+/// The layout /system and each /runs/NNNN share: the rank table and the software and
+/// environment attributes.
+void write_ranks_software_environment(hid_t group, const Table& ranks, const Attrs& software,
+                                      const Attrs& environment) {
+  write_table(group, "ranks", ranks);
+  h5::Group sw = h5::create_group(group, "software");
+  write_attrs(sw.get(), software);
+  h5::Group env = h5::create_group(group, "environment");
+  write_attrs(env.get(), environment);
+}
+
+}  // namespace
+
 void ResultsFile::Update::write_system(const Table& ranks, const Attrs& software, const Attrs& environment) {
   h5::Group system = h5::create_group(file_.get(), "system");
-  write_table(system.get(), "ranks", ranks);
-  h5::Group sw = h5::create_group(system.get(), "software");
-  write_attrs(sw.get(), software);
-  h5::Group env = h5::create_group(system.get(), "environment");
-  write_attrs(env.get(), environment);
+  write_ranks_software_environment(system.get(), ranks, software, environment);
+}
+
+std::string ResultsFile::Update::append_run(const Attrs& attrs, const Table& ranks, const Attrs& software,
+                                            const Attrs& environment) {
+  const std::string name = append_group("runs", GroupRecord{attrs, {}, {}});
+  h5::Group run = h5::open_group(file_.get(), "runs/" + name);
+  write_ranks_software_environment(run.get(), ranks, software, environment);
+  return name;
 }
 
 std::string ResultsFile::Update::append_group(const std::string& parent, const GroupRecord& group) {

@@ -1,6 +1,6 @@
-// The results file (schema dlscale/3, see docs/schema.md): root provenance, the rank table,
-// software versions, allow-listed environment, and one group per case. Written by rank 0
-// only, with the serial HDF5 API.
+// The results file (schema dlscale/4, see docs/schema.md): root provenance, the rank table,
+// software versions, allow-listed environment, one record per run of dlscale on the file, and
+// one group per case. Written by rank 0 only, with the serial HDF5 API.
 //
 // The file on disk is only ever replaced whole: every change is written into a copy beside it
 // (PATH.dlscale-tmp), which is closed, synced and renamed over PATH, so that a reader, a kill
@@ -22,9 +22,9 @@
 
 namespace dlscale {
 
-inline constexpr const char* kSchemaVersion = "dlscale/3";
+inline constexpr const char* kSchemaVersion = "dlscale/4";
 /// The schemas this version reads; it writes (and resumes) kSchemaVersion only.
-inline constexpr const char* kReadableSchemas[] = {"dlscale/1", "dlscale/2", "dlscale/3"};
+inline constexpr const char* kReadableSchemas[] = {"dlscale/1", "dlscale/2", "dlscale/3", "dlscale/4"};
 
 using AttrValue = std::variant<std::string, int64_t, double>;
 /// Attributes in the order they are written.
@@ -199,6 +199,9 @@ class ResultsFile::Update {
 
   void write_root(const Attrs& attrs);
   void write_system(const Table& ranks, const Attrs& software, const Attrs& environment);
+  /// Writes /runs/NNNN (the next free number) with `attrs` and, laid out as /system, the rank
+  /// table, software and environment of one run of dlscale on the file; returns NNNN.
+  std::string append_run(const Attrs& attrs, const Table& ranks, const Attrs& software, const Attrs& environment);
   /// Writes the next case group; returns its name.
   std::string write_case(const CaseRecord& record);
   /// Writes `parent`/NNNN (the next free number); returns NNNN.

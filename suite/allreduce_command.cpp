@@ -114,8 +114,10 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     const auto writing = deadline.hold_off();
     try {
       ResultsFile::Update update = file->update();
-      write_provenance(update, table, drivers, mpi.size(), args.command_line, "", args.resume);
-      name = update.append_group("allreduce", allreduce_group(r, args.backend, ""));
+      const int64_t run = write_provenance(update, table, drivers, mpi.size(), args.command_line, "", args.resume);
+      GroupRecord group = allreduce_group(r, args.backend, "");
+      group.attrs.emplace_back("run", run);
+      name = update.append_group("allreduce", group);
       update.commit();
     } catch (const std::exception& e) {
       error = e.what();

@@ -47,6 +47,9 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   for (size_t k = 0; k < axes.size(); ++k) {
     const dlscale::Axis& a = axes[k];
     CLI::Option* o = a.flag_only ? run->add_flag(a.flag, a.help) : run->add_option(a.flag, axis_items[k], a.help);
+    // One word per occurrence (lists are comma-separated): a stray word after a value is then
+    // refused as itself instead of being taken as the option's second value.
+    if (!a.flag_only) o->allow_extra_args(false);
     if (!a.list && !a.flag_only) o->expected(1);
     axis_options.push_back(o);
   }

@@ -28,6 +28,14 @@ bool is_dir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a plain file";
+}
+
 }  // namespace
 
 ResultsFile open_results(const std::string& path, bool overwrite, bool resume, bool default_path, int world_size) {
@@ -39,8 +47,14 @@ ResultsFile open_results(const std::string& path, bool overwrite, bool resume, b
   if (!is_dir(dir)) throw UsageError(fmt::format("--out {}: directory {} does not exist", path, dir));
   if (::access(dir.c_str(), W_OK) != 0)
     throw UsageError(fmt::format("--out {}: directory {} is not writable", path, dir));
-  const bool exists = ::access(path.c_str(), F_OK) == 0;
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;  // through a symbolic link
   if (exists && is_dir(path)) throw UsageError(fmt::format("--out {}: is a directory", path));
+  // --overwrite replaces the name by renaming a finished copy over it: a FIFO, a device or a
+  // socket there is something else's, never a results file.
+  if (exists && !S_ISREG(st.st_mode)) {
+    throw UsageError(fmt::format("--out {}: not a regular file ({})", path, file_kind(st.st_mode)));
+  }
   if (exists && ::access(path.c_str(), W_OK) != 0)
     throw UsageError(fmt::format("--out {}: file is not writable", path));
   try {
@@ -97,20 +111,32 @@ Table rank_table(const std::vector<RankInfo>& rows) {
   return {{rank, host, local, cpus, numa, device, threads}};
 }
 
-void write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
-                      int world_size, const std::string& command_line, const std::string& config, bool resume) {
-  if (resume) {
-    file.write_root({{"resumed_utc", utc_now()}, {"resume_command_line", command_line}});
-  } else {
+int64_t write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
+                         int world_size, const std::string& command_line, const std::string& config, bool resume) {
+  const Table ranks = rank_table(table);
+  const Attrs software = software_attributes(drivers), environment = environment_attributes();
+  const std::string started = utc_now();
+  if (!resume) {
     file.write_root({{"schema", std::string(kSchemaVersion)},
                      {"dlscale_version", dlscale_version()},
                      {"git_commit", git_commit()},
-                     {"created_utc", utc_now()},
+                     {"created_utc", started},
                      {"command_line", command_line},
                      {"world_size", int64_t{world_size}},
                      {"config", config}});
-    file.write_system(rank_table(table), software_attributes(drivers), environment_attributes());
+    file.write_system(ranks, software, environment);
   }
+  // A resume may run another matrix, on other hosts or another build: its cases are then
+  // described by this record, never by the root's.
+  const std::string run = file.append_run({{"started_utc", started},
+                                           {"resumed", int64_t{resume ? 1 : 0}},
+                                           {"command_line", command_line},
+                                           {"config", config},
+                                           {"world_size", int64_t{world_size}},
+                                           {"dlscale_version", dlscale_version()},
+                                           {"git_commit", git_commit()}},
+                                          ranks, software, environment);
+  return std::stoll(run);
 }
 
 }  // namespace dlscale

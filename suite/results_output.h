@@ -26,8 +26,10 @@ std::set<std::string> finished_case_keys(const ResultsFile& file);
 /// /system/ranks from the gathered rank table.
 Table rank_table(const std::vector<RankInfo>& rows);
 
-/// The root attributes and /system of a new file, or the resume stamp of a resumed one.
-void write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
-                      int world_size, const std::string& command_line, const std::string& config, bool resume);
+/// This run's record, /runs/NNNN (command line, configuration, world size, rank table,
+/// software, environment), and for a new file the root attributes and /system, which keep
+/// describing the run that created it. Returns the run's number, which the run's cases name.
+int64_t write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
+                         int world_size, const std::string& command_line, const std::string& config, bool resume);
 
 }  // namespace dlscale

@@ -1,6 +1,7 @@
 // `dlscale run`: turn the request into cases, check everything a user can get wrong before
-// any benchmark work (on every rank, agreeing on the outcome), open the results file on rank 0,
-// then run the cases in order, writing and flushing each as it finishes.
+// any benchmark work (on every rank, agreeing on the outcome; rank 0 locks the results file
+// before the data and devices are checked and before the ranks agree, so that a second writer is
+// refused first), then run the cases in order, writing and flushing each as it finishes.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +68,14 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
+/// Where default_out() puts results files; open_results() makes it when missing.
+constexpr const char* default_dir = "results";
+
+bool is_directory(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 std::string stem(const std::string& path) {
   std::string name = path.substr(path.rfind('/') + 1);
   return name.substr(0, name.rfind('.'));
@@ -75,12 +84,13 @@ std::string stem(const std::string& path) {
 /// Where results go when --out is not given: results/<suite>.h5, results/<config>.h5, or a
 /// timestamped name for a run built from flags.
 std::string default_out(const RunArgs& args, const std::string& suite) {
-  if (args.config) return "results/" + stem(*args.config) + ".h5";
-  if (!suite.empty()) return "results/" + suite + ".h5";
+  const std::string dir = default_dir;
+  if (args.config) return dir + "/" + stem(*args.config) + ".h5";
+  if (!suite.empty()) return dir + "/" + suite + ".h5";
   std::string stamp = utc_now();
   stamp.erase(std::remove(stamp.begin(), stamp.end(), ':'), stamp.end());
   stamp.erase(std::remove(stamp.begin(), stamp.end(), '-'), stamp.end());
-  return "results/run-" + stamp + ".h5";
+  return dir + "/run-" + stamp + ".h5";
 }
 
 /// The command line that continues an interrupted run: as typed, without --overwrite or
@@ -170,6 +180,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   std::vector<PeakRow> peak_rows;
   std::string peak_where;
   std::string problem;
+  bool made_default_dir = false;
   try {
     std::vector<MatrixSpec> matrices;
     if (args.config) {
@@ -183,7 +194,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     for (MatrixSpec& m : matrices) args.overrides.apply(m);
     cases = expand(matrices, mpi.size());
     assign_defaults(cases, drivers);
-    validate(cases, drivers, mpi.size(), !args.dry_run);
+    validate_request(cases, drivers, mpi.size());
     out_path = args.out.value_or(default_out(args, suite_name));
     skip.assign(cases.size(), 0);
     if (!(args.peak_seconds > 0 && std::isfinite(args.peak_seconds))) {
@@ -193,15 +204,13 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       if (args.peak.empty()) throw UsageError("--peak: an empty path");
       if (root) peak_rows = read_peak_file(args.peak, &peak_where);
     }
-  } catch (const UsageError& e) {
-    problem = e.what();
-  }
-  // Agree on the request before rank 0 touches the results file, so that a problem only another
-  // rank sees (an unreadable --config, say) never truncates an existing file.
-  if (report_usage_error(mpi.world(), problem)) return 2;
-  if (args.dry_run) return dry_run(mpi, args, cases, drivers, out_path);
-  try {
-    if (root) {
+    // Rank 0 takes the results file's lock (and checks what --resume continues) before the
+    // ranks agree and before anything that can wait or take long (peaks, data, other ranks), so
+    // that a second writer is refused at once. Nothing is written before the first commit,
+    // after this agreement: a problem only another rank sees (an unreadable --config, say)
+    // leaves an existing file as it was.
+    if (root && !args.dry_run) {
+      made_default_dir = !args.out && !is_directory(default_dir);
       file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
       if (args.resume) {
         // A case is done when the file holds it with status ok; anything else runs again.
@@ -209,10 +218,20 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
         for (size_t i = 0; i < cases.size(); ++i) skip[i] = done.count(cases[i].command()) ? 1 : 0;
       }
     }
+    // Reads the data sets (and asks the drivers about devices): after the lock.
+    check_devices_and_data(cases, drivers, !args.dry_run);
   } catch (const UsageError& e) {
     problem = e.what();
   }
-  if (report_usage_error(mpi.world(), problem)) return 2;
+  if (report_usage_error(mpi.world(), problem)) {
+    // A refused run leaves nothing behind: not even the default folder it made for its file.
+    if (made_default_dir) {
+      file.reset();
+      ::rmdir(default_dir);
+    }
+    return 2;
+  }
+  if (args.dry_run) return dry_run(mpi, args, cases, drivers, out_path);
   DLSCALE_CHECK_MPI(MPI_Bcast(skip.data(), static_cast<int>(skip.size()), MPI_CHAR, 0, mpi.world()));
 
   const bool json = args.format == OutputFormat::kJson;
@@ -235,13 +254,15 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   const std::string resume_hint = fmt::format("{} --resume", resume_command(args.command_line, out_path));
   deadline.set_hint(
       fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {}", out_path, resume_hint));
+  int64_t run_number = 0;  // rank 0's: the /runs record this run's cases name
   {
     std::string error;
     if (root) {
       const auto writing = deadline.hold_off();
       try {
         ResultsFile::Update update = file->update();
-        write_provenance(update, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
+        run_number =
+            write_provenance(update, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
         update.commit();
       } catch (const std::exception& e) {
         error = e.what();
@@ -274,7 +295,9 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       const auto writing = deadline.hold_off();
       try {
         ResultsFile::Update update = file->update();
-        name = update.append_group("peak", peak_group(rows, "measured by this run", args.peak_seconds));
+        GroupRecord group = peak_group(rows, "measured by this run", args.peak_seconds);
+        group.attrs.emplace_back("run", run_number);
+        name = update.append_group("peak", group);
         update.commit();
       } catch (const std::exception& e) {
         error = e.what();
@@ -320,7 +343,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       stopped = true;  // the unfinished case is not written: a resume runs it again
       break;
     }
-    const CaseRecord& rec = outcome.record;
+    CaseRecord rec = outcome.record;
+    rec.attrs.emplace_back("run", run_number);
     // The case, its microbenchmark and its projection replace the file together: a kill leaves
     // either all of them or none (and a resume runs the case again).
     std::string name, error;
@@ -334,6 +358,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
           for (auto& [key, value] : allreduce.attrs) {
             if (key == "case") value = name;
           }
+          allreduce.attrs.emplace_back("run", run_number);
           update.append_group("allreduce", allreduce);
         }
         if (outcome.projection) update.write_group("cases/" + name + "/projection", *outcome.projection);

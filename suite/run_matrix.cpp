@@ -36,8 +36,9 @@ namespace {
 
 constexpr int kMaxThreads = 4096;
 
-/// A whole decimal integer in [min, max]; `what` names the field in the message.
-int64_t parse_integer(const std::string& text, const char* what, int64_t min, int64_t max) {
+/// A whole decimal integer in [min, max]; `what` names the field in the message as the user
+/// wrote it (the CLI flag, or the TOML key).
+int64_t parse_integer(const std::string& text, const std::string& what, int64_t min, int64_t max) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
@@ -50,7 +51,7 @@ int64_t parse_integer(const std::string& text, const char* what, int64_t min, in
   return v;
 }
 
-double parse_number(const std::string& text, const char* what) {
+double parse_number(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
@@ -61,90 +62,90 @@ double parse_number(const std::string& text, const char* what) {
   return v;
 }
 
-std::string parse_name(const std::string& text, const char* what) {
+std::string parse_name(const std::string& text, const std::string& what) {
   if (text.empty()) bad(fmt::format("{}: an empty item", what));
   return text;
 }
 
 /// A parser of drivers/driver.h (parse_precision, …) with its std::invalid_argument as bad input
-/// of the run matrix.
+/// of the run matrix, naming the field as the user wrote it.
 template <typename T, T (*parse)(const std::string&)>
-T parse_as_usage(const std::string& text) {
+T parse_as_usage(const std::string& text, const std::string& what) {
   try {
     return parse(text);
   } catch (const std::invalid_argument& e) {
-    bad(e.what());
+    bad(fmt::format("{}: {}", what, e.what()));
   }
 }
 
-DeviceType parse_device(const std::string& text) {
+DeviceType parse_device(const std::string& text, const std::string& what) {
   if (text == "cpu") return DeviceType::kCpu;
   if (text == "cuda") return DeviceType::kCuda;
-  bad(fmt::format("unknown device '{}' (expected cpu or cuda)", text));
+  bad(fmt::format("{}: unknown device '{}' (expected cpu or cuda)", what, text));
 }
 
-Scaling parse_scaling(const std::string& text) {
+Scaling parse_scaling(const std::string& text, const std::string& what) {
   if (text == "weak") return Scaling::kWeak;
   if (text == "strong") return Scaling::kStrong;
-  bad(fmt::format("unknown scaling mode '{}' (expected weak or strong)", text));
+  bad(fmt::format("{}: unknown scaling mode '{}' (expected weak or strong)", what, text));
 }
 
-int parse_threads(const std::string& text) {
+int parse_threads(const std::string& text, const std::string& what) {
   if (text == "auto") return 0;
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || end != text.c_str() + text.size() ||
       errno == ERANGE || v <= 0) {
-    bad(fmt::format("--threads takes positive integers or auto, got '{}'", text));
+    bad(fmt::format("{} takes positive integers or auto, got '{}'", what, text));
   }
   // More threads than any node has cores would only make the backends try to start them.
-  if (v > kMaxThreads) bad(fmt::format("--threads must be at most {}, got {}", kMaxThreads, v));
+  if (v > kMaxThreads) bad(fmt::format("{} must be at most {}, got {}", what, kMaxThreads, v));
   return static_cast<int>(v);
 }
 
-int64_t parse_batch(const std::string& text) {
-  const int64_t v = parse_integer(text, "batch", INT64_MIN, INT64_MAX);
-  if (v <= 0) bad(fmt::format("batch must be positive, got {}", v));
+int64_t parse_batch(const std::string& text, const std::string& what) {
+  const int64_t v = parse_integer(text, what, INT64_MIN, INT64_MAX);
+  if (v <= 0) bad(fmt::format("{} must be positive, got {}", what, v));
   // Per-rank sample counts, and their products with the ranks, stay far from 64-bit overflow.
-  if (v > INT_MAX) bad(fmt::format("batch must be at most {}, got {}", INT_MAX, v));
+  if (v > INT_MAX) bad(fmt::format("{} must be at most {}, got {}", what, INT_MAX, v));
   return v;
 }
 
-double parse_bucket_mb(const std::string& text) {
-  const double v = parse_number(text, "--bucket-mb");
-  if (v < 0) bad(fmt::format("--bucket-mb must be 0 or more, got {}", text));
+double parse_bucket_mb(const std::string& text, const std::string& what) {
+  const double v = parse_number(text, what);
+  if (v < 0) bad(fmt::format("{} must be 0 or more, got {}", what, text));
   return v;
 }
 
-RunMode parse_mode(const std::string& text) {
+RunMode parse_mode(const std::string& text, const std::string& what) {
   if (text == "timing") return RunMode::kTiming;
   if (text == "accuracy") return RunMode::kAccuracy;
-  bad(fmt::format("unknown mode '{}' (expected timing or accuracy)", text));
+  bad(fmt::format("{}: unknown mode '{}' (expected timing or accuracy)", what, text));
 }
 
-double parse_learning_rate(const std::string& text) {
-  const double v = parse_number(text, "--lr");
-  if (v <= 0) bad(fmt::format("--lr must be positive, got {}", text));
+double parse_learning_rate(const std::string& text, const std::string& what) {
+  const double v = parse_number(text, what);
+  if (v <= 0) bad(fmt::format("{} must be positive, got {}", what, text));
   return v;
 }
 
-double parse_validation(const std::string& text) {
-  const double v = parse_number(text, "--validation");
+double parse_validation(const std::string& text, const std::string& what) {
+  const double v = parse_number(text, what);
   // Both halves must keep samples: 0 leaves nothing to validate on, 1 nothing to train on.
-  if (v <= 0 || v >= 1) bad(fmt::format("--validation must be a fraction between 0 and 1 (exclusive), got {}", text));
+  if (v <= 0 || v >= 1) bad(fmt::format("{} must be a fraction between 0 and 1 (exclusive), got {}", what, text));
   return v;
 }
 
 /// "nan" (the printed form of "no target", as the results file records it) or an accuracy in (0, 1].
-double parse_target_accuracy(const std::string& text) {
+double parse_target_accuracy(const std::string& text, const std::string& what) {
   if (text == "nan" || text == "none") return std::numeric_limits<double>::quiet_NaN();
-  const double v = parse_number(text, "--target-accuracy");
-  if (v <= 0 || v > 1) bad(fmt::format("--target-accuracy must be in (0, 1], got {}", text));
+  const double v = parse_number(text, what);
+  if (v <= 0 || v > 1) bad(fmt::format("{} must be in (0, 1], got {}", what, text));
   return v;
 }
 
-bool parse_bool(const std::string& text, const char* what) {
+bool parse_bool(const std::string& text, const std::string& what) {
   if (text == "true") return true;
   if (text == "false") return false;
   bad(fmt::format("{} takes true or false, got '{}'", what, text));
@@ -174,21 +175,24 @@ Axis described_axis(const char* name, const char* flag, std::string help, TomlKi
   return a;
 }
 
+/// Parses one item; the second argument names the field as the user wrote it (the CLI flag or
+/// the TOML key), for the message of a bad item.
+template <typename T>
+using Parser = std::function<T(const std::string& item, const std::string& what)>;
+
 /// A list axis over MatrixSpec::*values and CaseSpec::*field, with a parser and a printer.
 template <typename T>
 Axis list_axis(const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
-               std::vector<T> MatrixSpec::*values, T CaseSpec::*field, std::function<T(const std::string&)> parse,
+               std::vector<T> MatrixSpec::*values, T CaseSpec::*field, Parser<T> parse,
                std::function<std::string(const T&)> print, InCommand in_command = always) {
   Axis a = described_axis(name, flag, std::move(help), kind, true, command_position, field, print, in_command);
-  const std::string flags(flag);  // "-w,--workload": the long form names it
-  const std::string label = fmt::format("{} ({})", name, flags.substr(flags.rfind(',') + 1));
-  a.set = [label, values, parse](MatrixSpec& m, const std::vector<std::string>& items) {
+  a.set = [values, parse](MatrixSpec& m, const std::vector<std::string>& items, const std::string& what) {
     std::vector<T> parsed;
     for (const std::string& item : items) {
-      parsed.push_back(parse(item));
+      parsed.push_back(parse(item, what));
       // The same value twice would run the same case twice under the same case key.
       for (size_t i = 0; i + 1 < parsed.size(); ++i) {
-        if (parsed[i] == parsed.back()) bad(fmt::format("{}: '{}' is given twice", label, item));
+        if (parsed[i] == parsed.back()) bad(fmt::format("{}: '{}' is given twice", what, item));
       }
     }
     m.*values = parsed;
@@ -204,12 +208,12 @@ Axis list_axis(const char* name, const char* flag, std::string help, TomlKind ki
 /// A single-valued axis: one value for the whole matrix.
 template <typename T>
 Axis scalar_axis(const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
-                 T MatrixSpec::*value, T CaseSpec::*field, std::function<T(const std::string&)> parse,
+                 T MatrixSpec::*value, T CaseSpec::*field, Parser<T> parse,
                  std::function<std::string(const T&)> print, InCommand in_command = always) {
   Axis a = described_axis(name, flag, std::move(help), kind, false, command_position, field, print, in_command);
-  a.set = [name, value, parse](MatrixSpec& m, const std::vector<std::string>& items) {
-    if (items.size() != 1) bad(fmt::format("{} takes one value, got {}", name, items.size()));
-    m.*value = parse(items.front());
+  a.set = [value, parse](MatrixSpec& m, const std::vector<std::string>& items, const std::string& what) {
+    if (items.size() != 1) bad(fmt::format("{} takes one value, got {}", what, items.size()));
+    m.*value = parse(items.front(), what);
   };
   a.copy = [value](const MatrixSpec& from, MatrixSpec& to) { to.*value = from.*value; };
   a.count = [](const MatrixSpec&) { return size_t{1}; };
@@ -231,12 +235,12 @@ const std::vector<Axis>& axes() {
     std::vector<Axis> t;
     t.push_back(list_axis<std::string>(
         "workload", "-w,--workload", "workloads, comma-separated (see `dlscale list`)", TomlKind::kString, 0,
-        &MatrixSpec::workloads, &CaseSpec::workload, [](const std::string& s) { return parse_name(s, "workload"); },
+        &MatrixSpec::workloads, &CaseSpec::workload, parse_name,
         text));
     t.back().split = split_workload_list;  // a workload's own overrides contain commas
     t.push_back(list_axis<std::string>(
         "driver", "-d,--driver", "drivers, comma-separated", TomlKind::kString, 1, &MatrixSpec::drivers,
-        &CaseSpec::driver, [](const std::string& s) { return parse_name(s, "driver"); }, text));
+        &CaseSpec::driver, parse_name, text));
     t.push_back(list_axis<DeviceType>("device", "--device",
                                       "cpu or cuda (default: the driver's own: cuda for -d cuda, else cpu)",
                                       TomlKind::kString, 2, &MatrixSpec::devices, &CaseSpec::device, parse_device,
@@ -264,14 +268,14 @@ const std::vector<Axis>& axes() {
                                [](const int& n) { return n > 0 ? std::to_string(n) : std::string("auto"); }));
     t.push_back(list_axis<std::string>(
         "data", "--data", std::string("training data: synthetic (default) or ") + kDatasetSpecHelp, TomlKind::kString,
-        7, &MatrixSpec::data, &CaseSpec::data, [](const std::string& s) { return parse_name(s, "data"); }, text,
+        7, &MatrixSpec::data, &CaseSpec::data, parse_name, text,
         [](const CaseSpec& c) { return c.data != "synthetic"; }));
     // One dataset per --data (a folder name may hold a comma); TOML lists give several.
     t.back().split = [](const std::string& item) { return std::vector<std::string>{item}; };
     t.push_back(list_axis<int>(
         "ranks", "--ranks", "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1",
         TomlKind::kInteger, 9, &MatrixSpec::ranks, &CaseSpec::ranks,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "ranks", 1, INT_MAX)); }, number<int>));
+        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, INT_MAX)); }, number<int>));
     t.push_back(list_axis<double>("bucket_mb", "--bucket-mb",
                                   "gradient buckets of this many MB, reduced during backward where the driver "
                                   "allows (0: one all-reduce after backward)",
@@ -280,34 +284,34 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "warmup", 0, INT_MAX)); }, number<int>,
+        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 0, INT_MAX)); }, number<int>,
         timing_only));
     t.push_back(scalar_axis<int>(
         "iterations", "--iterations", "timed iterations", TomlKind::kInteger, 11, &MatrixSpec::iterations,
         &CaseSpec::iterations,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "iterations", 1, INT_MAX)); }, number<int>,
+        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, INT_MAX)); }, number<int>,
         timing_only));
     t.push_back(scalar_axis<double>(
         "case_timeout", "--case-timeout",
         "seconds a case may train before it is recorded `timeout` (0: no limit; docs/running.md)", TomlKind::kNumber,
         15, &MatrixSpec::case_timeout, &CaseSpec::case_timeout,
-        [](const std::string& s) {
-          const double v = parse_number(s, "--case-timeout");
-          if (v < 0 || v > 1e7) bad(fmt::format("--case-timeout must be from 0 to 1e7 seconds, got {}", s));
+        [](const std::string& s, const std::string& what) {
+          const double v = parse_number(s, what);
+          if (v < 0 || v > 1e7) bad(fmt::format("{} must be from 0 to 1e7 seconds, got {}", what, s));
           return v;
         },
         number<double>, [](const CaseSpec&) { return false; }));  // a limit, not what the case measures
     t.push_back(scalar_axis<uint64_t>(
         "seed", "--seed", "seed of parameters and synthetic data", TomlKind::kInteger, 12, &MatrixSpec::seed,
         &CaseSpec::seed,
-        [](const std::string& s) {
-          if (!s.empty() && s[0] == '-') bad(fmt::format("seed must be zero or positive, got {}", s));
-          return static_cast<uint64_t>(parse_integer(s, "seed", 0, INT64_MAX));
+        [](const std::string& s, const std::string& what) {
+          if (!s.empty() && s[0] == '-') bad(fmt::format("{} must be zero or positive, got {}", what, s));
+          return static_cast<uint64_t>(parse_integer(s, what, 0, INT64_MAX));
         },
         number<uint64_t>));
     t.push_back(scalar_axis<bool>(
         "phases", "--phases", "time forward, backward, all-reduce and update separately", TomlKind::kBoolean, 13,
-        &MatrixSpec::phases, &CaseSpec::phases, [](const std::string& s) { return parse_bool(s, "phases"); },
+        &MatrixSpec::phases, &CaseSpec::phases, parse_bool,
         [](const bool& b) { return std::string(b ? "true" : "false"); }, [](const CaseSpec& c) { return c.phases; }));
     t.back().flag_only = true;
     t.push_back(scalar_axis<bool>(
@@ -315,7 +319,7 @@ const std::vector<Axis>& axes() {
         "run a precision that the driver's library only emulates on this CPU (bf16 without bf16 "
         "instructions), recorded as emulated; without it such cases are `unsupported`",
         TomlKind::kBoolean, 16, &MatrixSpec::allow_emulation, &CaseSpec::allow_emulation,
-        [](const std::string& s) { return parse_bool(s, "allow_emulation"); },
+        parse_bool,
         [](const bool& b) { return std::string(b ? "true" : "false"); },
         [](const CaseSpec& c) { return c.allow_emulation; }));
     t.back().flag_only = true;
@@ -338,7 +342,7 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "epochs", "--epochs", "accuracy mode: the epoch limit (default 5)", TomlKind::kInteger, 20, &MatrixSpec::epochs,
         &CaseSpec::epochs,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "epochs", 1, 1000000)); }, number<int>,
+        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 1000000)); }, number<int>,
         accuracy_only));
     t.push_back(scalar_axis<double>(
         "validation", "--validation",
@@ -354,15 +358,20 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "repeats", "--repeats", "accuracy mode: independent repeats with seeds seed, seed+1, … (default 1)",
         TomlKind::kInteger, 23, &MatrixSpec::repeats, &CaseSpec::repeats,
-        [](const std::string& s) { return static_cast<int>(parse_integer(s, "repeats", 1, 100)); }, number<int>,
+        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 100)); }, number<int>,
         [](const CaseSpec& c) { return accuracy_only(c) && c.repeats != 1; }));
     return t;
   }();
   return table;
 }
 
+std::string Axis::long_flag() const {
+  const std::string flags(flag);  // "-w,--workload": the long form names it
+  return flags.substr(flags.rfind(',') + 1);
+}
+
 void MatrixOverrides::set(const Axis& axis, const std::vector<std::string>& items) {
-  axis.set(values, items);
+  axis.set(values, items, axis.long_flag());
   if (std::find(given.begin(), given.end(), &axis) == given.end()) given.push_back(&axis);
 }
 
@@ -464,7 +473,7 @@ void read_matrix(const toml::table& table, MatrixSpec& m, const std::string& sou
       items.push_back(toml_item(node, *axis, source));
     }
     try {
-      axis->set(m, items);
+      axis->set(m, items, key);  // a bad value is named by its key as written in the file
     } catch (const UsageError& e) {
       toml_fail(source, node, e.what());
     }
@@ -549,13 +558,8 @@ void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers) {
   }
 }
 
-void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here) {
+void validate_request(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size) {
   if (cases.empty()) throw UsageError("nothing to run: no workload given (use -w NAME, --config FILE or --suite NAME)");
-  std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
-  // Cases on a device this machine lacks: an error when no case is left (`-d cuda` without a
-  // GPU); otherwise a mixed suite runs what it can and records the rest as unsupported.
-  size_t runnable = 0;
-  std::string unavailable;
   for (const CaseSpec& c : cases) {
     try {
       make_workload(c.workload);
@@ -567,21 +571,6 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
       for (const std::string& n : drivers.names()) known += (known.empty() ? "" : ", ") + n;
       throw UsageError(
           fmt::format("unknown driver '{}' (this build has: {})", c.driver, known.empty() ? "none" : known));
-    }
-    const Driver& driver = *drivers.find(c.driver);
-    // A precision the driver cannot compute is not bad input: like a layer it cannot run, the
-    // case is recorded `unsupported` (with the instruction set it lacks) and the rest run.
-    Support available = driver.device_available(c.device);
-    std::string refused_mode;  // named only when the floating-point mode is what the driver refuses
-    if (available.ok) {
-      available = driver.supports_denormals(c.device, c.denormals);
-      if (!available.ok) refused_mode = std::string(" --denormals ") + denormals_name(c.denormals);
-    }
-    if (available.ok) {
-      ++runnable;
-    } else if (unavailable.empty()) {
-      unavailable =
-          fmt::format("-d {} --device {}{}: {}", c.driver, device_name(c.device), refused_mode, available.reason);
     }
     if (c.ranks <= 0 || c.ranks > world_size) {
       throw UsageError(
@@ -612,33 +601,69 @@ void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int w
           "--mode accuracy needs labelled data with a test set (--data mnist:DIR, cifar10:DIR or imdb:DIR); "
           "synthetic data has nothing to learn");
     }
-    if (c.data != "synthetic") {
+    if (c.mode == RunMode::kAccuracy) {
       try {
         // Whether the kind has a test set at all is known from the spec alone: said before any file is read.
-        const std::string test_spec = c.mode == RunMode::kAccuracy ? test_dataset_spec(c.data) : std::string();
-        std::unique_ptr<Dataset>& data = datasets[c.data];
-        if (!data) data = open_dataset(c.data);
-        check_fits(*data, make_workload(c.workload));
-        if (c.mode == RunMode::kAccuracy) {
-          std::unique_ptr<Dataset>& test = datasets[test_spec];
-          if (!test) test = open_dataset(test_spec);
-          check_fits(*test, make_workload(c.workload));
-          // Both parts of the split must hold samples, and an epoch at least one global batch.
-          const int64_t held = validation_count(data->size(), c.validation);
-          const int64_t trained = data->size() - held;
-          if (held < 1 || trained < c.global_batch()) {
-            throw std::invalid_argument(fmt::format(
-                "--validation {} of {} samples leaves {} to validate and {} to train on; an epoch needs at least "
-                "one global batch ({}) and validation at least one sample",
-                c.validation, data->size(), held, trained, c.global_batch()));
-          }
-        }
+        test_dataset_spec(c.data);
       } catch (const std::invalid_argument& e) {
         throw UsageError(fmt::format("--data {}: {}", c.data, e.what()));
       }
     }
   }
+}
+
+void check_devices_and_data(const std::vector<CaseSpec>& cases, const Registry& drivers, bool devices_here) {
+  std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
+  // Cases on a device this machine lacks: an error when no case is left (`-d cuda` without a
+  // GPU); otherwise a mixed suite runs what it can and records the rest as unsupported.
+  size_t runnable = 0;
+  std::string unavailable;
+  for (const CaseSpec& c : cases) {
+    const Driver& driver = *drivers.find(c.driver);
+    // A precision the driver cannot compute is not bad input: like a layer it cannot run, the
+    // case is recorded `unsupported` (with the instruction set it lacks) and the rest run.
+    Support available = driver.device_available(c.device);
+    std::string refused_mode;  // named only when the floating-point mode is what the driver refuses
+    if (available.ok) {
+      available = driver.supports_denormals(c.device, c.denormals);
+      if (!available.ok) refused_mode = std::string(" --denormals ") + denormals_name(c.denormals);
+    }
+    if (available.ok) {
+      ++runnable;
+    } else if (unavailable.empty()) {
+      unavailable =
+          fmt::format("-d {} --device {}{}: {}", c.driver, device_name(c.device), refused_mode, available.reason);
+    }
+    if (c.data == "synthetic") continue;
+    try {
+      std::unique_ptr<Dataset>& data = datasets[c.data];
+      if (!data) data = open_dataset(c.data);
+      check_fits(*data, make_workload(c.workload));
+      if (c.mode == RunMode::kAccuracy) {
+        const std::string test_spec = test_dataset_spec(c.data);
+        std::unique_ptr<Dataset>& test = datasets[test_spec];
+        if (!test) test = open_dataset(test_spec);
+        check_fits(*test, make_workload(c.workload));
+        // Both parts of the split must hold samples, and an epoch at least one global batch.
+        const int64_t held = validation_count(data->size(), c.validation);
+        const int64_t trained = data->size() - held;
+        if (held < 1 || trained < c.global_batch()) {
+          throw std::invalid_argument(fmt::format(
+              "--validation {} of {} samples leaves {} to validate and {} to train on; an epoch needs at least "
+              "one global batch ({}) and validation at least one sample",
+              c.validation, data->size(), held, trained, c.global_batch()));
+        }
+      }
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--data {}: {}", c.data, e.what()));
+    }
+  }
   if (runnable == 0 && devices_here) throw UsageError(unavailable);
+}
+
+void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here) {
+  validate_request(cases, drivers, world_size);
+  check_devices_and_data(cases, drivers, devices_here);
 }
 
 std::string cases_to_toml(const std::vector<CaseSpec>& cases) {

@@ -120,8 +120,8 @@ struct Axis {
   /// commas: split_workload_list; a --data item stays whole).
   std::function<std::vector<std::string>(const std::string& item)> split;
   /// Sets the field of `m` from its textual items (a CLI list, or TOML values as text); throws
-  /// UsageError naming a bad item.
-  std::function<void(MatrixSpec& m, const std::vector<std::string>& items)> set;
+  /// UsageError naming a bad item and the field as `what` (the flag, or the TOML key as written).
+  std::function<void(MatrixSpec& m, const std::vector<std::string>& items, const std::string& what)> set;
   /// Copies the field from one matrix to another (command-line overrides).
   std::function<void(const MatrixSpec& from, MatrixSpec& to)> copy;
   /// List axes: how many values `m` holds (0: one case with the field's "unset" meaning).
@@ -132,6 +132,8 @@ struct Axis {
   std::function<std::string(const CaseSpec& c)> print;
   /// Whether the case's command line names this axis (defaults such as fp32 are left out).
   std::function<bool(const CaseSpec& c)> in_command;
+  /// The long CLI option ("--workload" of "-w,--workload").
+  std::string long_flag() const;
 };
 
 /// Every axis, in expansion order (the first varies slowest).
@@ -165,10 +167,15 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
 /// left for validate() to report), then every case without a floating-point mode its device's.
 void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers);
 
-/// Checks every case before any benchmark work, including that its device exists on this
-/// machine; throws UsageError naming the first problem.
+/// Checks what the request alone decides (workloads, drivers, sizes, ranks against the job's);
+/// throws UsageError naming the first problem. Reads no file and touches no device.
+void validate_request(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size);
+/// Checks what this machine decides: that a case's device exists here and that its data set
+/// reads and fits the workload (which reads the data). Cases must have passed validate_request.
 /// `devices_here` false (a dry run, which may describe a job for other nodes): a request whose
 /// cases all need a device this machine lacks is not an error.
+void check_devices_and_data(const std::vector<CaseSpec>& cases, const Registry& drivers, bool devices_here = true);
+/// Both, in that order: every check before any benchmark work.
 void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here = true);
 
 /// The expanded cases as TOML (one [[case]] table each), stored in the results file.

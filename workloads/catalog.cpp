@@ -253,11 +253,19 @@ const std::vector<Builder>& builders() {
 
 Overrides parse_overrides(const std::string& name, const std::string& text) {
   Overrides o;
+  // A colon promises overrides: "mnist_fnn:" or "mnist_fnn:width=16," is a slip, not a request
+  // for the defaults.
+  if (text.empty()) {
+    throw std::invalid_argument(fmt::format("workload '{}:': an empty list of overrides after the colon", name));
+  }
   size_t pos = 0;
-  while (pos < text.size()) {
+  while (pos <= text.size()) {
     size_t end = text.find(',', pos);
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(pos, end - pos);
+    if (item.empty()) {
+      throw std::invalid_argument(fmt::format("workload '{}:{}': an empty override", name, text));
+    }
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       throw std::invalid_argument(fmt::format("workload '{}': override '{}' is not key=value", name, item));

@@ -70,7 +70,7 @@ class AccuracyRun(Workdir):
         proc = self.accuracy_run(out, "--optimizer", "adam", "--epochs", "2", "--batch", "16", "--validation", "0.5",
                                  "--repeats", "2", "--target-accuracy", "0.5")
         with h5py.File(out, "r") as f:
-            self.assertEqual(f.attrs["schema"], "dlscale/3")
+            self.assertEqual(f.attrs["schema"], "dlscale/4")
             case = f["cases/0000"]
             a = dict(case.attrs)
             self.assertEqual(a["status"], "ok", a["message"])
@@ -273,10 +273,10 @@ class AccuracyBadInput(Workdir):
         self.refused(["--mode", "training"], "unknown mode 'training'")
         self.refused(["--optimizer", "rmsprop"], "rmsprop")
 
-    def test_toml_names_the_line(self):
-        self.refused(["--config", "a.toml"], "a.toml:2: --lr must be positive",
+    def test_toml_names_the_line_and_the_key_as_written(self):
+        self.refused(["--config", "a.toml"], "a.toml:2: lr must be positive",
                      files={"a.toml": 'workload = "mnist_fnn"\nlr = -1.0\n'})
-        self.refused(["--config", "b.toml"], "b.toml:3: --target-accuracy must be in (0, 1]",
+        self.refused(["--config", "b.toml"], "b.toml:3: target_accuracy must be in (0, 1]",
                      files={"b.toml": 'workload = "mnist_fnn"\nmode = "accuracy"\ntarget_accuracy = 2.0\n'})
 
     @unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST}")

@@ -12,8 +12,10 @@ CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR. The inputs run as one MP
 input under mpiexec.
 """
 
+import concurrent.futures
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,8 @@ DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 REPORT = os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results", "dlscale-report")
 W = "mnist_fnn:width=16"
+
+FIFO = object()  # in `files`: a FIFO instead of a file with these bytes
 
 cases = []
 def c(*args, files=None, names=None):
@@ -115,7 +119,41 @@ c("run", "-w", W, "--mode", "accuracy", "--validation", "1"); c("run", "-w", W, 
 c("run", "-w", W, "--lr", "-0.01"); c("run", "-w", W, "--lr", "0"); c("run", "-w", W, "--target-accuracy", "1.5")
 c("run", "-w", W, "--target-accuracy", "0"); c("run", "-w", W, "--epochs", "0"); c("run", "-w", W, "--repeats", "0")
 c("run", "-w", W, "--mode", "train"); c("run", "-w", W, "--optimizer", "rmsprop"); c("run", "-w", W, "--mode", "timing,accuracy")
+# a stray word after a value, an empty override list, a TOML error named by its key as written,
+# an --out that is no regular file (FIFO stands for a FIFO made in place of the file)
+c("run", "-w", W, "--iterations", "2", "stray_word"); c("run", "-w", W, "--batch", "8", "16")
+c("run", "-w", "mnist_fnn:"); c("run", "-w", "mnist_fnn:width=16,")
+c("run", "--config", "m.toml", files=T('workload = "mnist_fnn"\nbucket_mb = -1\n'), names=["bucket_mb must be 0"])
+c("run", "--config", "m.toml", files=T('workload = "mnist_fnn"\nbatch = 0\n'), names=["m.toml:2: batch must be"])
+c("run", "-w", W, "--out", "fifo.h5", "--overwrite", files={"fifo.h5": FIFO}, names=["fifo.h5: not a regular file"])
+c("run", "-w", W, "--out", "fifo.h5", "--resume", files={"fifo.h5": FIFO}, names=["fifo.h5: not a regular file"])
 
+
+
+def run_in_fresh_folder(args, files):
+    """Runs dlscale with `args` in a new folder holding `files`; returns the finished process,
+    the files' bytes afterwards (None for a FIFO still a FIFO) and the names it left beside them."""
+    d = tempfile.mkdtemp(prefix="dlscale_bad_")
+    try:
+        for name, data in files.items():
+            if data is FIFO:
+                os.mkfifo(os.path.join(d, name))
+            else:
+                with open(os.path.join(d, name), "wb") as f:
+                    f.write(data)
+        proc = subprocess.run([DLSCALE] + args, cwd=d, capture_output=True, text=True, timeout=300)
+        after = {}
+        for name in files:
+            path = os.path.join(d, name)
+            if files[name] is FIFO:
+                after[name] = None if stat.S_ISFIFO(os.stat(path).st_mode) else b"replaced"
+                continue
+            with open(path, "rb") as f:
+                after[name] = f.read()
+        left = sorted(set(os.listdir(d)) - set(files))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return proc, after, left
 
 
 class BadInputCorpus(unittest.TestCase):
@@ -123,24 +161,18 @@ class BadInputCorpus(unittest.TestCase):
         self.assertGreaterEqual(len(cases), 100)
 
     def test_every_input_is_refused_cleanly(self):
-        for args, files, names in cases:
+        # Each input is its own process in its own folder: they run side by side, one per core,
+        # and are checked in order afterwards.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            runs = list(pool.map(lambda case: run_in_fresh_folder(*case[:2]), cases))
+        for (args, files, names), (proc, after, left) in zip(cases, runs):
             with self.subTest(args=args, files=sorted(files)):
-                self.check(args, files, names)
+                self.check(args, files, names, proc, after, left)
 
-    def check(self, args, files, names):
-        d = tempfile.mkdtemp(prefix="dlscale_bad_")
-        try:
-            for name, data in files.items():
-                with open(os.path.join(d, name), "wb") as f:
-                    f.write(data)
-            proc = subprocess.run([DLSCALE] + args, cwd=d, capture_output=True, text=True, timeout=120)
-            after = {}
-            for name in files:
-                with open(os.path.join(d, name), "rb") as f:
-                    after[name] = f.read()
-            left = sorted(set(os.listdir(d)) - set(files))
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
+    def check(self, args, files, names, proc, after, left):
+        for name in [name for name, data in files.items() if data is FIFO]:
+            self.assertIsNone(after.pop(name), f"{name} is no longer the FIFO it was")
+        files = {name: data for name, data in files.items() if data is not FIFO}
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
         self.assertLessEqual(len(lines), 3, proc.stderr)

@@ -72,7 +72,7 @@ class AcceptanceRun(Workdir):
                         "--iterations", "5", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(out, "r") as f:
-            self.assertEqual(f.attrs["schema"], "dlscale/3")
+            self.assertEqual(f.attrs["schema"], "dlscale/4")
             self.assertEqual(f.attrs["world_size"], 2)
             case = f["cases/0000"]
             t = case["iter_time_s"][()]
@@ -190,11 +190,50 @@ class Matrices(Workdir):
         with h5py.File(out, "r") as f:
             self.assertEqual(sorted(f["cases"]), ["0000", "0001"])
             self.assertEqual(f["cases/0001"].attrs["batch_per_rank"], 8)
-            self.assertIn("resumed_utc", f.attrs)
+            self.assertEqual(sorted(f["runs"]), ["0000", "0001"])
         proc = dlscale(["run", "--batch", "4", "--overwrite"] + base)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(out, "r") as f:
             self.assertEqual(sorted(f["cases"]), ["0000"])
+
+    def test_a_resume_records_its_own_run_and_its_cases_name_it(self):
+        # Allowed: a resume with another matrix (and, on a cluster, other hosts or another
+        # build). Its cases sit under its own run record, never under the first run's.
+        out = self.path("runs.h5")
+        first = ["run", "-w", SMALL, "--batch", "4", "--warmup", "0", "--iterations", "2", "--out", out]
+        self.assertEqual(dlscale(first).returncode, 0)
+        second = ["run", "-w", f"{SMALL},{SMALL_FCN}", "--batch", "4", "--threads", "1", "--warmup", "0",
+                  "--iterations", "2", "--out", out, "--resume"]
+        proc = dlscale(second)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(out, "r") as f:
+            root = dict(f.attrs)
+            self.assertEqual(sorted(f["runs"]), ["0000", "0001"])
+            runs = [f["runs"][n] for n in sorted(f["runs"])]
+            self.assertEqual([int(r.attrs["resumed"]) for r in runs], [0, 1])
+            self.assertTrue(runs[0].attrs["command_line"].endswith(" ".join(first)))
+            self.assertTrue(runs[1].attrs["command_line"].endswith(" ".join(second)))
+            self.assertEqual(runs[0].attrs["command_line"], root["command_line"], "the root describes the first run")
+            self.assertEqual(runs[0].attrs["config"], root["config"])
+            self.assertIn(SMALL_FCN, runs[1].attrs["config"])
+            self.assertNotIn(SMALL_FCN, runs[0].attrs["config"])
+            for r in runs:  # each run's own rank table, software and environment, laid out as /system
+                self.assertEqual(len(r["ranks"]), 2)
+                self.assertIn("dlscale", r["software"].attrs)
+                self.assertIn("environment", r)
+            # The first run's case, then the resume's two (batch 4 with one thread is a new case).
+            self.assertEqual([(f["cases"][n].attrs["workload"], int(f["cases"][n].attrs["run"]))
+                              for n in sorted(f["cases"])], [(SMALL, 0), (SMALL, 1), (SMALL_FCN, 1)])
+        self.assertEqual(report.check_file(out), [])
+        # Refused: a resume by a job of another size (the file's scaling series and rank tables
+        # are for one job size), one line naming both sizes, the file untouched.
+        with open(out, "rb") as f:
+            before = f.read()
+        proc = dlscale(second, ranks=1)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(error_lines(proc), [f"dlscale: error: --resume: {out} was written by 2 ranks, this job has 1"])
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), before)
 
     @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
     def test_missing_device_in_a_mixed_request_is_recorded_not_faked(self):

@@ -420,18 +420,24 @@ class ConcurrentWriter(unittest.TestCase):
 
     def test_a_second_run_cannot_touch_a_file_being_written(self):
         out = os.path.join(self.dir, "c.h5")
-        # Each case trains until its --case-timeout (recorded `timeout`): the running job lasts
-        # 3 x 4 s whatever the machine's speed, long enough for the second runs.
-        args = ["run", "-w", "mnist_fnn:width=64", "-d", "reference", "--batch", "4,8,16", "--warmup", "1",
-                "--iterations", "100000000", "--case-timeout", "4", "--out", out]
+        # The running job finishes a short case, then trains a case that never ends by itself:
+        # it is still writing the file whatever the machine's speed or load, until the test
+        # stops it (SIGTERM to every rank, as Slurm's time limit would).
+        config = os.path.join(self.dir, "c.toml")
+        with open(config, "w") as f:
+            f.write('driver = "reference"\nwarmup = 0\n'
+                    '[[matrix]]\nworkload = "mnist_fnn:width=16"\nbatch = 4\niterations = 2\n'
+                    '[[matrix]]\nworkload = "mnist_fnn:width=64"\nbatch = 8\niterations = 2000000000\n')
+        args = ["run", "--config", config, "--out", out]
         launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, *args], cwd=self.dir, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
         seen = []
         try:
-            self.assertTrue(wait_for(launcher.stdout, "| timeout", seen), "".join(seen))
+            self.assertTrue(wait_for(launcher.stdout, "| ok", seen), "".join(seen))
             holder = r"is being written by another dlscale \(pid (\d+) on "
             running = rank_pids(launcher)
-            # Both at once, while the first job trains its second case.
+            # Both at once, while the first job trains its endless case. Each is refused before
+            # it measures a peak or reads anything, so it ends on its own, quickly.
             seconds = [subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, *args, extra], cwd=self.dir,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                        for extra in ("--overwrite", "--resume")]
@@ -444,15 +450,20 @@ class ConcurrentWriter(unittest.TestCase):
                 found = re.search(f"dlscale: error: {re.escape(out)} {holder}", errors[0])
                 self.assertIsNotNone(found, errors[0])
                 self.assertIn(int(found.group(1)), running, "the holder named is the running job's rank 0")
+                self.assertNotIn("peak", second_err)
+            self.assertIsNone(launcher.poll(), "the first job was still running throughout")
+            for pid in running:
+                os.kill(pid, signal.SIGTERM)
             stdout, stderr = launcher.communicate(timeout=300)
         finally:
             kill_all(launcher)
-        self.assertEqual(launcher.returncode, 0, stderr)
+        self.assertEqual(launcher.returncode, 3, stderr)
+        self.assertIn("stopped by SIGTERM after 1 finished case(s)", stderr)
         with h5py.File(out, "r") as f:
-            # The running job's file, written by it alone: its cases once each, no resume stamp.
+            # The running job's file, written by it alone: its finished case, one run record.
             self.assertEqual([(f["cases"][n].attrs["status"], int(f["cases"][n].attrs["batch_per_rank"]))
-                              for n in sorted(f["cases"])], [("timeout", 4), ("timeout", 8), ("timeout", 16)])
-            self.assertNotIn("resumed_utc", f.attrs)
+                              for n in sorted(f["cases"])], [("ok", 4)])
+            self.assertEqual(list(f["runs"]), ["0000"])
             self.assertNotIn("--overwrite", f.attrs["command_line"])
         proc = subprocess.run([sys.executable, REPORT, "check", out], capture_output=True, text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)

@@ -385,7 +385,7 @@ class FileTest(unittest.TestCase):
             dr.load_results(foreign)
         other = os.path.join(self.tmp.name, "other.h5")
         write_results(other, sample_cases(), schema="dlscale/0")
-        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1, dlscale/2 or dlscale/3\)"):
+        with self.assertRaisesRegex(dr.ReportError, r"schema 'dlscale/0' is not supported \(expected dlscale/1, dlscale/2, dlscale/3 or dlscale/4\)"):
             dr.load_results(other)
 
 
@@ -466,7 +466,7 @@ class CliTest(unittest.TestCase):
         other = os.path.join(self.tmp.name, "other.h5")
         write_results(other, sample_cases(), schema="dlscale/0")
         self.assertOneLineError(run_cli("summary", self.path, other),
-                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1, dlscale/2 or dlscale/3)")
+                                f"{other}: schema 'dlscale/0' is not supported (expected dlscale/1, dlscale/2, dlscale/3 or dlscale/4)")
 
     def test_not_hdf5(self):
         text = os.path.join(self.tmp.name, "notes.txt")

@@ -543,7 +543,7 @@ class BadInput(Study):
             f.attrs["schema"] = "dlscale/4"
         for args in self.commands(v2):
             self.assertOneLineError(report(*args), f"{v2}: schema 'dlscale/4' is not supported "
-                                    "(expected dlscale/1, dlscale/2 or dlscale/3)")
+                                    "(expected dlscale/1, dlscale/2, dlscale/3 or dlscale/4)")
 
     def test_foreign_hdf5(self):
         foreign = self.path("foreign.h5")

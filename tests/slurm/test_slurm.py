@@ -382,7 +382,7 @@ class SlurmCase(unittest.TestCase):
         import h5py
         self.assertTrue(os.path.isfile(path), f"{path} missing")
         with h5py.File(path, "r") as f:
-            self.assertEqual(f.attrs["schema"], "dlscale/3")
+            self.assertEqual(f.attrs["schema"], "dlscale/4")
             self.assertEqual(f.attrs["world_size"], ranks)
             env = dict(f["system/environment"].attrs)
             self.assertEqual(env.get("SLURM_JOB_ID"), job, env)

@@ -37,7 +37,8 @@ CaseRecord sample_case() {
   r.attrs = {{"workload", std::string("fcn5")},
              {"ranks", int64_t{2}},
              {"status", std::string("ok")},
-             {"train_flops_per_step", 1.5e12}};
+             {"train_flops_per_step", 1.5e12},
+             {"run", int64_t{0}}};
   r.ranks = 2;
   r.iterations = 3;
   r.iter_time_s = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
@@ -65,7 +66,7 @@ TEST_F(ResultsFileTest, RoundTrip) {
   }
   const ResultsFile f = ResultsFile::open(path_, false);
   const Attrs root = f.read_root();
-  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/3");
+  EXPECT_EQ(std::get<std::string>(attr(root, "schema")), "dlscale/4");
   EXPECT_EQ(std::get<int64_t>(attr(root, "world_size")), 2);
   const Table ranks = f.read_ranks();
   ASSERT_EQ(ranks.rows(), 2u);
@@ -86,7 +87,7 @@ TEST_F(ResultsFileTest, RoundTrip) {
   EXPECT_DOUBLE_EQ(std::get<double>(attr(got.summary, "step_median_s")), 0.5);
   // Attributes come back in the order they were written.
   EXPECT_EQ(got.attrs.front().first, "workload");
-  EXPECT_EQ(got.attrs.back().first, "train_flops_per_step");
+  EXPECT_EQ(got.attrs.back().first, "run");
 }
 
 void write_new(const std::string& path, const std::string& schema, int cases) {
@@ -153,6 +154,53 @@ TEST_F(ResultsFileTest, CheckCompleteAcceptsWhatWasCommittedAndNamesWhatIsMissin
     u.write_case(c);
     u.commit();
   }
+  try {
+    ResultsFile::open(path_, false).check_complete();
+    FAIL() << "a file without its run record passed";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no /runs record"), std::string::npos) << e.what();
+  }
+  {
+    ResultsFile f = ResultsFile::open(path_, true);
+    ResultsFile::Update u = f.update();
+    const Table ranks{{Column::of_ints("rank", {0, 1}), Column::of_strings("host", {"a", "b"})}};
+    EXPECT_EQ(u.append_run({{"command_line", std::string("dlscale run -w fcn5")}}, ranks,
+                           {{"mpi", std::string("Open MPI v4.1.4")}}, {{"OMP_NUM_THREADS", std::string("2")}}),
+              "0000");
+    u.commit();
+  }
+  {
+    // A run record is laid out as /system: its attributes, rank table, software, environment.
+    const ResultsFile f = ResultsFile::open(path_, false);
+    EXPECT_NO_THROW(f.check_complete());
+    EXPECT_EQ(std::get<std::string>(attr(f.read_attrs("runs/0000"), "command_line")), "dlscale run -w fcn5");
+    EXPECT_EQ(f.read_table("runs/0000/ranks").column("host").strings, (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(std::get<std::string>(attr(f.read_attrs("runs/0000/software"), "mpi")), "Open MPI v4.1.4");
+    EXPECT_EQ(std::get<std::string>(attr(f.read_attrs("runs/0000/environment"), "OMP_NUM_THREADS")), "2");
+  }
+  {
+    ResultsFile f = ResultsFile::open(path_, true);
+    ResultsFile::Update u = f.update();
+    CaseRecord c = sample_case();
+    c.attrs.emplace_back("iterations", int64_t{3});
+    c.attrs.emplace_back("case_key", std::string("dlscale run -w fcn5 --batch 8"));
+    std::get<int64_t>(c.attrs[4].second) = 1;  // "run": a record the file lacks
+    u.write_case(c);
+    u.commit();
+  }
+  try {
+    ResultsFile::open(path_, false).check_complete();
+    FAIL() << "a case naming a missing run passed";
+  } catch (const h5::H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("case 0001 names run 1, which /runs lacks"), std::string::npos) << e.what();
+  }
+  {
+    // Back to a complete file: the check below is about the half-written case alone.
+    ResultsFile f = ResultsFile::open(path_, true);
+    ResultsFile::Update u = f.update();
+    u.append_run({}, Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
+    u.commit();
+  }
   EXPECT_NO_THROW(ResultsFile::open(path_, false).check_complete());
   {
     ResultsFile f = ResultsFile::open(path_, true);
@@ -210,7 +258,8 @@ TEST_F(ResultsFileTest, OlderSchemaCasesReadAsTiming) {
 CaseRecord accuracy_case(int repeats) {
   CaseRecord r;
   r.attrs = {{"workload", std::string("mnist_fnn")}, {"ranks", int64_t{2}},         {"mode", std::string("accuracy")},
-             {"repeats", int64_t{repeats}},          {"status", std::string("ok")}, {"case_key", std::string("k")}};
+             {"repeats", int64_t{repeats}},          {"status", std::string("ok")}, {"case_key", std::string("k")},
+             {"run", int64_t{0}}};
   r.ranks = 2;
   for (int i = 0; i < repeats; ++i) {
     GroupRecord rep;
@@ -230,6 +279,7 @@ TEST_F(ResultsFileTest, AccuracyCasesKeepTheirRepeatsAndNoStepSamples) {
     ResultsFile::Update u = f.update();
     u.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}});
     u.write_system(Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
+    u.append_run({}, Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
     u.write_case(accuracy_case(2));
     u.commit();
   }
@@ -254,6 +304,7 @@ TEST_F(ResultsFileTest, CheckCompleteWantsEveryRepeatOfAnAccuracyCase) {
     ResultsFile::Update u = f.update();
     u.write_root({{"schema", std::string(kSchemaVersion)}, {"world_size", int64_t{2}}});
     u.write_system(Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
+    u.append_run({}, Table{{Column::of_ints("rank", {0, 1})}}, {}, {});
     CaseRecord r = accuracy_case(2);
     r.repeats.pop_back();  // says 2 repeats, holds 1
     u.write_case(r);

@@ -313,7 +313,7 @@ TEST(RunMatrix, EveryAxisParsesWhatItPrints) {
     SCOPED_TRACE(what);
     for (const Axis& a : axes()) {
       MatrixSpec m;
-      a.set(m, {a.print(c)});
+      a.set(m, {a.print(c)}, a.name);
       CaseSpec back;
       a.pick(m, 0, back);
       EXPECT_EQ(a.print(back), a.print(c)) << a.name;
@@ -396,6 +396,18 @@ TEST(RunMatrix, BadAxisItemsAreUsageErrorsNamingThem) {
               parse_matrix_toml("workload = \"fcn5\"\niterations = 4294967297\n", "w.toml");
             }).rfind("w.toml:2: iterations must be", 0),
             std::string::npos);
+  // A bad value in a file is named by its key as written there, never by the command-line flag.
+  for (const auto& [line, said] : std::vector<std::pair<std::string, std::string>>{
+           {"bucket_mb = -1", "m.toml:2: bucket_mb must be 0 or more, got -1"},
+           {"threads = 0", "m.toml:2: threads takes positive integers or auto, got '0'"},
+           {"lr = 0.0", "m.toml:2: lr must be positive"},
+           {"case_timeout = -2.0", "m.toml:2: case_timeout must be from 0"},
+           {"precision = \"fp64\"", "m.toml:2: precision: unknown precision 'fp64'"}}) {
+    const std::string error =
+        usage_error_of([&] { parse_matrix_toml("workload = \"fcn5\"\n" + line + "\n", "m.toml"); });
+    EXPECT_EQ(error.rfind(said, 0), 0u) << error;
+    EXPECT_EQ(error.find("--"), std::string::npos) << error;
+  }
 }
 
 }  // namespace

@@ -109,6 +109,10 @@ TEST(Workloads, OverridesKeepTheStructure) {
   EXPECT_EQ(parameter_count(w), 32 * 16 + 16 + 5 * (16 * 16 + 16) + 16 * 32 + 32);
   EXPECT_THROW(make_workload("fcn5:width=0"), std::invalid_argument);
   EXPECT_THROW(make_workload("fcn5:width"), std::invalid_argument);
+  // A colon promises overrides: none, or an empty one, is a slip rather than the defaults.
+  EXPECT_THROW(make_workload("fcn5:"), std::invalid_argument);
+  EXPECT_THROW(make_workload("fcn5:width=32,"), std::invalid_argument);
+  EXPECT_THROW(make_workload("fcn5:,width=32"), std::invalid_argument);
   EXPECT_THROW(make_workload("lenet"), std::invalid_argument);
 }
 
