@@ -159,8 +159,9 @@ class CaseTimeout(unittest.TestCase):
 
     def test_a_slow_case_is_recorded_timeout_and_the_next_runs(self):
         out = os.path.join(self.dir, "t.h5")
+        # Cases no machine finishes (2e9 steps), so both reach their --case-timeout however fast it is.
         proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=64,mnist_fnn:width=16",
-                               "-d", "reference", "--batch", "64", "--iterations", "100000", "--case-timeout", "1",
+                               "-d", "reference", "--batch", "64", "--iterations", "2000000000", "--case-timeout", "1",
                                "--out", out], cwd=self.dir, capture_output=True, text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(out, "r") as f:
