@@ -2,7 +2,9 @@
 run from another directory: `P/bin/dlscale --version`, a 2-rank run of the installed binary,
 `P/bin/dlscale-report summary` on its file, and the installed `slurm/study` finding the
 installed binary and template (its --dry-run; tests/slurm runs the installed template under a
-real Slurm).
+real Slurm). With a python3 first on PATH that lacks h5py (a venv made without
+--system-site-packages), P/bin/dlscale-report runs itself with the Python the build was
+configured with, which the install recorded.
 
 CTest sets DLSCALE_BUILD_DIR, DLSCALE_SOURCE_DIR, DLSCALE_PYTHON and MPIEXEC.
 """
@@ -12,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -101,6 +104,35 @@ class InstalledTree(unittest.TestCase):
         self.assertEqual(bad.returncode, 2, bad.stderr)
         self.assertIn("unknown workload 'resnet9000'", bad.stderr)
         self.assertEqual(bad.stdout, "")  # nothing would be submitted
+
+    def test_report_with_a_python_without_h5py_first_on_path(self):
+        # A real Python without h5py, numpy and matplotlib, as a pyenv or conda one on a shared
+        # machine: a venv of this Python without --system-site-packages.
+        venv = os.path.join(self.tmp, "bare")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, capture_output=True)
+        bare = os.path.join(venv, "bin", "python3")
+        env = dict(self.env, PATH=os.path.join(venv, "bin") + os.pathsep + self.env["PATH"])
+        lacks = subprocess.run(["python3", "-c", "import importlib.util as u; print(u.find_spec('h5py'))"],
+                               env=env, capture_output=True, text=True, check=True).stdout.strip()
+        self.assertEqual(lacks, "None", "the venv must not see h5py")
+        out = os.path.join(self.elsewhere, "bare-python.h5")
+        proc = self.run_here([MPIEXEC, "-n", "1", self.p("bin", "dlscale"), "run", "-w", "mnist_fnn:width=16",
+                              "-d", "reference", "--batch", "4", "--warmup", "1", "--iterations", "2", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        # The installed script knows the build's DLSCALE_PYTHON (no DLSCALE_* variable is set
+        # here, and it comes before /usr/bin/python3), so it runs that one and says so once.
+        proc = subprocess.run([self.p("bin", "dlscale-report"), "summary", "--format", "csv", out],
+                              cwd=self.elsewhere, env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("mnist_fnn:width=16", proc.stdout)
+        chosen = [line for line in proc.stderr.splitlines() if line.startswith("dlscale-report: using ")]
+        self.assertEqual(chosen, [f"dlscale-report: using {os.path.abspath(shutil.which(PYTHON))} (the build's "
+                                  f"DLSCALE_PYTHON): {bare} lacks h5py, numpy, matplotlib"], proc.stderr)
+        # The installed study needs only the standard library: it runs under the bare Python.
+        proc = subprocess.run([self.p("share", "dlscale", "slurm", "study"), "--help"],
+                              cwd=self.elsewhere, env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("usage: slurm/study", proc.stdout)
 
 
 if __name__ == "__main__":
