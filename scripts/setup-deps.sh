@@ -24,7 +24,16 @@ packages=(
   python3-matplotlib python3-scipy chromium
   # slurm/ templates and study, and their test (tests/slurm: a single-node Slurm)
   slurm-wlm munge
+  # the module files cmake --install writes, loaded in tests/install (Lmod reads the Tcl one too)
+  lmod
 )
+# Debian's lmod and environment-modules conflict: where a machine has environment-modules, keep
+# it (apt would remove it for lmod) and let tests/install skip its Lmod test.
+if dpkg-query -W -f='${Status}' environment-modules 2>/dev/null | grep -q "install ok installed"; then
+  kept=()
+  for p in "${packages[@]}"; do [ "$p" = lmod ] || kept+=("$p"); done
+  packages=("${kept[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

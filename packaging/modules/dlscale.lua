@@ -1,8 +1,9 @@
--- Lmod module file for dlscale @VERSION@ installed under @PREFIX@ (cmake --install).
+-- Lmod module file for dlscale @VERSION@ installed under @PREFIX@.
 --
--- A template with two placeholders, the install prefix and the version: packaging/README.md
--- shows how to fill them (sed, or CMake's configure_file with @ONLY) and where the result goes.
--- Spack installs do not need it: Spack writes module files from the recipe.
+-- `cmake --install` writes it as <prefix>/share/modulefiles/dlscale/<version>.lua from the
+-- template packaging/modules/dlscale.lua, with the install prefix and the version filled in
+-- (cmake/InstallModuleFiles.cmake). Spack installs do not use it: Spack writes module files
+-- from the recipe.
 
 help([[
 dlscale @VERSION@: MPI-distributed deep-learning training benchmarks.

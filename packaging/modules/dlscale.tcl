@@ -1,11 +1,11 @@
 #%Module1.0
 ##
-## environment-modules (Tcl) module file for dlscale @VERSION@ installed under @PREFIX@
-## (cmake --install).
+## environment-modules (Tcl) module file for dlscale @VERSION@ installed under @PREFIX@.
 ##
-## A template with two placeholders, the install prefix and the version: packaging/README.md
-## shows how to fill them (sed, or CMake's configure_file with @ONLY) and where the result goes.
-## Spack installs do not need it: Spack writes module files from the recipe.
+## `cmake --install` writes it as <prefix>/share/modulefiles-tcl/dlscale/<version> from the
+## template packaging/modules/dlscale.tcl, with the install prefix and the version filled in
+## (cmake/InstallModuleFiles.cmake). Lmod reads it too. Spack installs do not use it: Spack
+## writes module files from the recipe.
 
 proc ModulesHelp { } {
     puts stderr "dlscale @VERSION@: MPI-distributed deep-learning training benchmarks."

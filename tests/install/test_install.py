@@ -4,9 +4,12 @@ run from another directory: `P/bin/dlscale --version`, a 2-rank run of the insta
 installed binary and template (its --dry-run; tests/slurm runs the installed template under a
 real Slurm). With a python3 first on PATH that lacks h5py (a venv made without
 --system-site-packages), P/bin/dlscale-report runs itself with the Python the build was
-configured with, which the install recorded.
+configured with, which the install recorded. The module files the install writes are loaded
+with the real Lmod (Debian's lmod), the Lua one and the Tcl one, and a DESTDIR install puts
+the files under DESTDIR with the prefix, not DESTDIR, written into them.
 
-CTest sets DLSCALE_BUILD_DIR, DLSCALE_SOURCE_DIR, DLSCALE_PYTHON and MPIEXEC.
+CTest sets DLSCALE_BUILD_DIR, DLSCALE_SOURCE_DIR, DLSCALE_PYTHON, DLSCALE_PROJECT_VERSION and
+MPIEXEC.
 """
 
 import json
@@ -23,7 +26,10 @@ import h5py
 BUILD = os.environ["DLSCALE_BUILD_DIR"]
 SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
 PYTHON = os.environ.get("DLSCALE_PYTHON", "/usr/bin/python3")
+VERSION = os.environ["DLSCALE_PROJECT_VERSION"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+# Where Debian's lmod package puts the shell set-up a login shell sources (/etc/profile.d/lmod.sh).
+LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
 
 
 class InstalledTree(unittest.TestCase):
@@ -55,6 +61,8 @@ class InstalledTree(unittest.TestCase):
                      ("share", "dlscale", "slurm", "dlscale-cpu.sbatch"),
                      ("share", "dlscale", "slurm", "dlscale-gpu.sbatch"),
                      ("share", "dlscale", "python", "dlscale_report", "cli.py"),
+                     ("share", "modulefiles", "dlscale", f"{VERSION}.lua"),
+                     ("share", "modulefiles-tcl", "dlscale", VERSION),
                      ("share", "doc", "dlscale", "running.md"), ("share", "doc", "dlscale", "README.md")):
             self.assertTrue(os.path.isfile(self.p(*path)), os.path.join(*path))
         for exe in (("bin", "dlscale"), ("bin", "dlscale-report"), ("share", "dlscale", "slurm", "study"),
@@ -67,6 +75,14 @@ class InstalledTree(unittest.TestCase):
             self.assertIn(f'INSTALLED_PREFIX = "{self.prefix}"', f.read())
         with open(os.path.join(SOURCE, "slurm", "dlscale-cpu.sbatch")) as f:
             self.assertIn('installed_prefix=""', f.read())
+        # The module files: filled in, nothing of the template left.
+        for path, line in ((("share", "modulefiles", "dlscale", f"{VERSION}.lua"), f'local prefix = "{self.prefix}"'),
+                           (("share", "modulefiles-tcl", "dlscale", VERSION), f'set prefix "{self.prefix}"')):
+            with open(self.p(*path)) as f:
+                text = f.read()
+            self.assertIsNone(re.search(r"@[A-Z_]+@", text), os.path.join(*path))
+            self.assertIn(line, text.splitlines())
+            self.assertIn(f"dlscale {VERSION}:", text)
 
     def test_version(self):
         proc = self.run_here([self.p("bin", "dlscale"), "--version"])
@@ -133,6 +149,63 @@ class InstalledTree(unittest.TestCase):
                               cwd=self.elsewhere, env=env, capture_output=True, text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("usage: slurm/study", proc.stdout)
+
+    def test_destdir_moves_the_files_not_the_prefix_written_into_them(self):
+        # What a distribution package build does: install into a staging tree for /opt/...
+        stage = os.path.join(self.tmp, "stage")
+        prefix = "/opt/dlscale-destdir-test"
+        proc = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix], capture_output=True, text=True,
+                              env=dict(os.environ, DESTDIR=stage))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertFalse(os.path.exists(prefix))
+        staged = stage + prefix
+        with open(os.path.join(staged, "share", "modulefiles", "dlscale", f"{VERSION}.lua")) as f:
+            self.assertIn(f'local prefix = "{prefix}"', f.read())
+        with open(os.path.join(staged, "share", "modulefiles-tcl", "dlscale", VERSION)) as f:
+            self.assertIn(f'set prefix "{prefix}"', f.read())
+        with open(os.path.join(staged, "share", "dlscale", "slurm", "study")) as f:
+            self.assertIn(f'INSTALLED_PREFIX = "{prefix}"', f.read())
+
+    @unittest.skipUnless(os.path.isfile(LMOD_INIT), "Lmod is not installed (Debian: lmod, scripts/setup-deps.sh)")
+    def test_lmod_loads_the_installed_module_files(self):
+        # Lmod reads both files: the Lua one, and the Tcl one written for environment-modules
+        # (which conflicts with lmod as a Debian package, so it is tested through Lmod here).
+        # A shell as a user's would be after its profile sourced Lmod's set-up, but with nothing
+        # else on MODULEPATH and its own HOME (Lmod keeps caches there).
+        home = os.path.join(self.tmp, "home")
+        os.makedirs(home, exist_ok=True)
+        env = {k: v for k, v in self.env.items()
+               if not k.startswith(("LMOD", "MODULE", "_ModuleTable", "__LMOD", "BASH_FUNC_"))}
+        env["HOME"] = home
+        script = rf"""
+            source {LMOD_INIT}
+            module use "$1"
+            module load dlscale || exit 3
+            printf 'which=%s\n' "$(command -v dlscale)"
+            printf 'loaded=%s\n' "$(module --terse list 2>&1 | tr '\n' ' ')"
+            printf 'share=%s\n' "$DLSCALE_SHARE"
+            dlscale --version || exit 4
+            module unload dlscale || exit 5
+            printf 'after_share=%s\n' "${{DLSCALE_SHARE-unset}}"
+            printf 'after_path=%s\n' "$PATH"
+        """
+        for directory in ("modulefiles", "modulefiles-tcl"):
+            with self.subTest(directory=directory):
+                proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", script, "bash",
+                                       self.p("share", directory)],
+                                      cwd=self.elsewhere, env=env, capture_output=True, text=True, timeout=300)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                lines = proc.stdout.splitlines()
+                values = dict(line.split("=", 1) for line in lines if re.match(r"^[a-z_]+=", line))
+                self.assertEqual(values["which"], self.p("bin", "dlscale"))
+                self.assertEqual(values["loaded"].split(), [f"dlscale/{VERSION}"])
+                self.assertEqual(values["share"], self.p("share", "dlscale"))
+                self.assertTrue(os.path.isfile(os.path.join(values["share"], "slurm", "dlscale-cpu.sbatch")))
+                self.assertEqual(len([line for line in lines if line.startswith("dlscale ")]), 1, proc.stdout)
+                self.assertRegex(proc.stdout, rf"(?m)^dlscale {re.escape(VERSION)} \(commit ")
+                # Unloading takes back what loading did.
+                self.assertEqual(values["after_share"], "unset")
+                self.assertEqual(values["after_path"], env["PATH"])
 
 
 if __name__ == "__main__":
