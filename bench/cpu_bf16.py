@@ -22,11 +22,14 @@ import tempfile
 
 import h5py
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import malloc_policy  # noqa: E402  (dlscale's --malloc, for both sides)
+
 CASES = (("fcn5", 64), ("alexnet", 16), ("resnet50", 16), ("lstm32", 128))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def dlscale_steps(binary, threads, warmup, iterations):
+def dlscale_steps(binary, threads, warmup, iterations, malloc):
     """(workload, batch, driver, precision) -> (median step s, status, isa) from one dlscale job."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -34,7 +37,7 @@ def dlscale_steps(binary, threads, warmup, iterations):
             path = os.path.join(tmp, f"{workload}.h5")
             subprocess.run([binary, "run", "-w", workload, "-d", "onednn,libtorch", "--precision", "fp32,bf16",
                             "--batch", str(batch), "--threads", str(threads), "--warmup", str(warmup),
-                            "--iterations", str(iterations), "--out", path], check=True)
+                            "--iterations", str(iterations), "--malloc", malloc, "--out", path], check=True)
             with h5py.File(path, "r") as f:
                 for name in f["cases"]:
                     g = f["cases"][name]
@@ -45,13 +48,14 @@ def dlscale_steps(binary, threads, warmup, iterations):
     return out
 
 
-def eager_steps(binary, threads, warmup, iterations):
+def eager_steps(binary, threads, warmup, iterations, malloc):
     """(workload, batch, precision) -> median step s of PyTorch eager on the CPU."""
     out = {}
     for workload, batch in CASES:
         proc = subprocess.run([sys.executable, os.path.join(HERE, "pytorch_eager.py"), "--dlscale", binary,
                                "--device", "cpu", "--threads", str(threads), "-w", workload, "--batch", str(batch),
-                               "--precision", "fp32,bf16", "--warmup", str(warmup), "--iterations", str(iterations)],
+                               "--precision", "fp32,bf16", "--warmup", str(warmup), "--iterations", str(iterations),
+                               "--malloc", malloc],
                               check=True, capture_output=True, text=True)
         for line in proc.stdout.splitlines():
             r = json.loads(line)
@@ -66,9 +70,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10)
+    malloc_policy.add_argument(ap)
     args = ap.parse_args()
-    ours = dlscale_steps(args.dlscale, args.threads, args.warmup, args.iterations)
-    eager = eager_steps(args.dlscale, args.threads, args.warmup, args.iterations)
+    ours = dlscale_steps(args.dlscale, args.threads, args.warmup, args.iterations, args.malloc)
+    eager = eager_steps(args.dlscale, args.threads, args.warmup, args.iterations, args.malloc)
 
     def cell(v):
         return f"{v:.3f}" if v else "—"

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import malloc_policy  # noqa: E402  (dlscale's --malloc, for the same allocator)
 from pytorch_eager import build  # noqa: E402  (the same network, layer for layer)
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -108,7 +109,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0: PyTorch's choice")
+    malloc_policy.add_argument(ap)
     args = ap.parse_args()
+    malloc_policy.apply(args.malloc)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     w = json.loads(subprocess.run([args.dlscale, "list", "--json", args.workload], check=True,

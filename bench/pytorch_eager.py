@@ -23,12 +23,16 @@ import argparse
 import itertools
 import json
 import statistics
+import os
 import subprocess
 import sys
 import time
 
 import torch
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import malloc_policy  # noqa: E402  (dlscale's --malloc, for the same allocator)
 
 
 class Bottleneck(nn.Module):
@@ -197,7 +201,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: PyTorch's choice")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
+    malloc_policy.add_argument(ap)
     args = ap.parse_args()
+    malloc_policy.apply(args.malloc)
     if args.cases_from:
         cases = cases_from(args.cases_from)
     else:

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "suite/allocator.h"
 #include "suite/case_output.h"
 #include "suite/mpi_context.h"
 #include "suite/progress.h"
@@ -25,6 +26,7 @@ struct RunArgs {
   std::string command_line;                     ///< argv as typed, for provenance
   std::string peak = "measure";                 ///< measure, skip, or a file holding /peak
   double peak_seconds = 0.2;                    ///< per measured peak
+  MallocPolicy malloc = MallocPolicy::kKeep;    ///< what glibc's malloc does with freed memory
 };
 
 struct PeakArgs {

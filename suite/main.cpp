@@ -74,6 +74,10 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
                                  "peaks to compare each case with: measure (once per job, before the cases), skip, "
                                  "or a results file holding /peak (from dlscale peak)");
   auto* o_peak_s = run->add_option("--peak-seconds", args.peak_seconds, "seconds per measured peak (--peak measure)");
+  std::string malloc_policy = "keep";
+  run->add_option("--malloc", malloc_policy,
+                  "keep (glibc keeps freed memory, as production CPU training does; the default) or system (the "
+                  "allocator as the environment set it); docs/metrics.md");
 
   dlscale::AllreduceArgs ar;
   std::string ar_out;
@@ -184,6 +188,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
     if (o_out->count() && out.empty()) throw dlscale::UsageError("--out: an empty path");
     if (!out.empty()) args.out = out;
     args.format = dlscale::parse_output_format(format);
+    args.malloc = dlscale::parse_malloc_policy(malloc_policy);
     args.progress = o_progress->count() ? dlscale::parse_progress_mode(progress) : dlscale::default_progress_mode();
     if (o_gflops->count() && !(args.assume_gflops > 0 && std::isfinite(args.assume_gflops))) {
       throw dlscale::UsageError(fmt::format("--assume-gflops must be a positive number, got {}", args.assume_gflops));

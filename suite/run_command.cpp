@@ -271,6 +271,9 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
     if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
   }
   if (root) fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
+  // Before the peaks and every case, on every rank: each case is measured under it.
+  apply_malloc_policy(args.malloc);
+  const std::string allocator = describe_allocator(args.malloc);
 
   // The peaks every case is compared with, outside any case: measured now on every rank (and
   // recorded in the file), read from a file, or skipped.
@@ -344,6 +347,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
       break;
     }
     CaseRecord rec = outcome.record;
+    rec.attrs.emplace_back("allocator", allocator);
     rec.attrs.emplace_back("run", run_number);
     // The case, its microbenchmark and its projection replace the file together: a kill leaves
     // either all of them or none (and a resume runs the case again).

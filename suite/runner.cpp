@@ -528,9 +528,28 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
 
 namespace {
 
-/// /cases/NNNN/utilisation from every rank's meters ([ranks][8] as gathered in run_on), and the
+/// Why a case's achieved rate can exceed its measured peak (a share above 1), else "". The peak
+/// is measured on every rank of the job at once (suite/peak.cpp): a case on fewer ranks has more
+/// of the node's cores, caches and memory bandwidth than each rank had then. Otherwise the
+/// analytic FLOP count is what is off: a layer outside the measured product (an LSTM's gates,
+/// convolutions by another algorithm) or fewer multiplications than counted.
+std::string above_peak_reason(const CaseSpec& spec, int world_size, double share) {
+  if (!(share > 1)) return "";
+  if (spec.ranks < world_size) {
+    return fmt::format("the peak was measured with all {} ranks active at once; this case ran on {}", world_size,
+                       spec.ranks);
+  }
+  return "the analytic FLOP count is more than this driver computes as measured matrix products: a layer computed "
+         "another way, or fewer multiplications than counted";
+}
+
+/// What each rank's meters give run_on's gather: CPU (cpu_s, wall_s), energy, GPU (4), then the
+/// CPU's detail (user_s, system_s, minor and major faults, run-queue wait and run time, steal).
+constexpr int kUse = 15;
+
+/// /cases/NNNN/utilisation from every rank's meters ([ranks][kUse] as gathered in run_on), and the
 /// summary's utilisation, share of peak and energy (docs/metrics.md, "Utilisation and energy").
-GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLookup& peaks,
+GroupRecord utilisation_group(const CaseSpec& spec, int threads, int world_size, const PeakLookup& peaks,
                               const std::vector<double>& use, const std::vector<std::string>& cpu_sources,
                               const std::vector<std::string>& gpu_sources, Attrs& summary) {
   const auto ranks = static_cast<size_t>(spec.ranks);
@@ -540,12 +559,35 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
          cpu_src = Column::of_strings("cpu_energy_source", {}), gpu_j = Column::of_doubles("gpu_energy_j", {}),
          gpu_util = Column::of_doubles("gpu_utilisation_pct", {}),
          gpu_clock = Column::of_doubles("gpu_sm_clock_mhz", {}), gpu_power = Column::of_doubles("gpu_power_w", {}),
-         gpu_n = Column::of_ints("gpu_samples", {}), gpu_src = Column::of_strings("gpu_source", {});
-  double util_sum = 0, busy_sum = 0, cpu_energy = 0, gpu_energy = 0;
-  bool any_cpu_energy = false, all_gpu_energy = true;
+         gpu_n = Column::of_ints("gpu_samples", {}), gpu_src = Column::of_strings("gpu_source", {}),
+         user_s = Column::of_doubles("user_s", {}), system_s = Column::of_doubles("system_s", {}),
+         minor = Column::of_doubles("minor_faults", {}), major = Column::of_doubles("major_faults", {}),
+         wait_s = Column::of_doubles("run_wait_s", {}), steal = Column::of_doubles("steal_share", {}),
+         contended = Column::of_ints("contended", {});
+  double util_sum = 0, busy_sum = 0, cpu_energy = 0, gpu_energy = 0, system_sum = 0, faults_sum = 0, major_sum = 0;
+  double wait_max = kNotMeasured, steal_max = kNotMeasured;
+  bool any_cpu_energy = false, all_gpu_energy = true, any_contended = false;
+  const double steps = static_cast<double>(spec.iterations);
+  // The largest of the finite values; NaN when none is (a kernel without schedstat or steal).
+  const auto worst = [](double so_far, double v) { return std::isfinite(v) && !(v <= so_far) ? v : so_far; };
   for (size_t r = 0; r < ranks; ++r) {
-    const double* u = &use[r * 8];
-    const CpuUsage c{u[0], u[1]};
+    const double* u = &use[r * kUse];
+    CpuUsage c;
+    c.cpu_s = u[0], c.wall_s = u[1], c.user_s = u[8], c.system_s = u[9], c.minor_faults = u[10],
+    c.major_faults = u[11], c.run_wait_s = u[12], c.run_s = u[13], c.steal_share = u[14];
+    user_s.doubles.push_back(c.user_s);
+    system_s.doubles.push_back(c.system_s);
+    minor.doubles.push_back(c.minor_faults);
+    major.doubles.push_back(c.major_faults);
+    wait_s.doubles.push_back(c.run_wait_s);
+    steal.doubles.push_back(c.steal_share);
+    contended.ints.push_back(c.contended() ? 1 : 0);
+    any_contended = any_contended || c.contended();
+    system_sum += c.system_share();
+    faults_sum += (c.minor_faults + c.major_faults) / steps;
+    major_sum += c.major_faults / steps;
+    wait_max = worst(wait_max, c.wait_share());
+    steal_max = worst(steal_max, c.steal_share);
     rank.ints.push_back(static_cast<int64_t>(r));
     cpu_s.doubles.push_back(c.cpu_s);
     wall_s.doubles.push_back(c.wall_s);
@@ -568,7 +610,8 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
   }
   GroupRecord g;
   g.tables.emplace_back("per_rank", Table{{rank, cpu_s, wall_s, util, busy, cpu_j, cpu_src, gpu_j, gpu_util, gpu_clock,
-                                           gpu_power, gpu_n, gpu_src}});
+                                           gpu_power, gpu_n, gpu_src, user_s, system_s, minor, major, wait_s, steal,
+                                           contended}});
   // A case's energy is its device's: the CPU packages' for a CPU case, the GPUs' for a GPU case.
   const bool gpu_case = spec.device == DeviceType::kCuda;
   const double energy =
@@ -581,11 +624,17 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
   const double peak = peaks.gemm_sum({spec.driver, spec.device, spec.precision, threads}, spec.ranks, &peak_note);
   g.attrs = {{"threads", int64_t{threads}}, {"peak", peak_note}, {"energy", energy_note}};
   const double achieved = std::get<double>(attr(summary, "achieved_flops"));
-  const double steps = static_cast<double>(spec.iterations);
   summary.emplace_back("cpu_utilisation", util_sum / static_cast<double>(ranks));
   summary.emplace_back("busy_cores", busy_sum / static_cast<double>(ranks));
+  summary.emplace_back("system_share", system_sum / static_cast<double>(ranks));
+  summary.emplace_back("page_faults_per_step", faults_sum / static_cast<double>(ranks));
+  summary.emplace_back("major_faults_per_step", major_sum / static_cast<double>(ranks));
+  summary.emplace_back("cpu_wait_share", wait_max);
+  summary.emplace_back("cpu_steal_share", steal_max);
+  summary.emplace_back("contended", int64_t{any_contended ? 1 : 0});
   summary.emplace_back("peak_flops", peak);
   summary.emplace_back("peak_share", achieved / peak);
+  summary.emplace_back("peak_share_note", above_peak_reason(spec, world_size, achieved / peak));
   summary.emplace_back("energy_j_per_step", energy / steps);
   summary.emplace_back("energy_j_per_sample", energy / (steps * static_cast<double>(spec.global_batch())));
   return g;
@@ -685,11 +734,14 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   rec.loss = samples.losses;
   rec.memory = gather_memory(comm, ranks, samples.host_peak, samples.device_peak);
   // Utilisation over the timed region, every rank's (collective, whatever the outcome).
-  constexpr int kUse = 8;
   const double use_local[kUse] = {samples.cpu.cpu_s,           samples.cpu.wall_s,
                                   samples.cpu_energy.joules,   samples.gpu.energy_j,
                                   samples.gpu.utilisation_pct, samples.gpu.sm_clock_mhz,
-                                  samples.gpu.power_w,         static_cast<double>(samples.gpu.samples)};
+                                  samples.gpu.power_w,         static_cast<double>(samples.gpu.samples),
+                                  samples.cpu.user_s,          samples.cpu.system_s,
+                                  samples.cpu.minor_faults,    samples.cpu.major_faults,
+                                  samples.cpu.run_wait_s,      samples.cpu.run_s,
+                                  samples.cpu.steal_share};
   std::vector<double> use_all(root ? static_cast<size_t>(ranks) * kUse : 0);
   DLSCALE_CHECK_MPI(MPI_Gather(use_local, kUse, MPI_DOUBLE, use_all.data(), kUse, MPI_DOUBLE, 0, comm));
   const std::vector<std::string> cpu_energy_sources = gather_strings(comm, samples.cpu_energy.source);
@@ -757,7 +809,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   }
   if (result.ok()) {
     outcome.utilisation =
-        utilisation_group(spec, threads, peaks_, use_all, cpu_energy_sources, gpu_sources, rec.summary);
+        utilisation_group(spec, threads, mpi_.size(), peaks_, use_all, cpu_energy_sources, gpu_sources, rec.summary);
   }
   if (microbenchmark) {
     outcome.allreduce = allreduce_group(*microbenchmark, setup.device == DeviceType::kCuda ? "nccl" : "mpi", "");
@@ -846,8 +898,19 @@ std::string summary_line(const CaseRecord& r) {
     line += fmt::format(" | exposed all-reduce {:.2f} ms", sum("exposed_allreduce_median_s") * 1e3);
   }
   const double share = sum("peak_share"), joules = sum("energy_j_per_sample");
-  line += fmt::format(" | cpu {:.2f} busy {:.2f}", sum("cpu_utilisation"), sum("busy_cores"));
-  line += std::isfinite(share) ? fmt::format(" | {:.1f}% of peak", share * 100) : std::string(" | peak unavailable");
+  line += fmt::format(" | cpu {:.2f} busy {:.2f} kernel {:.0f}% {:.3g} faults/step", sum("cpu_utilisation"),
+                      sum("busy_cores"), sum("system_share") * 100, sum("page_faults_per_step"));
+  if (std::get<int64_t>(attr(r.summary, "contended")) != 0) {
+    const double wait = sum("cpu_wait_share"), steal = sum("cpu_steal_share");
+    line += fmt::format(" | contended: {:.0f}% of runnable time waiting for a core{}", wait * 100,
+                        std::isfinite(steal) && steal >= kContendedStealShare
+                            ? fmt::format(", {:.0f}% stolen by the hypervisor", steal * 100)
+                            : std::string());
+  }
+  const std::string above = std::get<std::string>(attr(r.summary, "peak_share_note"));
+  line += std::isfinite(share)
+              ? fmt::format(" | {:.1f}% of peak{}", share * 100, above.empty() ? "" : " (above it: " + above + ")")
+              : std::string(" | peak unavailable");
   line += std::isfinite(joules) ? fmt::format(" | {:.3g} J/sample", joules) : std::string(" | energy unavailable");
   return line + " | ok";
 }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -48,15 +49,88 @@ std::string read_line(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+double seconds_of(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; }
+
+/// Sums the run time and run-queue wait (ns) of every thread of this process from
+/// /proc/self/task/*/schedstat; false where the kernel has no schedstat.
+bool read_schedstat(double* run_s, double* wait_s) {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return false;
+  double run_ns = 0, wait_ns = 0;
+  bool any = false;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/schedstat");
+    double run = 0, wait = 0;
+    if (!(f >> run >> wait)) continue;  // a thread that ended meanwhile
+    run_ns += run, wait_ns += wait, any = true;
+  }
+  closedir(dir);
+  *run_s = run_ns * 1e-9;
+  *wait_s = wait_ns * 1e-9;
+  return any;
+}
+
+/// The host's steal and total ticks from the first line of /proc/stat; false where the kernel
+/// does not report steal (fewer than 8 fields).
+bool read_steal(double* steal, double* total) {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  if (!(f >> cpu) || cpu != "cpu") return false;
+  double v = 0, sum = 0;
+  int n = 0;
+  *steal = 0;
+  // user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
+  for (; n < 8 && f >> v; ++n) {
+    sum += v;
+    if (n == 7) *steal = v;
+  }
+  *total = sum;
+  return n == 8;
+}
+
+}  // namespace
+
+CpuMeter::Reading CpuMeter::read() {
+  Reading r;
+  r.cpu_s = process_cpu_seconds();
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) {
+    throw std::runtime_error(fmt::format("getrusage(RUSAGE_SELF): {}", std::strerror(errno)));
+  }
+  r.user_s = seconds_of(u.ru_utime);
+  r.system_s = seconds_of(u.ru_stime);
+  r.minor_faults = static_cast<double>(u.ru_minflt);
+  r.major_faults = static_cast<double>(u.ru_majflt);
+  double run = 0, wait = 0, steal = 0, total = 0;
+  if (read_schedstat(&run, &wait)) r.run_s = run, r.run_wait_s = wait;
+  if (read_steal(&steal, &total)) r.steal_ticks = steal, r.total_ticks = total;
+  return r;
+}
+
 void CpuMeter::start() {
-  cpu0_ = process_cpu_seconds();
+  start_ = read();
   wall0_ = std::chrono::steady_clock::now();
 }
 
 CpuUsage CpuMeter::stop() const {
+  const Reading end = read();
   CpuUsage u;
-  u.cpu_s = process_cpu_seconds() - cpu0_;
+  u.cpu_s = end.cpu_s - start_.cpu_s;
   u.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
+  u.user_s = end.user_s - start_.user_s;
+  u.system_s = end.system_s - start_.system_s;
+  u.minor_faults = end.minor_faults - start_.minor_faults;
+  u.major_faults = end.major_faults - start_.major_faults;
+  // Threads that ended during the region take their share with them: a lower bound then.
+  if (std::isfinite(start_.run_s) && std::isfinite(end.run_s)) {
+    u.run_s = std::max(0.0, end.run_s - start_.run_s);
+    u.run_wait_s = std::max(0.0, end.run_wait_s - start_.run_wait_s);
+  }
+  const double ticks = end.total_ticks - start_.total_ticks;
+  u.steal_share = ticks > 0 ? (end.steal_ticks - start_.steal_ticks) / ticks : kNotMeasured;
   return u;
 }
 

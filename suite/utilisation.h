@@ -1,5 +1,5 @@
 // What a rank used over a case's timed region besides time: its CPU time (utilisation and busy
-// cores), the CPU packages' energy from Linux powercap (RAPL), and its GPU's energy, utilisation,
+// cores, the kernel's share, page faults, waiting for a core, steal), the CPU packages' energy from Linux powercap (RAPL), and its GPU's energy, utilisation,
 // SM clock and power from NVML, which is loaded at run time so that the binary runs where the
 // NVIDIA driver is absent. Each meter reads counters at the start and end of the region; the GPU
 // is also sampled by a thread that wakes every 100 ms, so nothing is read inside a step. What a
@@ -20,13 +20,33 @@ namespace dlscale {
 
 inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 
-/// The process's CPU time (every thread: the backend's, MPI's) and the wall time of a region.
+/// A case is `contended` when its ranks had less CPU than they asked for: a rank's threads
+/// waited for a core (runnable, not running) for at least this share of their runnable time...
+inline constexpr double kContendedWaitShare = 0.10;
+/// ... or the hypervisor took at least this share of the host's CPU time (steal) while it ran.
+inline constexpr double kContendedStealShare = 0.05;
+
+/// The process's CPU time (every thread: the backend's, MPI's) and the wall time of a region,
+/// with what shaped it: the kernel's share (getrusage), page faults, how long the threads
+/// waited for a core (/proc/self/task/*/schedstat) and the host's CPU steal (/proc/stat).
 struct CpuUsage {
   double cpu_s = 0, wall_s = 0;
+  double user_s = 0, system_s = 0;           ///< getrusage(RUSAGE_SELF): cpu_s split by mode
+  double minor_faults = 0, major_faults = 0;  ///< page faults (major: read from disk)
+  /// Seconds the process's threads were runnable but waited for a core, and ran, summed over
+  /// threads (schedstat); NaN when the kernel has no schedstat.
+  double run_wait_s = kNotMeasured, run_s = kNotMeasured;
+  double steal_share = kNotMeasured;  ///< of the host's CPU time, stolen by the hypervisor; NaN where not reported
   /// cpu_s / (wall_s x threads): 1 when every thread given to the backend computed throughout.
   double utilisation(int threads) const { return cpu_s / (wall_s * threads); }
   /// cpu_s / wall_s: how many cores were busy on average.
   double busy_cores() const { return cpu_s / wall_s; }
+  /// Of the CPU time, the share spent in the kernel (page faults, system calls).
+  double system_share() const { return system_s / (user_s + system_s); }
+  /// Of the threads' runnable time, the share spent waiting for a core: other work took it.
+  double wait_share() const { return run_wait_s / (run_wait_s + run_s); }
+  /// Whether the rank had less CPU than it asked for (kContendedWaitShare, kContendedStealShare).
+  bool contended() const { return wait_share() >= kContendedWaitShare || steal_share >= kContendedStealShare; }
 };
 
 class CpuMeter {
@@ -35,7 +55,13 @@ class CpuMeter {
   CpuUsage stop() const;
 
  private:
-  double cpu0_ = 0;
+  struct Reading {
+    double cpu_s = 0, user_s = 0, system_s = 0, minor_faults = 0, major_faults = 0;
+    double run_wait_s = kNotMeasured, run_s = kNotMeasured;
+    double steal_ticks = kNotMeasured, total_ticks = kNotMeasured;
+  };
+  static Reading read();
+  Reading start_;
   std::chrono::steady_clock::time_point wall0_;
 };
 

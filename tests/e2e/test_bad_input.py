@@ -122,7 +122,7 @@ c("run", "-w", W, "--mode", "train"); c("run", "-w", W, "--optimizer", "rmsprop"
 # a stray word after a value, an empty override list, a TOML error named by its key as written,
 # an --out that is no regular file (FIFO stands for a FIFO made in place of the file)
 c("run", "-w", W, "--iterations", "2", "stray_word"); c("run", "-w", W, "--batch", "8", "16")
-c("run", "-w", "mnist_fnn:"); c("run", "-w", "mnist_fnn:width=16,")
+c("run", "-w", "mnist_fnn:"); c("run", "-w", "mnist_fnn:width=16,"); c("run", "-w", W, "--malloc", "jemalloc")
 c("run", "--config", "m.toml", files=T('workload = "mnist_fnn"\nbucket_mb = -1\n'), names=["bucket_mb must be 0"])
 c("run", "--config", "m.toml", files=T('workload = "mnist_fnn"\nbatch = 0\n'), names=["m.toml:2: batch must be"])
 c("run", "-w", W, "--out", "fifo.h5", "--overwrite", files={"fifo.h5": FIFO}, names=["fifo.h5: not a regular file"])

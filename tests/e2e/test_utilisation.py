@@ -7,6 +7,8 @@
 - Every CPU driver's case records CPU utilisation, a share of a peak measured in the same job,
   host peak RSS, and energy and GPU fields that are either measured or "unavailable: why".
 - `dlscale peak` writes a file that `dlscale run --peak FILE` uses; `--peak skip` gives no share.
+- A case beside a CPU hog on its core is marked contended; kernel time, page faults and the
+  allocator are recorded, the summary being their arithmetic.
 
 No assertion is on how fast anything ran.
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
@@ -14,6 +16,7 @@ CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
 
 import csv
 import io
+import json
 import math
 import os
 import re
@@ -33,6 +36,7 @@ from dlscale_report.schema import load_results  # noqa: E402
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+REPORT = os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results", "dlscale-report")
 
 
 def compiled_cpu_drivers():
@@ -54,6 +58,59 @@ class Utilisation(unittest.TestCase):
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=self.tmp, env=e, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         return proc
+
+    def test_a_case_beside_a_cpu_hog_on_its_core_is_marked_contended(self):
+        # The hog and the rank share one core, so the rank waits for it about half of its
+        # runnable time, whatever the machine's speed.
+        out = os.path.join(self.tmp, "hog.h5")
+        hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+        try:
+            proc = subprocess.run(["taskset", "-c", "0", MPIEXEC, "-n", "1", "--bind-to", "none", DLSCALE, "run",
+                                   "-w", "mnist_fnn:width=64", "-d", "reference", "--threads", "1", "--batch", "16",
+                                   "--warmup", "1", "--iterations", "20", "--peak", "skip", "--format", "json",
+                                   "--out", out], capture_output=True, text=True, cwd=self.tmp, timeout=600)
+        finally:
+            hog.kill()
+            hog.wait()
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        line = json.loads(proc.stdout.splitlines()[-1])
+        self.assertEqual(line["contended"], 1, line)
+        self.assertGreaterEqual(line["cpu_wait_share"], 0.10)
+        with h5py.File(out, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(int(case["summary"].attrs["contended"]), 1)
+            per_rank = case["utilisation/per_rank"][:]
+            self.assertEqual(list(per_rank["contended"]), [1])
+            self.assertGreater(per_rank["run_wait_s"][0], 0)
+        summary = subprocess.run([sys.executable, REPORT, "summary", out], capture_output=True, text=True, timeout=300)
+        self.assertEqual(summary.returncode, 0, summary.stderr)
+        self.assertIn("contended", summary.stdout)
+
+    def test_kernel_time_page_faults_and_the_allocator_are_recorded(self):
+        out = os.path.join(self.tmp, "faults.h5")
+        self.run_dlscale("run", "-w", "fcn5:features=512,width=512", "-d", "libtorch,reference", "--threads", "1",
+                         "--batch", "64", "--warmup", "1", "--iterations", "3", "--peak", "skip", "--malloc", "system",
+                         "--out", out, ranks=1)
+        with h5py.File(out, "r") as f:
+            for name in sorted(f["cases"]):
+                case = f["cases"][name]
+                per_rank, summary = case["utilisation/per_rank"][:], case["summary"].attrs
+                with self.subTest(driver=case.attrs["driver"]):
+                    self.assertIn("--malloc system", case.attrs["allocator"])
+                    self.assertTrue(case.attrs["allocator"].startswith("glibc "), case.attrs["allocator"])
+                    # Every CPU second is the user's or the kernel's; the summary is their arithmetic.
+                    self.assertAlmostEqual(per_rank["user_s"][0] + per_rank["system_s"][0], per_rank["cpu_time_s"][0],
+                                           delta=0.03 + 0.05 * per_rank["cpu_time_s"][0])
+                    self.assertGreaterEqual(per_rank["minor_faults"][0], 0)
+                    self.assertAlmostEqual(summary["page_faults_per_step"],
+                                           (per_rank["minor_faults"][0] + per_rank["major_faults"][0]) / 3)
+                    share = per_rank["system_s"][0] / (per_rank["user_s"][0] + per_rank["system_s"][0])
+                    self.assertAlmostEqual(summary["system_share"], share)
+        keep = os.path.join(self.tmp, "keep.h5")
+        self.run_dlscale("run", "-w", "mnist_fnn:width=16", "-d", "reference", "--iterations", "2", "--peak", "skip",
+                         "--out", keep, ranks=1)
+        with h5py.File(keep, "r") as f:
+            self.assertIn("--malloc keep: mallopt M_MMAP_MAX=0", f["cases/0000"].attrs["allocator"])
 
     def test_a_rank_idle_half_of_each_step(self):
         out = os.path.join(self.tmp, "sleep.h5")

@@ -3,8 +3,13 @@
 // arithmetic, every compiled driver's peak kernels, and the sum a case's share of peak uses.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <iterator>
+#include <sstream>
+#include <vector>
 
 #include <cmath>
 #include <cstdlib>
@@ -116,6 +121,65 @@ TEST(CpuUsage, SleepingCostsNoCpuTime) {
   const CpuUsage u = meter.stop();
   EXPECT_GE(u.wall_s, 0.2);
   EXPECT_LT(u.cpu_s, u.wall_s / 2);  // a sleeping thread is not on a core
+}
+
+TEST(CpuUsage, ContendedIsWaitingForACoreOrSteal) {
+  CpuUsage u;
+  u.run_s = 9, u.run_wait_s = 1;  // 10% of the runnable time waiting
+  EXPECT_DOUBLE_EQ(u.wait_share(), 0.1);
+  EXPECT_TRUE(u.contended());
+  u.run_wait_s = 0.5;
+  EXPECT_FALSE(u.contended());
+  u.steal_share = 0.05;
+  EXPECT_TRUE(u.contended());
+  CpuUsage unknown;  // no schedstat, no steal: NaN, never contended by default
+  EXPECT_TRUE(std::isnan(unknown.wait_share()));
+  EXPECT_FALSE(unknown.contended());
+}
+
+/// minflt, majflt, utime and stime of this process from /proc/self/stat (faults, seconds).
+struct ProcStat {
+  double minflt = 0, majflt = 0, utime_s = 0, stime_s = 0;
+};
+ProcStat read_proc_stat() {
+  std::ifstream f("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Fields after the command name "(...)", which may hold spaces: state is field 3.
+  std::istringstream rest(text.substr(text.rfind(')') + 2));
+  std::vector<std::string> fields{"pid", "comm"};
+  for (std::string w; rest >> w;) fields.push_back(w);
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {std::stod(fields.at(9)), std::stod(fields.at(11)), std::stod(fields.at(13)) / tick,
+          std::stod(fields.at(14)) / tick};
+}
+
+TEST(CpuUsage, PageFaultsAndKernelTimeAgreeWithProcSelfStat) {
+  // 256 MiB mapped, touched and unmapped four times: 4 x 65536 first touches, each a minor
+  // fault handled in the kernel.
+  constexpr size_t kBytes = size_t{256} << 20;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const ProcStat before = read_proc_stat();
+  CpuMeter meter;
+  meter.start();
+  for (int round = 0; round < 4; ++round) {
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    madvise(p, kBytes, MADV_NOHUGEPAGE);  // one fault per page, whatever the THP setting (best effort)
+    for (size_t at = 0; at < kBytes; at += page) static_cast<volatile char*>(p)[at] = 1;
+    ASSERT_EQ(munmap(p, kBytes), 0);
+  }
+  const CpuUsage u = meter.stop();
+  const ProcStat after = read_proc_stat();
+  const double touched = 4.0 * static_cast<double>(kBytes / page);
+  const double stat_faults = after.minflt - before.minflt;
+  EXPECT_GE(u.minor_faults, touched * 0.99);
+  EXPECT_LE(u.minor_faults, stat_faults);     // the meter read inside /proc's two readings
+  EXPECT_GE(u.minor_faults, stat_faults - 1000) << "faults outside the meter's region";
+  EXPECT_GT(u.system_s, 0);
+  // /proc counts in clock ticks (10 ms): the same kernel time within a tick or two each side.
+  EXPECT_NEAR(u.system_s, after.stime_s - before.stime_s, 0.03 + 0.05 * u.system_s);
+  EXPECT_NEAR(u.user_s + u.system_s, u.cpu_s, 0.03 + 0.05 * u.cpu_s);
+  EXPECT_EQ(u.major_faults, after.majflt - before.majflt);
 }
 
 TEST(PeakKernels, EveryCompiledCpuGemmRunsAndCountsItsWork) {
