@@ -4,9 +4,11 @@ Cases are matched on study.match_key (workload, driver, device, precision,
 scaling, ranks, batch per rank, threads, and bucket/overlap when recorded).
 The ratio is median(B)/median(A) of the step times recomputed from the raw
 samples; > 1 means B is slower. The test is a two-sided Mann–Whitney U test
-on the two sets of raw step times T_i (max over ranks per iteration).
+on the two sets of raw step times T_i (max over ranks per iteration). A side that was
+contended (docs/metrics.md) is marked in its row and named in a note.
 """
 
+from .conditions import contended, contention_text
 from .mannwhitney import mann_whitney
 from .stats import case_stats, step_times
 from .study import case_ref, dedupe, describe, match_key
@@ -15,7 +17,7 @@ from .tables import Column, Table, key_cell, ms, ratio
 CSV_COLUMNS = ("label", "workload", "driver", "device", "precision", "scaling", "ranks",
                "batch_per_rank", "threads", "file_a", "case_a", "file_b", "case_b",
                "n_a", "n_b", "median_a_ms", "median_b_ms", "ratio_b_a", "u_b", "p_value",
-               "test_method", "status_a", "status_b")
+               "test_method", "status_a", "status_b", "contended_a", "contended_b")
 
 
 def compare_rows(cases_a, cases_b):
@@ -40,7 +42,13 @@ def compare_rows(cases_a, cases_b):
                "file_a": ca.file, "case_a": ca.name, "file_b": cb.file, "case_b": cb.name,
                "n_a": None, "n_b": None, "median_a_ms": None, "median_b_ms": None,
                "ratio_b_a": None, "u_b": None, "p_value": None, "test_method": None,
-               "status_a": ca.status, "status_b": cb.status}
+               "status_a": ca.status, "status_b": cb.status,
+               "contended_a": int(contended(ca)), "contended_b": int(contended(cb))}
+        # A contended side's step times measure the machine's load as much as the backend.
+        for side, case in (("A", ca), ("B", cb)):
+            if contended(case):
+                notes.append(f"{side} {case_ref(case)} ({describe(case)}) was {contention_text(case)}: "
+                             f"B/A compares the load on the machine as much as the runs")
         sa, sb = case_stats(ca), case_stats(cb)
         if sa is not None and sb is not None:
             xa, xb = step_times(ca.iter_time_s), step_times(cb.iter_time_s)
@@ -56,6 +64,11 @@ def compare_rows(cases_a, cases_b):
     return rows, notes
 
 
+def _contended_mark(row):
+    sides = "".join(side for side in ("A", "B") if row[f"contended_{side.lower()}"])
+    return f" (contended: {'/'.join(sides)})" if sides else ""
+
+
 def compare_table(rows, notes=()):
     columns = [
         Column("configuration", key_cell("label"), right=False),
@@ -64,7 +77,7 @@ def compare_table(rows, notes=()):
         Column("B/A", lambda r: ratio(r["ratio_b_a"])),
         Column("p", lambda r: "-" if r["p_value"] is None else f"{r['p_value']:.3g}"),
         Column("n A/B", lambda r: "-" if r["n_a"] is None else f"{r['n_a']}/{r['n_b']}"),
-        Column("status A/B", lambda r: f"{r['status_a']}/{r['status_b']}", right=False),
+        Column("status A/B", lambda r: f"{r['status_a']}/{r['status_b']}" + _contended_mark(r), right=False),
     ]
     method = ("B/A = ratio of median step times (max over ranks per iteration); p = two-sided "
               "Mann-Whitney U test of the two sets of raw step times (u_b = U of B: pairs with "

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .conditions import contention_text, kernel_text
 from .scaling import build_series, scaling_modes
 
 PARTS = ("compute", "straggler", "allreduce", "other")
@@ -94,14 +95,18 @@ class Diagnosis:
     points: list = field(default_factory=list)   # P > P0
     projection: str = ""
     note: str = ""                               # why there is no diagnosis, when there is none
+    conditions: list = field(default_factory=list)  # "P=2: contended: ...", what shaped the cases
 
     def sentences(self):
-        """One line per rank count, or the note."""
+        """One line per rank count, or the note; then one per condition of a case."""
+        head = f"{self.label} ({self.mode})"
         if self.note:
-            return [f"{self.label} ({self.mode}): {self.note}"]
-        return [f"{self.label} ({self.mode}): {point_sentence(p)}" + (
-            f"; {self.projection}" if self.projection and p is self.points[-1] else "")
-            for p in self.points]
+            lines = [f"{head}: {self.note}"]
+        else:
+            lines = [f"{head}: {point_sentence(p)}" + (
+                f"; {self.projection}" if self.projection and p is self.points[-1] else "")
+                for p in self.points]
+        return lines + [f"{head}: {c}" for c in self.conditions]
 
 
 def point_sentence(p):
@@ -116,7 +121,7 @@ def point_sentence(p):
 def _projection_text(series):
     proj = series.projection
     if proj is None:
-        return ""
+        return series.projection_withheld
     predicted = {int(p): float(e) for p, e in zip(proj.ranks, proj.efficiency)}
     measured = max(r["ranks"] for r in series.ok_rows)
     targets = [p for p in PROJECT_TO if p in predicted and p > measured]
@@ -136,6 +141,9 @@ def diagnose_series(series):
     first = series.rows[0]
     d = Diagnosis(label=series.label, mode=series.mode, workload=first["workload"],
                   driver=first["driver"])
+    # Contention and the kernel's share shape the step times the diagnosis splits: say so.
+    d.conditions = [f"P={row['ranks']}: {text}" for row, case in zip(series.rows, series.cases)
+                    for text in (contention_text(case), kernel_text(case)) if text]
     ok = [(row, case) for row, case in zip(series.rows, series.cases) if row["speedup"] is not None]
     if len({row["ranks"] for row, _ in ok}) < 2:
         have = ", ".join(f"P={row['ranks']}" for row, _ in ok) or "no rank count"

@@ -46,6 +46,9 @@ PROJECTION_NOTE = ("projected: the /projection of the series' smallest rank coun
                    "count; projected E is as the file records it, against the projected "
                    "one-rank step, while measured E is against P0")
 
+# A projection whose step time misses a measured point by more than this (either way) is not shown.
+PROJECTION_MAX_ERROR = 0.25
+
 CSV_COLUMNS = (
     "series", "workload", "driver", "device", "precision", "scaling", "batch", "threads",
     "ranks", "batch_per_rank", "global_batch", "baseline_ranks", "file", "case", "status",
@@ -65,6 +68,7 @@ class Series:
     baseline_ranks: object = None      # P0, None when no case is ok
     projection: object = None          # Projection used for the projected columns
     projection_case: object = None     # the Case it comes from
+    projection_withheld: str = ""      # why a recorded projection is not used, else ""
     notes: list = field(default_factory=list)
 
     @property
@@ -144,20 +148,38 @@ def _series(group, mode):
     return s
 
 
+def projection_errors(series_rows, predicted):
+    """{P: relative step-time error of the projection} at every measured rank count it predicts."""
+    return {r["ranks"]: predicted[r["ranks"]][0] * 1e3 / r["step_median_ms"] - 1 for r in series_rows
+            if r["step_median_ms"] and r["ranks"] in predicted}
+
+
 def _attach_projection(series, with_projection):
-    """Projected columns from the smallest-P case that has a projection.
+    """Projected columns from the smallest-P case that has a projection, unless it misses.
 
     A projection fitted on a small run predicts the larger ones, which is the
-    question a scaling study asks; the measured rows then test it.
+    question a scaling study asks; the measured rows then test it. One that misses a
+    measured point by more than PROJECTION_MAX_ERROR is withheld: a curve through
+    points it does not fit would be a guess presented as a result.
     """
     if not with_projection:
         return
     case = with_projection[0]
     proj = case.projection
-    series.projection, series.projection_case = proj, case
     fit = proj.attrs.get("fit_ranks")
     predicted = {int(p): (float(t), float(e))
                  for p, t, e in zip(proj.ranks, proj.step_s, proj.efficiency)}
+    errors = projection_errors(series.rows, predicted)
+    missed = {p: e for p, e in errors.items() if abs(e) > PROJECTION_MAX_ERROR}
+    if missed:
+        series.projection_withheld = (
+            f"projection withheld: its step-time error where measured exceeds "
+            f"{100 * PROJECTION_MAX_ERROR:.0f}% ("
+            + ", ".join(f"P={p} {100 * e:+.0f}%" for p, e in sorted(errors.items()))
+            + f"; fitted at P={fit}; docs/metrics.md#projection)")
+        series.notes.append(f"{series.label}: {series.projection_withheld}")
+        return
+    series.projection, series.projection_case = proj, case
     for row in series.rows:
         if row["ranks"] in predicted:
             t, e = predicted[row["ranks"]]

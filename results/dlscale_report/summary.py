@@ -8,6 +8,7 @@ import csv
 import io
 import math
 
+from .conditions import case_conditions, short_flags
 from .schema import load_results
 from .stats import case_stats
 
@@ -35,6 +36,7 @@ COLUMNS = (
     ("host_peak_rss_mb", "host RSS MB", True),
     ("device_peak_mb", "device MB", True),
     ("energy_j_per_sample", "J/sample", True),
+    ("conditions", "conditions", False),
     ("status", "status", False),
 )
 
@@ -43,8 +45,9 @@ CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa
                "ranks", "batch_per_rank", "global_batch", "threads",
                "step_median_ms", "ci95_low_ms", "ci95_high_ms",
                "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation", "busy_cores",
-               "peak_gflops", "peak_pct", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
-               "energy_j_per_sample", "energy_source", "status", "message")
+               "peak_gflops", "peak_pct", "peak_note", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
+               "energy_j_per_sample", "energy_source", "kernel_pct", "faults_per_step", "major_faults_per_step",
+               "cpu_wait_pct", "cpu_steal_pct", "contended", "allocator", "run", "conditions", "status", "message")
 
 
 def case_row(case):
@@ -70,7 +73,10 @@ def case_row(case):
         "samples_per_s": None, "achieved_gflops": None, "exposed_allreduce_ms": None,
         "cpu_utilisation": None, "busy_cores": None, "peak_gflops": None, "peak_pct": None,
         "host_peak_rss_mb": None, "device_peak_mb": None, "energy_j_per_step": None,
-        "energy_j_per_sample": None, "energy_source": None,
+        "energy_j_per_sample": None, "energy_source": None, "peak_note": None, "kernel_pct": None,
+        "faults_per_step": None, "major_faults_per_step": None, "cpu_wait_pct": None, "cpu_steal_pct": None,
+        "contended": None, "allocator": a.get("allocator"), "run": a.get("run"),
+        "conditions": ", ".join(short_flags(case)), "conditions_text": case_conditions(case),
     }
     # Memory: the largest rank's peak (1 MB = 1e6 B); -1 (not measured) and 0 (a CPU case's
     # device) show as missing.
@@ -97,10 +103,17 @@ def case_row(case):
                                 ("peak_gflops", "peak_flops", 1e-9),
                                 ("peak_pct", "peak_share", 100.0),
                                 ("energy_j_per_step", "energy_j_per_step", 1.0),
-                                ("energy_j_per_sample", "energy_j_per_sample", 1.0)):
+                                ("energy_j_per_sample", "energy_j_per_sample", 1.0),
+                                ("kernel_pct", "system_share", 100.0),
+                                ("faults_per_step", "page_faults_per_step", 1.0),
+                                ("major_faults_per_step", "major_faults_per_step", 1.0),
+                                ("cpu_wait_pct", "cpu_wait_share", 100.0),
+                                ("cpu_steal_pct", "cpu_steal_share", 100.0),
+                                ("contended", "contended", 1)):
             # dlscale/2 summaries; NaN (unavailable) shows as missing.
             if s.get(src) is not None and not math.isnan(float(s[src])):
-                row[key] = float(s[src]) * scale
+                row[key] = float(s[src]) * scale if isinstance(scale, float) else int(s[src])
+        row["peak_note"] = s.get("peak_share_note") or None
     return row
 
 
@@ -153,6 +166,12 @@ def format_table(rows, show_file=None):
 
     lines = [fmt([h for _, h, _ in cols]), fmt(["-" * w for w in widths])]
     lines += [fmt(line) for line in cells]
+    flagged = [r for r in rows if r.get("conditions_text")]
+    if flagged:
+        # The conditions column in full: what shaped each flagged case's figures.
+        lines += ["", "conditions (docs/metrics.md, \"Utilisation and energy\"):"]
+        lines += [f"  {r['case']}{' of ' + r['file'] if show_file else ''}: {text}"
+                  for r in flagged for text in r["conditions_text"]]
     return "\n".join(lines) + "\n"
 
 
@@ -187,5 +206,8 @@ def summary_table(rows, show_file=None):
              "ranks; % of peak = achieved / the measured GEMM peak of the case's driver, device, "
              "precision and threads summed over ranks; RSS and device MB: the largest rank's peak "
              "(1 MB = 1e6 B); J/sample = the case's device energy (CPU packages or GPUs) over the "
-             "timed region / samples; '-' = unavailable (see the CSV's energy_source)"]
+             "timed region / samples; '-' = unavailable (see the CSV's energy_source); conditions: "
+             "contended (a rank waited for a core >= 10% of its runnable time, or lost >= 5% to steal), "
+             "kernel N% (of the CPU time, when >= 10%), N faults/step (when >= 1000), above peak (a share "
+             "over 100%, the CSV's peak_note says why); docs/metrics.md"]
     return Table(title="cases", columns=cols, rows=rows, csv_columns=CSV_COLUMNS, notes=notes)

@@ -186,6 +186,41 @@ class ScalingTest(Workdir):
         self.assertEqual([r["projected_efficiency"] for r in s.rows], [1.0, 0.91, 0.83])
         self.assertEqual(s.rows[0]["projection_fit_ranks"], 2)
 
+    def test_a_projection_that_misses_its_own_points_is_withheld(self):
+        # An injected straggler at P=2 slows every step: fitted there, the projection predicts
+        # P=1 at 5.7x its measured step (as reported: "P=1 +469%"), so nothing of it is shown.
+        rng = np.random.default_rng(3)
+        proj = dict(attrs={"model": "ring", "alpha_s": 1e-6, "beta_s_per_byte": 1e-9,
+                           "fit_ranks": np.int64(2), "compute_s": 0.057, "grad_bytes": 4000.0,
+                           "scaling": "weak"},
+                    ranks=[1, 2, 4, 8], step_s=[0.0569, 0.0570, 0.0571, 0.0572],
+                    efficiency=[1.0, 1.0, 1.0, 1.0])
+        missed = self.path("missed.h5")
+        write_results(missed, [make_case(times(rng, 1, 6, 0.01, spread=0), phases=True),
+                               make_case(times(rng, 2, 6, 0.0575, spread=0), phases=True, projection=proj)])
+        series, _ = dr.build_series(dr.load_study([missed]).cases, "weak")
+        s = series[0]
+        self.assertIsNone(s.projection)
+        self.assertEqual([r["projected_step_ms"] for r in s.rows], [None, None])
+        self.assertRegex(s.projection_withheld, r"^projection withheld: its step-time error where measured exceeds "
+                                                r"25% \(P=1 \+469%, P=2 -1%; fitted at P=2;")
+        self.assertTrue(any(s.projection_withheld in n for n in s.notes))
+        proc = run("summary", missed)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("projected efficiency", proc.stdout)
+        self.assertIn("projection withheld", proc.stdout)
+        proc = run("scaling", "--mode", "weak", missed)
+        self.assertNotIn("projected ms", proc.stdout)
+        # A projection within 25% of every measured point is still shown, in words too.
+        fitted = self.path("fitted.h5")
+        write_results(fitted, [make_case(times(rng, 1, 6, 0.0569, spread=0), phases=True),
+                               make_case(times(rng, 2, 6, 0.0575, spread=0), phases=True, projection=proj)])
+        series, _ = dr.build_series(dr.load_study([fitted]).cases, "weak")
+        self.assertIsNotNone(series[0].projection)
+        self.assertEqual(series[0].projection_withheld, "")
+        proc = run("summary", fitted)
+        self.assertIn("projected efficiency 1.00 at P=4, 1.00 at P=8", proc.stdout)
+
     def test_cli_csv_and_text(self):
         paths = self.weak_study()
         proc = run("scaling", "--mode", "weak", "--format", "csv", *paths)

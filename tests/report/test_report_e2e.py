@@ -260,14 +260,21 @@ class Tables(Study):
                 self.assertClose(num(r["speedup_low"]), p * lo0 / hi)
                 self.assertClose(num(r["speedup_high"]), p * hi0 / lo)
                 self.assertClose(num(r["coverage_min"]), cov0 * cov)
-            # Projected values: the projection of the smallest P that has one.
+            # Projected values: the projection of the smallest P that has one, unless it misses a
+            # measured step by more than 25% (docs/metrics.md#projection): then none.
             owners = [(int(r["ranks"]), (r["file"], r["case"])) for r in rs
                       if (r["file"], r["case"]) in self.raw.projection]
+            if owners:
+                proj = self.raw.projection[min(owners)[1]]
+                misses = [abs(proj["step_s"][proj["ranks"].index(int(r["ranks"]))] * 1e3
+                              / num(r["step_median_ms"]) - 1) > 0.25
+                          for r in rs if r["step_median_ms"] and int(r["ranks"]) in proj["ranks"]]
+                if any(misses):
+                    owners = []
             for r in rs:
                 if not owners:
                     self.assertEqual(r["projected_step_ms"], "")
                     continue
-                proj = self.raw.projection[min(owners)[1]]
                 p = int(r["ranks"])
                 if p in proj["ranks"]:
                     self.assertClose(num(r["projected_step_ms"]),
