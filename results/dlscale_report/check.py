@@ -130,9 +130,16 @@ def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
     return [f"{where}: {p}" for p in problems]
 
 
+def damaged_lines(results):
+    """One line per group of a loaded ResultsFile that was skipped as damaged."""
+    return [f"{results.path}: {d.kind} {d.name}: damaged, not read ({d.reason})" for d in results.damaged]
+
+
 def check_file(path, rel_tol=REL_TOL, abs_tol=ABS_TOL):
-    """Problems found in every case of a results file (empty list: consistent)."""
+    """Problems found in every case of a results file, and its damaged groups (empty list:
+    consistent)."""
+    results = load_results(path)
     problems = []
-    for case in load_results(path).cases:
+    for case in results.cases:
         problems += check_case(case, rel_tol, abs_tol)
-    return problems
+    return problems + damaged_lines(results)

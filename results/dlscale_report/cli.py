@@ -23,8 +23,15 @@ Exit codes: 0 success, 1 `check` found inconsistencies, 2 unusable input
 (missing/foreign/malformed/partial file, wrong schema, bad usage, a missing Python
 module), always with one line `dlscale-report: error: ...` on stderr.
 
+A damaged group of a file (a case group a full disk left half written, say)
+is skipped: the other commands warn with one line per such file on stderr and
+report the rest (exit 0); `check` exits 2 naming them. Whatever else goes wrong
+ends with one line `dlscale-report: error: FILE: ...` and exit 2, never a traceback.
+
 Only the standard library is imported before the command is known: --help and
 --version work without h5py, and a missing module is named, not a traceback.
+matplotlib and scipy are imported only once the input is read, by the commands
+that draw or test, so a refused file costs no more than starting Python and h5py.
 """
 
 import argparse
@@ -127,11 +134,33 @@ def _error(message):
 
 
 def _needed_modules(args):
-    """Third-party modules the command imports: (module, what for) pairs."""
-    needed = [("h5py", None), ("numpy", None)]
+    """Third-party modules every command imports to read its input: (module, what for) pairs."""
+    return [("h5py", None), ("numpy", None)]
+
+
+def _plots_missing(args):
+    """The missing-module line when the command draws figures and matplotlib is absent, else
+    None; asked once the input is read (importing matplotlib takes most of a second)."""
     if args.command == "report" or getattr(args, "out", None):
-        needed.append(("matplotlib", "for the figures of -o DIR and report"))
-    return needed
+        return _missing_modules([("matplotlib", "for the figures of -o DIR and report")])
+    return None
+
+
+def _warn_damaged(files):
+    """One line per file that has damaged groups: they are left out, the rest is reported."""
+    from .schema import describe_damaged
+    for f in files:
+        if f.damaged:
+            print(f"{PROG}: warning: {f.path}: damaged, skipped: {describe_damaged(f.damaged)}; "
+                  f"{len(f.cases) + len(f.accuracy)} case(s) read", file=sys.stderr)
+
+
+def _inputs(args):
+    """The files a command was given, for a message about an error of unknown origin."""
+    files = list(getattr(args, "files", None) or []) + list(getattr(args, "compare_to", None) or [])
+    if args.command == "compare":
+        files = [args.a, args.b]
+    return ", ".join(files)
 
 
 def _missing_modules(needed):
@@ -190,13 +219,42 @@ def _outdir(args):
 
 
 def _run(args):
-    from .check import check_file
-    from .schema import ReportError
+    from .check import check_case
+    from .schema import ReportError, describe_damaged, load_results
     from .study import load_study
-    from .summary import format_csv, format_json, format_table, summary_rows
+    from .summary import case_row, format_csv, format_json, format_table
 
+    if args.command == "check":
+        files = [load_results(path) for path in args.files]
+        problems = [line for f in files for case in f.cases for line in check_case(case)]
+        for line in problems:
+            print(line)
+        damaged = [f for f in files if f.damaged]
+        if damaged:
+            # Unusable input, as for a refused file: exit 2 with one line that names every
+            # damaged group (check_file() lists them one by one, for scripts).
+            return _error("; ".join(f"{f.path}: damaged, not checked: {describe_damaged(f.damaged)}"
+                                    for f in damaged))
+        if not problems:
+            print(f"{len(args.files)} file(s) consistent")
+        return 1 if problems else 0
+    if args.command == "compare":
+        a, b = load_study([args.a]), load_study([args.b])
+        _warn_damaged(a.files + b.files)
+        from .compare import compare_rows, compare_table     # scipy: after the input is read
+        rows, notes = compare_rows(a.cases, b.cases)
+        _emit(args, [compare_table(rows, notes)])
+        return 0
+
+    # Every other command reads FILE... as one study, once.
+    study = load_study(args.files)
+    baseline = load_study(args.compare_to) if args.command == "report" and args.compare_to else None
+    _warn_damaged(study.files + (baseline.files if baseline else []))
+    missing = _plots_missing(args)
+    if missing:
+        raise ReportError(missing)
     if args.command == "summary":
-        rows = summary_rows(args.files)
+        rows = [case_row(c) for c in study.cases]
         if args.format == "csv":
             text = format_csv(rows)
         elif args.format == "json":
@@ -204,7 +262,6 @@ def _run(args):
         else:
             from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
             from .diagnosis import diagnose, diagnosis_lines
-            study = load_study(args.files)
             text = format_table(rows, len(args.files) > 1) if rows or not study.accuracy else ""
             # Why each scaling series scales as it does, one sentence per series and rank count.
             lines = diagnosis_lines(diagnose(study.cases))
@@ -218,29 +275,11 @@ def _run(args):
                 text += "\n".join(t.text() for t in tables if t.rows)
         sys.stdout.write(text)
         return 0
-    if args.command == "check":
-        problems = []
-        for path in args.files:
-            problems += check_file(path)
-        for line in problems:
-            print(line)
-        if not problems:
-            print(f"{len(args.files)} file(s) consistent")
-        return 1 if problems else 0
-    if args.command == "compare":
-        from .compare import compare_rows, compare_table
-        a, b = load_study([args.a]), load_study([args.b])
-        rows, notes = compare_rows(a.cases, b.cases)
-        _emit(args, [compare_table(rows, notes)])
-        return 0
     if args.command == "report":
         from .report import write_report
-        study = load_study(args.files)
-        baseline = load_study(args.compare_to) if args.compare_to else None
         print(write_report(study, _outdir(args), baseline=baseline, title=args.title))
         return 0
 
-    study = load_study(args.files)
     outdir = _outdir(args)
     if outdir:
         from . import plots
@@ -315,6 +354,11 @@ def main(argv=None):
     except OSError as e:
         # Reading errors became ReportError in schema.py; this is writing -o DIR.
         return _error(f"cannot write output: {e}")
+    except Exception as e:     # noqa: BLE001  (the last resort: one line, never a traceback)
+        # schema.py turns what h5py raises for a damaged file into ReportError or a skipped
+        # group; anything that still gets here is unexpected, from one of the inputs.
+        return _error(f"{_inputs(args)}: unexpected {type(e).__name__} "
+                      f"({' '.join(str(e).split()) or 'no message'}); please report it with the file")
 
 
 if __name__ == "__main__":

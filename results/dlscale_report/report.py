@@ -13,7 +13,7 @@ import os
 from . import plots
 from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
 from .allreduce import allreduce_rows, allreduce_table
-from .check import check_case
+from .check import check_case, damaged_lines
 from .compare import compare_rows, compare_table
 from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_rows, diagnosis_table
 from .drivers import driver_rows, driver_table
@@ -160,8 +160,9 @@ def write_report(study, outdir, baseline=None, title=None):
 
     page.section("consistency", "consistency check",
                  "Every ok case's recorded summary recomputed from its raw samples "
-                 "(dlscale-report check).")
-    problems = [p for c in cases for p in check_case(c)]
+                 "(dlscale-report check); groups of the files that could not be read are left "
+                 "out of every section and listed here.")
+    problems = [p for c in cases for p in check_case(c)] + [p for f in study.files for p in damaged_lines(f)]
     if problems:
         page.text(f"{len(problems)} problem(s):", cls="bad")
         page.parts.append("<pre>" + html.escape("\n".join(problems)) + "</pre>\n")
@@ -248,8 +249,11 @@ def write_report(study, outdir, baseline=None, title=None):
                 intro=f"A = {', '.join(baseline.paths)}; B = the files of this report.")
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    damaged = study.damaged
+    skipped = (f" ({len(damaged)} damaged group(s) left out: "
+               '<a href="#consistency">consistency check</a>)' if damaged else "")
     intro = (f"<p class=\"meta\">Generated {now} by dlscale-report from {len(study.files)} "
-             f"file(s), {len(cases)} case(s). Times in ms unless stated (1 ms = 1e-3 s); SI "
+             f"file(s), {len(cases)} case(s){skipped}. Times in ms unless stated (1 ms = 1e-3 s); SI "
              "prefixes. Definitions: docs/metrics.md.</p>\n")
     left_out = ("" if not omitted else
                 '<ul class="omitted">' + "".join(f"<li>not shown, no data: {html.escape(o)}</li>"

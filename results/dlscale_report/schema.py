@@ -15,6 +15,15 @@ to a validation accuracy, docs/schema.md). They hold no step times, so they
 are kept apart: ResultsFile.accuracy (AccuracyCase), never in
 ResultsFile.cases, which every timing analysis reads. A case without `mode`
 (dlscale/1-2) is a timing case.
+
+Damage is judged per group. A file whose root, /system/ranks or list of
+cases cannot be read is not a results file: ReportError, which the CLI prints
+as one line (exit 2). A group of /cases, /allreduce or /peak that cannot be
+read, or lacks what every such group has, is skipped and named in
+ResultsFile.damaged (DamagedGroup); the other groups are read. That is what a
+writer that updates a file in place leaves on a full disk: its last case group
+points past the end of the file, and h5py raises RuntimeError ("Error
+iterating over attributes (addr overflow ...)") for that group only.
 """
 
 import os
@@ -36,6 +45,48 @@ REPEAT_ATTRS = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accur
 
 class ReportError(Exception):
     """A problem with an input file; the CLI prints it as one line and exits 2."""
+
+
+class _Damaged(Exception):
+    """Why one group cannot be used, raised while reading it; the caller adds the file and the
+    group's name (DamagedGroup) or, for a group asked for by name, turns it into ReportError."""
+
+
+# What h5py, and numpy under it, raise for bytes that are not what the metadata says: HDF5's own
+# errors arrive as OSError, KeyError, ValueError, TypeError or RuntimeError (an attribute heap past
+# the end of the file: RuntimeError "Error iterating over attributes (addr overflow ...)"), a
+# damaged dataspace can ask numpy for more memory than there is, a damaged string fails to decode
+# (UnicodeDecodeError is a ValueError). Anything else is a bug here, left to the CLI's last resort.
+H5_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError, OverflowError,
+             MemoryError)
+
+
+def _one_line(error):
+    """An exception's text on one line (HDF5's messages hold newlines; str() of a KeyError quotes
+    its text)."""
+    text = error.args[0] if isinstance(error, KeyError) and error.args else error
+    return " ".join(str(text).split()) or type(error).__name__
+
+
+@dataclass
+class DamagedGroup:
+    """A group of a results file that could not be read, so was skipped."""
+
+    kind: str                  # "case", "allreduce" or "peak": its parent is /cases, /allreduce, /peak
+    name: str                  # "0003"
+    reason: str                # one line, e.g. "lacks iter_time_s" or "unreadable: ..."
+
+    def __str__(self):
+        return f"{self.kind} {self.name} ({self.reason})"
+
+
+def describe_damaged(damaged):
+    """One line naming damaged groups, those with the same reason together:
+    "case 0012, case 0013 (unreadable: ...); allreduce 0000 (lacks dataset(s) time_s)"."""
+    by_reason = {}
+    for d in damaged:
+        by_reason.setdefault(d.reason, []).append(f"{d.kind} {d.name}")
+    return "; ".join(f"{', '.join(names)} ({reason})" for reason, names in by_reason.items())
 
 
 def decode(value):
@@ -67,7 +118,7 @@ class CaseAttrs:
     def get(self, key):
         """A required case attribute; a missing one is a malformed file."""
         if key not in self.attrs:
-            raise ReportError(f"{self.file}: case {self.name} lacks attribute '{key}'")
+            raise ReportError(f"{self.file}: case {self.name}: lacks attribute '{key}'")
         return self.attrs[key]
 
     @property
@@ -171,11 +222,19 @@ class ResultsFile:
     allreduce: list = field(default_factory=list)    # AllReduce, in group order
     peaks: list = field(default_factory=list)        # Peak, in group order (dlscale/2)
     accuracy: list = field(default_factory=list)     # AccuracyCase, in case order (dlscale/3)
+    damaged: list = field(default_factory=list)      # DamagedGroup: skipped, in group order
+
+
+def _get(group, name):
+    """group[name], or None when there is no such link. Unlike h5py's group.get(), which answers
+    None for a member it cannot open too, an unreadable member raises (H5_ERRORS), so that it is
+    reported as unreadable rather than as missing."""
+    return group[name] if name in group else None
 
 
 def _dataset(group, name, dtype=None):
     """Read a dataset fully, or None when absent (it is optional for failed cases)."""
-    obj = group.get(name)
+    obj = _get(group, name)
     if not isinstance(obj, h5py.Dataset):
         return None
     data = obj[()]
@@ -192,48 +251,44 @@ REQUIRED_CASE_ATTRS = (("workload", str), ("driver", str), ("device_type", str),
 REQUIRED_OK_ATTRS = (("iterations", int), ("train_flops_per_step", (int, float)))
 
 
-def _check_attrs(path, name, attrs):
+def _check_attrs(attrs):
     required = REQUIRED_CASE_ATTRS + (REQUIRED_OK_ATTRS if attrs.get("status") == "ok" else ())
     for key, kind in required:
         if key not in attrs:
-            raise ReportError(f"{path}: case {name} lacks attribute '{key}'")
+            raise _Damaged(f"lacks attribute '{key}'")
         value = attrs[key]
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ReportError(f"{path}: case {name}: attribute '{key}' is "
-                              f"{type(value).__name__} {value!r}, not {getattr(kind, '__name__', 'a number')}")
+            raise _Damaged(f"attribute '{key}' is {type(value).__name__} {value!r}, "
+                           f"not {getattr(kind, '__name__', 'a number')}")
 
 
 def _read_case(path, name, group):
-    if not isinstance(group, h5py.Group):
-        raise ReportError(f"{path}: /cases/{name} is not a group (not a complete dlscale file)")
     attrs = attrs_dict(group)
-    _check_attrs(path, name, attrs)
+    _check_attrs(attrs)
     ok = attrs["status"] == "ok"
-    # dlscale writes a case whole (docs/schema.md): a part missing is a damaged file, reported
+    # dlscale writes a case whole (docs/schema.md): a part missing is a damaged case, reported
     # here rather than as a confusing failure deep in some table.
     required = ["iter_time_s"] + (["loss"] + (["phase_time_s"] if attrs.get("phases") else []) if ok else [])
-    missing = [key for key in required if not isinstance(group.get(key), h5py.Dataset)]
-    if ok and not isinstance(group.get("summary"), h5py.Group):
+    missing = [key for key in required if not isinstance(_get(group, key), h5py.Dataset)]
+    if ok and not isinstance(_get(group, "summary"), h5py.Group):
         missing.append("summary")
     if missing:
-        raise ReportError(f"{path}: case {name} lacks {', '.join(missing)} (not a complete dlscale file)")
+        raise _Damaged(f"lacks {', '.join(missing)}")
     iter_time = _dataset(group, "iter_time_s", np.float64)
     phase_time = _dataset(group, "phase_time_s", np.float64)
     # Shape checks here so that stats code can rely on the layout.
     expected = (attrs["ranks"], attrs["iterations"] if ok else (iter_time.shape or [None])[-1])
     if iter_time.ndim != 2 or iter_time.shape != expected or (ok and iter_time.shape[1] == 0):
-        raise ReportError(f"{path}: case {name}: iter_time_s has shape {iter_time.shape}, "
-                          f"expected [ranks, iterations] = {list(expected)}")
+        raise _Damaged(f"iter_time_s has shape {iter_time.shape}, "
+                       f"expected [ranks, iterations] = {list(expected)}")
     if phase_time is not None and (phase_time.ndim != 3 or phase_time.shape[2] != 4):
-        raise ReportError(f"{path}: case {name}: phase_time_s has shape {phase_time.shape}, "
-                          "expected [ranks, iterations, 4]")
+        raise _Damaged(f"phase_time_s has shape {phase_time.shape}, expected [ranks, iterations, 4]")
     exposed = _dataset(group, "exposed_allreduce_s", np.float64)
     if exposed is not None and exposed.ndim != 2:
-        raise ReportError(f"{path}: case {name}: exposed_allreduce_s has shape {exposed.shape}, "
-                          "expected [ranks, iterations]")
-    summary = group.get("summary")
-    projection = group.get("projection")
-    utilisation = group.get("utilisation")
+        raise _Damaged(f"exposed_allreduce_s has shape {exposed.shape}, expected [ranks, iterations]")
+    summary = _get(group, "summary")
+    projection = _get(group, "projection")
+    utilisation = _get(group, "utilisation")
     return Case(
         file=path,
         name=name,
@@ -243,7 +298,7 @@ def _read_case(path, name, group):
         loss=_dataset(group, "loss", np.float64),
         memory=_dataset(group, "memory"),
         summary=attrs_dict(summary) if isinstance(summary, h5py.Group) else None,
-        projection=_read_projection(f"{path}: case {name}", projection)
+        projection=_read_projection(projection)
         if isinstance(projection, h5py.Group) else None,
         exposed_allreduce_s=exposed,
         utilisation=Utilisation(attrs=attrs_dict(utilisation), per_rank=_dataset(utilisation, "per_rank"))
@@ -256,31 +311,36 @@ def _read_accuracy_case(path, name, group):
     attrs = attrs_dict(group)
     for key, kind in REQUIRED_CASE_ATTRS:
         if key not in attrs:
-            raise ReportError(f"{path}: case {name} lacks attribute '{key}'")
+            raise _Damaged(f"lacks attribute '{key}'")
     if attrs["status"] != "ok":
         return AccuracyCase(file=path, name=name, attrs=attrs, repeats=[], summary=None)
-    repeats_group, summary = group.get("repeats"), group.get("accuracy_summary")
+    repeats_group, summary = _get(group, "repeats"), _get(group, "accuracy_summary")
     if not isinstance(repeats_group, h5py.Group) or not isinstance(summary, h5py.Group):
-        raise ReportError(f"{path}: accuracy case {name} lacks repeats or accuracy_summary "
-                          "(not a complete dlscale file)")
+        raise _Damaged("an accuracy case lacking repeats or accuracy_summary")
     repeats = []
-    for rname, rgroup in _groups(repeats_group):
-        where = f"{path}: case {name} repeat {rname}"
+    names, damaged = _members(repeats_group, 2)
+    if damaged:
+        raise _Damaged(f"repeat {damaged[0][0]} unreadable ({damaged[0][1]})")
+    for rname in names:
+        rgroup = repeats_group[rname]
+        if not isinstance(rgroup, h5py.Group):
+            continue
         rattrs = attrs_dict(rgroup)
         missing = [k for k in REPEAT_ATTRS if k not in rattrs]
         if missing:
-            raise ReportError(f"{where} lacks attribute(s) {', '.join(missing)}")
+            raise _Damaged(f"repeat {rname} lacks attribute(s) {', '.join(missing)}")
         epochs = _dataset(rgroup, "epochs")
         if epochs is None or epochs.dtype.names is None or epochs.ndim != 1:
-            raise ReportError(f"{where}: no epochs table")
+            raise _Damaged(f"repeat {rname}: no epochs table")
         absent = [c for c in EPOCH_COLUMNS if c not in epochs.dtype.names]
         if absent:
-            raise ReportError(f"{where}: epochs table lacks column(s) {', '.join(absent)}")
+            raise _Damaged(f"repeat {rname}: epochs table lacks column(s) {', '.join(absent)}")
         if len(epochs) != rattrs["epochs_run"]:
-            raise ReportError(f"{where}: epochs table has {len(epochs)} rows, epochs_run is {rattrs['epochs_run']}")
+            raise _Damaged(f"repeat {rname}: epochs table has {len(epochs)} rows, "
+                           f"epochs_run is {rattrs['epochs_run']}")
         repeats.append(Repeat(name=rname, attrs=rattrs, epochs=epochs))
     if not repeats:
-        raise ReportError(f"{path}: accuracy case {name} has no repeat")
+        raise _Damaged("an accuracy case with no repeat")
     return AccuracyCase(file=path, name=name, attrs=attrs, repeats=repeats, summary=attrs_dict(summary))
 
 
@@ -289,39 +349,102 @@ def is_accuracy(group):
     return isinstance(group, h5py.Group) and decode(group.attrs.get("mode", "timing")) == "accuracy"
 
 
-def _read_projection(where, group):
+def _read_projection(group):
     ranks = _dataset(group, "ranks", np.int64)
     step = _dataset(group, "step_s", np.float64)
     eff = _dataset(group, "efficiency", np.float64)
     if ranks is None or step is None or eff is None:
-        raise ReportError(f"{where}: projection lacks one of the datasets ranks, step_s, efficiency")
+        raise _Damaged("projection lacks one of the datasets ranks, step_s, efficiency")
     if not (ranks.ndim == step.ndim == eff.ndim == 1 and len(ranks) == len(step) == len(eff)):
-        raise ReportError(f"{where}: projection datasets have shapes {ranks.shape}, {step.shape}, "
-                          f"{eff.shape}; expected three of the same length")
+        raise _Damaged(f"projection datasets have shapes {ranks.shape}, {step.shape}, "
+                       f"{eff.shape}; expected three of the same length")
     return Projection(attrs=attrs_dict(group), ranks=ranks, step_s=step, efficiency=eff)
 
 
 def _read_allreduce(path, name, group):
-    where = f"{path}: allreduce {name}"
     data = {key: _dataset(group, key, dtype) for key, dtype in (
         ("bytes", np.int64), ("time_s", np.float64), ("algbw_gbps", np.float64),
         ("busbw_gbps", np.float64), ("errors", np.int64))}
     missing = [key for key, value in data.items() if value is None]
     if missing:
-        raise ReportError(f"{where}: lacks dataset(s) {', '.join(missing)}")
+        raise _Damaged(f"lacks dataset(s) {', '.join(missing)}")
     n = data["bytes"].shape
     if len(n) != 1 or data["time_s"].ndim != 3 or data["time_s"].shape[1] != n[0] or any(
             data[key].shape != n for key in ("algbw_gbps", "busbw_gbps", "errors")):
-        raise ReportError(f"{where}: dataset shapes do not match bytes[{n[0] if n else '?'}] "
-                          "(time_s must be [ranks, sizes, iterations])")
+        raise _Damaged(f"dataset shapes do not match bytes[{n[0] if n else '?'}] "
+                       "(time_s must be [ranks, sizes, iterations])")
     return AllReduce(file=path, name=name, attrs=attrs_dict(group), **data)
 
 
-def _groups(parent):
-    """(name, group) of the child groups of an optional group, sorted by name."""
+def _read_peak(path, name, group):
+    return Peak(name=name, attrs=attrs_dict(group), rates=_dataset(group, "rates"))
+
+
+def _members(parent, width=4):
+    """(names, [(name, reason)]) of the members of a group of numbered groups, sorted by name:
+    the names that can be looked up, and those whose link cannot be read.
+
+    dlscale numbers them 0000, 0001, ... (repeats 00, 01, ...; docs/schema.md), so when every
+    member has such a name, each is looked up by name and the group is never iterated: HDF5 1.10
+    can crash (SIGSEGV, nothing to catch) iterating over the links of a group that a full disk
+    left half written, where looking one up by name raises an error for that one. Members with
+    other names (a file another tool wrote) are listed by iterating, which reads a sound file.
+    When even the number of members is unreadable (the group's index points past the end of the
+    file), names are looked up from 0000 to the first that is absent or unreadable; what may
+    follow that one cannot be listed. Other errors are the file's (ReportError from the caller).
+    """
     if not isinstance(parent, h5py.Group):
-        return []
-    return [(n, parent[n]) for n in sorted(parent.keys()) if isinstance(parent[n], h5py.Group)]
+        return [], []
+    try:
+        count = len(parent)                  # from the group's link info, not its links
+    except H5_ERRORS as e:
+        count, unknown = None, e
+    names, damaged = [], []
+    for i in range(10 ** width if count is None else count):
+        name = f"{i:0{width}d}"
+        try:
+            present = name in parent
+        except H5_ERRORS as e:
+            if count is None:
+                damaged.append((name, f"unreadable link: {_one_line(e)}; the list of the groups after it "
+                                      "is unreadable too"))
+                break
+            damaged.append((name, f"unreadable link: {_one_line(e)}"))
+            continue
+        if not present:
+            if count is None:
+                break
+            return sorted(parent.keys()), []  # not numbered as dlscale numbers them: list them
+        names.append(name)
+    if count is None and not names and not damaged:
+        raise unknown                         # nothing numbered to find: the group is unreadable
+    return names, damaged
+
+
+def _read_member(path, kind, parent, name, read):
+    """read(path, name, group) of parent[name], or a DamagedGroup saying why it cannot be."""
+    try:
+        group = parent[name]
+        if not isinstance(group, h5py.Group):
+            raise _Damaged("not a group")
+        return read(path, name, group)
+    except _Damaged as e:
+        return DamagedGroup(kind, name, str(e))
+    except H5_ERRORS as e:
+        return DamagedGroup(kind, name, f"unreadable: {_one_line(e)}")
+
+
+def _read_any_case(path, name, group):
+    return (_read_accuracy_case if is_accuracy(group) else _read_case)(path, name, group)
+
+
+def _close(f):
+    """Close a file opened read-only; HDF5 may still complain about a damaged one, but nothing of
+    ours is left to write."""
+    try:
+        f.close()
+    except H5_ERRORS:
+        pass
 
 
 def _open(path):
@@ -334,20 +457,21 @@ def _open(path):
         if not h5py.is_hdf5(path):
             raise ReportError(f"{path}: not an HDF5 file")
         f = h5py.File(path, "r")
-    except OSError as e:
-        raise ReportError(f"{path}: cannot be opened as HDF5 ({e})") from e
+    except H5_ERRORS as e:
+        # e.g. a file cut short: HDF5 1.10 refuses it whole ("truncated file: eof = ...").
+        raise ReportError(f"{path}: cannot be opened as HDF5 ({_one_line(e)})") from e
     try:
         schema = f.attrs.get("schema")
-    except (OSError, KeyError, ValueError, TypeError) as e:
+    except H5_ERRORS as e:
         # A damaged attribute heap: HDF5 opens the superblock but cannot read the root.
-        f.close()
-        raise ReportError(f"{path}: malformed results file ({e})") from e
+        _close(f)
+        raise ReportError(f"{path}: malformed results file ({_one_line(e)})") from e
     if schema is None:
-        f.close()
+        _close(f)
         raise ReportError(f"{path}: not a dlscale results file (schema attribute missing)")
     schema = decode(schema)
     if schema not in SCHEMAS:
-        f.close()
+        _close(f)
         raise ReportError(f"{path}: schema {schema!r} is not supported (expected {', '.join(SCHEMAS[:-1])} or {SCHEMAS[-1]})")
     return f
 
@@ -357,39 +481,65 @@ def case_name(case):
     return f"{case:04d}" if isinstance(case, int) else str(case)
 
 
+# The numbered groups of a file: (kind, parent group, reader), in the order of ResultsFile.damaged.
+_NUMBERED = (("case", "cases", _read_any_case), ("allreduce", "allreduce", _read_allreduce),
+             ("peak", "peak", _read_peak))
+
+
 def load_results(path, only=None):
-    """Load a results file; `only` restricts loading to one case (name or index)."""
+    """Load a results file; `only` restricts loading to one case (name or index).
+
+    A file that is not a results file raises ReportError. A damaged group is skipped and listed
+    in .damaged, except a damaged case asked for by `only`, which raises ReportError.
+    """
     path = os.fspath(path)
     f = _open(path)
     try:
-        with f:
-            ranks = _dataset(f, "system/ranks")
-            if ranks is None or ranks.dtype.names is None:
-                raise ReportError(f"{path}: no /system/ranks table (not a complete dlscale file)")
-            cases_group = f.get("cases")
-            if cases_group is not None and not isinstance(cases_group, h5py.Group):
-                raise ReportError(f"{path}: /cases is not a group (not a complete dlscale file)")
-            names = sorted(cases_group.keys()) if cases_group is not None else []
-            if only is not None:
-                wanted = case_name(only)
-                if wanted not in names:
-                    raise ReportError(f"{path}: no case {wanted} (cases: {', '.join(names) or 'none'})")
-                names = [wanted]
-            cases = [_read_case(path, n, cases_group[n]) for n in names if not is_accuracy(cases_group[n])]
-            accuracy = [_read_accuracy_case(path, n, cases_group[n]) for n in names
-                        if is_accuracy(cases_group[n])]
-            software = f.get("system/software")
-            # /allreduce is newer than some files; absent means no microbenchmark ran.
-            allreduce = [] if only is not None else [
-                _read_allreduce(path, n, g) for n, g in _groups(f.get("allreduce"))]
-            peaks = [] if only is not None else [
-                Peak(name=n, attrs=attrs_dict(g), rates=_dataset(g, "rates")) for n, g in _groups(f.get("peak"))]
-            return ResultsFile(path=path, attrs=attrs_dict(f), ranks=ranks, cases=cases,
-                               software=attrs_dict(software) if isinstance(software, h5py.Group) else {},
-                               allreduce=allreduce, peaks=peaks, accuracy=accuracy)
-    except (OSError, KeyError, ValueError, TypeError) as e:
-        # h5py raises these for truncated or oddly typed content; one line for the user.
-        raise ReportError(f"{path}: malformed results file ({e})") from e
+        return _load(f, path, only)
+    finally:
+        _close(f)
+
+
+def _load(f, path, only):
+    try:
+        attrs = attrs_dict(f)
+        ranks = _dataset(f, "system/ranks")
+        if ranks is None or ranks.dtype.names is None:
+            raise ReportError(f"{path}: no /system/ranks table (not a complete dlscale file)")
+        software = _get(f, "system/software")
+        software = attrs_dict(software) if isinstance(software, h5py.Group) else {}
+        if "cases" in f and not isinstance(f["cases"], h5py.Group):
+            raise ReportError(f"{path}: /cases is not a group (not a complete dlscale file)")
+        # /allreduce and /peak are newer than some files; absent means none ran.
+        parents = {kind: _get(f, group) for kind, group, _ in _NUMBERED}
+        members = {kind: _members(parents[kind]) for kind in parents}
+    except H5_ERRORS as e:
+        # The root, /system or the list of a numbered group's members: nothing can be trusted.
+        raise ReportError(f"{path}: malformed results file ({_one_line(e)})") from e
+    if only is not None:
+        wanted = case_name(only)
+        names, unreadable = members["case"]
+        for name, reason in unreadable:
+            if name == wanted:
+                raise ReportError(f"{path}: case {wanted}: {reason}")
+        if wanted not in names:
+            raise ReportError(f"{path}: no case {wanted} (cases: {', '.join(names) or 'none'})")
+        members = {"case": ([wanted], []), "allreduce": ([], []), "peak": ([], [])}
+    loaded, damaged = {}, []
+    for kind, _, read in _NUMBERED:
+        names, unreadable = members[kind]
+        items = [_read_member(path, kind, parents[kind], name, read) for name in names]
+        loaded[kind] = [item for item in items if not isinstance(item, DamagedGroup)]
+        damaged += sorted([DamagedGroup(kind, name, reason) for name, reason in unreadable]
+                          + [item for item in items if isinstance(item, DamagedGroup)],
+                          key=lambda d: d.name)
+    if only is not None and damaged:
+        raise ReportError(f"{path}: case {damaged[0].name}: {damaged[0].reason}")
+    return ResultsFile(path=path, attrs=attrs, ranks=ranks,
+                       cases=[c for c in loaded["case"] if isinstance(c, Case)],
+                       software=software, allreduce=loaded["allreduce"], peaks=loaded["peak"],
+                       accuracy=[c for c in loaded["case"] if isinstance(c, AccuracyCase)],
+                       damaged=damaged)
 
 
 def load_case(path, case):

@@ -2,8 +2,9 @@
 
 A scaling study is usually a series of jobs (sbatch or mpirun -n 1, 2, 4, ...),
 each writing its own file. Every file is loaded and validated on its own (a
-foreign or wrong-schema file is an error for the whole study); their cases are
-then pooled, and grouped by the attributes that define "the same experiment".
+foreign or wrong-schema file is an error for the whole study; a damaged case
+group is left out, and named in Study.damaged); their cases are then pooled,
+and grouped by the attributes that define "the same experiment".
 """
 
 import shlex
@@ -21,6 +22,11 @@ class Study:
     @property
     def paths(self):
         return [f.path for f in self.files]
+
+    @property
+    def damaged(self):
+        """Every group skipped as damaged: (file path, DamagedGroup) pairs."""
+        return [(f.path, d) for f in self.files for d in f.damaged]
 
 
 def load_study(paths):

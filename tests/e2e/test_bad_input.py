@@ -3,9 +3,8 @@ end with exit code 2 and at most 3 lines on stderr, the first naming the offendi
 no Python or C++ stack trace and no MPI_ABORT banner, before anything runs: no results file is
 created and files that already exist stay byte for byte the same.
 
-Damaged, foreign and partial results files (DAMAGED below), given to every dlscale-report
-command and to `dlscale run --resume`: exit code 2 and one line naming the file and why, no
-stack trace, the file byte for byte the same and nothing left beside it.
+Damaged, foreign and partial results files, given to every dlscale-report command and to
+`dlscale run --resume`, are tests/e2e/test_damaged_files.py's.
 
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR. The inputs run as one MPI process
 (singleton), which is how a user's typo reaches dlscale first; tests/e2e/test_cli.py runs bad
@@ -17,16 +16,10 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import unittest
 
-import h5py
-import numpy as np
-
 DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
-REPORT = os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results", "dlscale-report")
 W = "mnist_fnn:width=16"
 
 FIFO = object()  # in `files`: a FIFO instead of a file with these bytes
@@ -185,135 +178,6 @@ class BadInputCorpus(unittest.TestCase):
         message = next(line for line in lines if "error" in line.lower() or "--" in line)
         wanted = names or [args[-1], args[-2].lstrip("-") if len(args) > 1 else args[-1]] + list(files)
         self.assertTrue(any(w and w in message for w in wanted), f"{message!r} names none of {wanted}")
-
-
-def edited(name, edit):
-    """A damaged copy of the good file: h5py's `edit(f)` applied to it."""
-    def make(good, path):
-        shutil.copy(good, path)
-        with h5py.File(path, "r+") as f:
-            edit(f)
-    return name, make
-
-
-def raw(name, data_of):
-    """A file whose bytes are `data_of(bytes of the good file)`."""
-    def make(good, path):
-        with open(good, "rb") as f:
-            data = data_of(f.read())
-        with open(path, "wb") as f:
-            f.write(data)
-    return name, make
-
-
-def h5new(name, fill):
-    def make(good, path):
-        with h5py.File(path, "w") as f:
-            fill(f)
-    return name, make
-
-
-def replace(path, value):
-    def edit(f):
-        del f[path]
-        if value is not None:
-            f[path] = value
-    return edit
-
-
-def half_written_case(f):
-    g = f.create_group("cases/%04d" % len(f["cases"]))
-    g.attrs["workload"] = "mnist_fnn:width=16"
-    g.attrs["status"] = "ok"
-
-
-# What a killed or broken writer, a full disk or another program could leave where a results
-# file is expected. (A case's raw samples damaged in place read as numbers: that is not here.)
-DAMAGED = [
-    raw("empty.h5", lambda good: b""),
-    raw("text.h5", lambda good: b"workload = mnist_fnn\n"),
-    raw("truncated_half.h5", lambda good: good[:len(good) // 2]),
-    raw("truncated_superblock.h5", lambda good: good[:600]),
-    h5new("foreign.h5", lambda f: f.create_dataset("data", data=np.arange(4))),
-    h5new("schema_only.h5", lambda f: f.attrs.__setitem__("schema", "dlscale/1")),
-    h5new("other_schema.h5", lambda f: f.attrs.__setitem__("schema", "dlscale/2")),
-    h5new("numeric_schema.h5", lambda f: f.attrs.__setitem__("schema", 1)),
-    edited("no_system.h5", replace("system", None)),
-    edited("ranks_not_a_table.h5", replace("system/ranks", np.zeros(2))),
-    edited("cases_not_a_group.h5", replace("cases", np.zeros(2))),
-    edited("case_not_a_group.h5", replace("cases/0000", np.zeros(2))),
-    edited("half_written_case.h5", half_written_case),
-    edited("case_without_samples.h5", replace("cases/0000/iter_time_s", None)),
-    edited("case_without_summary.h5", replace("cases/0000/summary", None)),
-    edited("case_without_loss.h5", replace("cases/0000/loss", None)),
-    edited("samples_wrong_shape.h5", replace("cases/0000/iter_time_s", np.zeros(5))),
-    edited("samples_cut_short.h5", replace("cases/0000/iter_time_s", np.zeros((1, 1)))),
-    edited("ranks_as_text.h5", lambda f: f["cases/0000"].attrs.__setitem__("ranks", "one")),
-    edited("status_missing.h5", lambda f: f["cases/0000"].attrs.__delitem__("status")),
-    edited("allreduce_partial.h5", lambda f: f.create_group("allreduce/0000").create_dataset(
-        "bytes", data=np.arange(2))),
-]
-REPORT_COMMANDS = ["summary", "check", "scaling", "threads", "batch", "phases", "ranks", "allreduce", "diagnosis",
-                   "compare", "report"]
-
-
-class DamagedResultsFiles(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="dlscale_damaged_")
-        cls.good = os.path.join(cls.dir, "good.h5")
-        proc = subprocess.run([MPIEXEC, "-n", "1", DLSCALE, "run", "-w", W, "-d", "reference", "--batch", "4,8",
-                               "--warmup", "0", "--iterations", "3", "--out", cls.good], capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    def test_corpus_size(self):
-        self.assertGreaterEqual(len(DAMAGED), 20)
-
-    def test_the_good_file_reads(self):
-        for command in REPORT_COMMANDS:
-            with self.subTest(command=command):
-                proc = subprocess.run(self.report_args(command, self.good), capture_output=True, text=True,
-                                      timeout=300)
-                self.assertEqual(proc.returncode, 0, proc.stderr)
-
-    def report_args(self, command, path):
-        args = {"compare": [self.good, path], "report": [path, "-o", os.path.join(self.dir, "html")]}
-        return [sys.executable, REPORT, command] + args.get(command, [path])
-
-    def assertRefused(self, proc, path, before, prefix):
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
-        self.assertEqual(len(lines), 1, proc.stderr)
-        self.assertTrue(lines[0].startswith(prefix), lines[0])
-        self.assertIn(path, lines[0])
-        for banned in ("Traceback", "MPI_ABORT", "terminate called", "HDF5-DIAG"):
-            self.assertNotIn(banned, proc.stderr)
-        with open(path, "rb") as f:
-            self.assertEqual(f.read(), before, "the file was changed")
-
-    def test_every_damaged_file_is_refused_by_every_command(self):
-        for name, make in DAMAGED:
-            d = tempfile.mkdtemp(dir=self.dir)
-            path = os.path.join(d, name)
-            make(self.good, path)
-            with open(path, "rb") as f:
-                before = f.read()
-            for command in REPORT_COMMANDS:
-                with self.subTest(file=name, command=command):
-                    proc = subprocess.run(self.report_args(command, path), capture_output=True, text=True,
-                                          timeout=300)
-                    self.assertRefused(proc, path, before, "dlscale-report: error: ")
-            with self.subTest(file=name, command="dlscale run --resume"):
-                proc = subprocess.run([DLSCALE, "run", "-w", W, "-d", "reference", "--batch", "4", "--iterations",
-                                       "3", "--resume", "--out", path], cwd=d, capture_output=True, text=True,
-                                      timeout=300)
-                self.assertRefused(proc, path, before, "dlscale: error: --resume")
-                self.assertEqual(sorted(os.listdir(d)), [name], "files were left beside it")
 
 
 if __name__ == "__main__":

@@ -436,9 +436,16 @@ class AllReduceTest(Workdir):
             attrs={"backend": "mpi", "ranks": np.int64(1)}, bytes=np.array([8, 16]),
             time_s=np.zeros((1, 3, 2)), algbw_gbps=np.zeros(2), busbw_gbps=np.zeros(2),
             errors=np.zeros(2, dtype=np.int64))])
-        proc = run("allreduce", path)
+        # A damaged benchmark is left out and named; the file's case is still read.
+        proc = run("allreduce", "--format", "csv", path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stderr.splitlines(), [
+            f"dlscale-report: warning: {path}: damaged, skipped: allreduce 0000 (dataset shapes do not match "
+            "bytes[2] (time_s must be [ranks, sizes, iterations])); 1 case(s) read"])
+        self.assertEqual(read_csv(proc.stdout), [])
+        proc = run("check", path)
         self.assertEqual(proc.returncode, 2)
-        self.assertIn("dataset shapes do not match", proc.stderr)
+        self.assertIn("damaged, not checked: allreduce 0000 (dataset shapes do not match", proc.stderr)
 
 
 class TableTest(unittest.TestCase):
@@ -528,11 +535,21 @@ class ReportTest(Workdir):
         write_results(broken, [make_case([[0.01, 0.02]])])
         with h5py.File(broken, "r+") as f:
             del f["cases/0000"].attrs["workload"]
-        for command in ("scaling", "threads", "phases", "ranks", "summary"):
-            proc = run(command, broken)
-            self.assertEqual(proc.returncode, 2, command)
-            self.assertEqual(proc.stderr.strip(),
-                             f"dlscale-report: error: {broken}: case 0000 lacks attribute 'workload'")
+        # A damaged case is left out with one warning line (here: the file's only case); `check`
+        # refuses the file.
+        for command in ("scaling", "threads", "phases", "ranks", "summary", "report"):
+            proc = run(command, broken, *(["-o", self.path("broken_report")] if command == "report" else []))
+            self.assertEqual(proc.returncode, 0, command)
+            self.assertEqual(proc.stderr.strip(), f"dlscale-report: warning: {broken}: damaged, skipped: "
+                                                  "case 0000 (lacks attribute 'workload'); 0 case(s) read")
+        proc = run("check", broken)
+        self.assertEqual((proc.returncode, proc.stdout), (2, ""))
+        self.assertEqual(proc.stderr.strip(), f"dlscale-report: error: {broken}: damaged, not checked: "
+                                              "case 0000 (lacks attribute 'workload')")
+        with open(self.path("broken_report/index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("1 damaged group(s) left out", page)
+        self.assertIn(f"{broken}: case 0000: damaged, not read (lacks attribute &#x27;workload&#x27;)", page)
 
 
 if __name__ == "__main__":

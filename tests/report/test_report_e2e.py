@@ -575,8 +575,15 @@ class BadInput(Study):
         with h5py.File(broken, "r+") as f:
             del f["cases/0001/iter_time_s"]
             f["cases/0001/iter_time_s"] = np.zeros(6)
+        # The damaged case is left out with one warning line; the rest of the file is reported.
         for args in self.commands(broken):
-            self.assertOneLineError(report(*args), f"{broken}: case 0001: iter_time_s has shape")
+            proc = report(*args)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            lines = proc.stderr.splitlines()
+            self.assertEqual(len(lines), 1, proc.stderr)
+            self.assertTrue(lines[0].startswith(f"dlscale-report: warning: {broken}: damaged, skipped: case 0001 "
+                                                "(iter_time_s has shape (6,), expected [ranks, iterations]"), lines[0])
+        self.assertOneLineError(report("check", broken), f"{broken}: damaged, not checked: case 0001 (iter_time_s")
 
     def test_not_hdf5(self):
         text = self.path("notes.txt")
