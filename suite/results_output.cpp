@@ -77,7 +77,11 @@ ResultsFile open_results(const std::string& path, bool overwrite, bool resume, b
   } catch (const FileBusy& e) {
     throw UsageError(e.what());
   } catch (const h5::H5Error& e) {
-    throw UsageError(fmt::format("{}: {}", resume ? "--resume" : "--out " + path, e.what()));
+    // Name the file once: most of the reader's messages begin with it, a failed HDF5 call's not.
+    const std::string what = e.what();
+    const std::string flag = resume ? "--resume" : "--out";
+    throw UsageError(what.rfind(path + ":", 0) == 0 ? fmt::format("{}: {}", flag, what)
+                                                    : fmt::format("{} {}: {}", flag, path, what));
   }
 }
 

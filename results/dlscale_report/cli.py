@@ -222,7 +222,7 @@ def _run(args):
     from .check import check_case
     from .schema import ReportError, describe_damaged, load_results
     from .study import load_study
-    from .summary import case_row, format_csv, format_json, format_table
+    from .summary import case_row, format_csv, format_json, format_table, runs_text
 
     if args.command == "check":
         files = [load_results(path) for path in args.files]
@@ -263,6 +263,7 @@ def _run(args):
             from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
             from .diagnosis import diagnose, diagnosis_lines
             text = format_table(rows, len(args.files) > 1) if rows or not study.accuracy else ""
+            text += runs_text(study.files)
             # Why each scaling series scales as it does, one sentence per series and rank count.
             lines = diagnosis_lines(diagnose(study.cases))
             if lines:
@@ -309,9 +310,8 @@ def _run(args):
         if plots:
             figures = plots.phase_plot(rows, outdir)
     elif args.command == "ranks":
-        from .ranks import hosts_of, rank_rows, rank_table
-        hosts = {f.path: hosts_of(f.ranks) for f in study.files}
-        tables = [rank_table(rank_rows(study.cases, hosts), several)]
+        from .ranks import rank_rows, rank_table
+        tables = [rank_table(rank_rows(study.cases, study.hosts_for), several)]
         if plots:
             figures = plots.rank_heatmaps(study.cases, outdir)
     elif args.command == "allreduce":

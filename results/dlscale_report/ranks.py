@@ -54,15 +54,15 @@ def hosts_of(ranks_table):
     return out
 
 
-def rank_rows(cases, hosts_by_file):
-    """One row per (ok case, rank); hosts_by_file: file path -> {world rank: host}."""
+def rank_rows(cases, hosts_for):
+    """One row per (ok case, rank); hosts_for(case) -> {world rank: host} of the run that wrote it."""
     rows = []
     for case in cases:
         t = case.iter_time_s
         if not case.ok or t is None or t.size == 0:
             continue
         world = parse_participants(case.attrs.get("participants"), t.shape[0])
-        hosts = hosts_by_file.get(case.file, {})
+        hosts = hosts_for(case)
         slow = straggler_rank(t)
         ratio_ = straggler_ratio(t)
         for r, samples in enumerate(t.tolist()):

@@ -21,7 +21,7 @@ from .precisions import precision_pairs, precision_rows, precision_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
 from .scaling import build_series, scaling_modes, scaling_table
-from .summary import case_row, summary_table
+from .summary import case_row, run_rows, summary_table
 from .sweeps import build_panels, sweep_table
 
 # Heat maps are one figure per case; a large study would make the page huge.
@@ -124,8 +124,20 @@ def _files_html(study):
     head = "".join(f"<th>{h}</th>" for h in ("file", "created (UTC)", "ranks", "hosts",
                                              "dlscale", "commit", "BLAS", "cases",
                                              "all-reduce", "command line"))
-    return (f'<div class="wide"><table><caption>input files</caption><thead><tr>{head}</tr>'
-            f"</thead><tbody>{''.join(rows)}</tbody></table></div>\n")
+    out = (f'<div class="wide"><table><caption>input files</caption><thead><tr>{head}</tr>'
+           f"</thead><tbody>{''.join(rows)}</tbody></table></div>\n")
+    # A resumed file's runs: each with its own hosts and build; its cases name it.
+    runs = run_rows(study.files)
+    if runs:
+        head = "".join(f"<th>{h}</th>" for h in ("file", "run", "started (UTC)", "", "ranks", "hosts",
+                                                 "dlscale", "commit", "cases", "command line"))
+        body = "".join("<tr>" + "".join(f"<td class=\"txt\">{html.escape(str(v))}</td>" for v in (
+            r["file"], r["run"], r["started_utc"], r["kind"], r["world_size"], ", ".join(r["hosts"]),
+            r["dlscale"], r["commit"], ", ".join(r["cases"]) or "none"))
+            + f"<td class=\"cmd\">{html.escape(str(r['command_line']))}</td></tr>\n" for r in runs)
+        out += (f'<div class="wide"><table><caption>runs of resumed files (each case names the run that '
+                f"wrote it)</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>\n")
+    return out
 
 
 def write_report(study, outdir, baseline=None, title=None):
@@ -208,10 +220,9 @@ def write_report(study, outdir, baseline=None, title=None):
             "no case has phase times (run dlscale with --phases)",
             lambda: plots.phase_plot(rows, outdir))
 
-    hosts = {f.path: hosts_of(f.ranks) for f in study.files}
     multi = [c for c in cases if c.ok and c.iter_time_s is not None and c.iter_time_s.shape[0] > 1]
     shown = multi or [c for c in cases if c.ok]
-    if section("ranks", "ranks and stragglers", rank_table(rank_rows(cases, hosts),
+    if section("ranks", "ranks and stragglers", rank_table(rank_rows(cases, study.hosts_for),
                                                            len(study.files) > 1),
                "ranks.csv", "no ok case",
                lambda: plots.rank_heatmaps(shown, outdir, limit=MAX_HEATMAPS), grid=True) \

@@ -1,4 +1,4 @@
-"""Reading dlscale/1, dlscale/2 and dlscale/3 results files.
+"""Reading dlscale/1 to dlscale/4 results files.
 
 This is the only module that touches HDF5. It checks that a file really is a
 dlscale results file and turns it into plain Python objects (dicts of str/int/
@@ -16,6 +16,10 @@ are kept apart: ResultsFile.accuracy (AccuracyCase), never in
 ResultsFile.cases, which every timing analysis reads. A case without `mode`
 (dlscale/1-2) is a timing case.
 
+dlscale/4 adds one record per run of dlscale on the file (/runs/NNNN: Run, the first run and
+each --resume, with its own rank table, software and environment), and each case names the run
+that wrote it: ResultsFile.ranks_of(case) is the rank table a case really ran with.
+
 Damage is judged per group. A file whose root, /system/ranks or list of
 cases cannot be read is not a results file: ReportError, which the CLI prints
 as one line (exit 2). A group of /cases, /allreduce or /peak that cannot be
@@ -32,10 +36,10 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-SCHEMA = "dlscale/3"
+SCHEMA = "dlscale/4"
 # Every schema this package reads: dlscale/2 only adds groups and summary attributes, dlscale/3
-# accuracy cases and the optimiser attributes.
-SCHEMAS = ("dlscale/1", "dlscale/2", "dlscale/3")
+# accuracy cases and the optimiser attributes, dlscale/4 one record per run (/runs).
+SCHEMAS = ("dlscale/1", "dlscale/2", "dlscale/3", "dlscale/4")
 # The columns of /cases/NNNN/repeats/RR/epochs (dlscale/3).
 EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy",
                  "val_loss", "eval_time_s")
@@ -72,7 +76,7 @@ def _one_line(error):
 class DamagedGroup:
     """A group of a results file that could not be read, so was skipped."""
 
-    kind: str                  # "case", "allreduce" or "peak": its parent is /cases, /allreduce, /peak
+    kind: str                  # "case", "allreduce", "peak" or "run": its parent (/cases, /runs, ...)
     name: str                  # "0003"
     reason: str                # one line, e.g. "lacks iter_time_s" or "unreadable: ..."
 
@@ -211,6 +215,17 @@ class AllReduce:
 
 
 @dataclass
+class Run:
+    """/runs/NNNN (dlscale/4): one run of dlscale on the file, the first or a --resume."""
+
+    name: str
+    attrs: dict                # started_utc, resumed, command_line, config, world_size, ...
+    ranks: object              # structured array: this run's rank table, as /system/ranks
+    software: dict             # its /runs/NNNN/software attributes
+    environment: dict          # its /runs/NNNN/environment attributes
+
+
+@dataclass
 class ResultsFile:
     """A whole results file: root attributes, per-rank system info, cases."""
 
@@ -223,6 +238,19 @@ class ResultsFile:
     peaks: list = field(default_factory=list)        # Peak, in group order (dlscale/2)
     accuracy: list = field(default_factory=list)     # AccuracyCase, in case order (dlscale/3)
     damaged: list = field(default_factory=list)      # DamagedGroup: skipped, in group order
+    runs: list = field(default_factory=list)         # Run, in group order (dlscale/4)
+
+    def run_of(self, case):
+        """The Run that wrote a case (its attribute run), or None (older files, a damaged run)."""
+        number = case.attrs.get("run")
+        if number is None:
+            return None
+        return next((r for r in self.runs if int(r.name) == int(number)), None)
+
+    def ranks_of(self, case):
+        """The rank table a case ran with: its run's, else /system/ranks (the first run's)."""
+        run = self.run_of(case)
+        return run.ranks if run is not None and run.ranks is not None else self.ranks
 
 
 def _get(group, name):
@@ -380,6 +408,16 @@ def _read_peak(path, name, group):
     return Peak(name=name, attrs=attrs_dict(group), rates=_dataset(group, "rates"))
 
 
+def _read_run(path, name, group):
+    ranks = _dataset(group, "ranks")
+    if ranks is None or ranks.dtype.names is None:
+        raise _Damaged("no rank table")
+    software, environment = _get(group, "software"), _get(group, "environment")
+    return Run(name=name, attrs=attrs_dict(group), ranks=ranks,
+               software=attrs_dict(software) if isinstance(software, h5py.Group) else {},
+               environment=attrs_dict(environment) if isinstance(environment, h5py.Group) else {})
+
+
 def _members(parent, width=4):
     """(names, [(name, reason)]) of the members of a group of numbered groups, sorted by name:
     the names that can be looked up, and those whose link cannot be read.
@@ -483,7 +521,7 @@ def case_name(case):
 
 # The numbered groups of a file: (kind, parent group, reader), in the order of ResultsFile.damaged.
 _NUMBERED = (("case", "cases", _read_any_case), ("allreduce", "allreduce", _read_allreduce),
-             ("peak", "peak", _read_peak))
+             ("peak", "peak", _read_peak), ("run", "runs", _read_run))
 
 
 def load_results(path, only=None):
@@ -524,7 +562,7 @@ def _load(f, path, only):
                 raise ReportError(f"{path}: case {wanted}: {reason}")
         if wanted not in names:
             raise ReportError(f"{path}: no case {wanted} (cases: {', '.join(names) or 'none'})")
-        members = {"case": ([wanted], []), "allreduce": ([], []), "peak": ([], [])}
+        members = {"case": ([wanted], []), "allreduce": ([], []), "peak": ([], []), "run": members["run"]}
     loaded, damaged = {}, []
     for kind, _, read in _NUMBERED:
         names, unreadable = members[kind]
@@ -539,7 +577,7 @@ def _load(f, path, only):
                        cases=[c for c in loaded["case"] if isinstance(c, Case)],
                        software=software, allreduce=loaded["allreduce"], peaks=loaded["peak"],
                        accuracy=[c for c in loaded["case"] if isinstance(c, AccuracyCase)],
-                       damaged=damaged)
+                       damaged=damaged, runs=loaded["run"])
 
 
 def load_case(path, case):

@@ -23,6 +23,12 @@ class Study:
     def paths(self):
         return [f.path for f in self.files]
 
+    def hosts_for(self, case):
+        """{world rank: host} of the run that wrote `case` (docs/schema.md, /runs)."""
+        from .ranks import hosts_of
+        f = next((f for f in self.files if f.path == case.file), None)
+        return hosts_of(f.ranks_of(case)) if f is not None else {}
+
     @property
     def damaged(self):
         """Every group skipped as damaged: (file path, DamagedGroup) pairs."""

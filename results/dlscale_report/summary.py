@@ -117,6 +117,39 @@ def case_row(case):
     return row
 
 
+def run_rows(files):
+    """One row per run record of each file that has more than one (a resumed file): when it
+    started, first run or resume, its ranks and hosts, its build, its command and its cases."""
+    from .ranks import hosts_of
+    rows = []
+    for f in files:
+        if len(f.runs) < 2:
+            continue
+        for run in f.runs:
+            a = run.attrs
+            cases = [c.name for c in f.cases + f.accuracy if f.run_of(c) is run]
+            rows.append({"file": f.path, "run": run.name, "started_utc": a.get("started_utc", ""),
+                         "kind": "resumed" if a.get("resumed") else "created",
+                         "world_size": a.get("world_size"), "hosts": sorted(set(hosts_of(run.ranks).values())),
+                         "dlscale": a.get("dlscale_version", ""), "commit": a.get("git_commit", ""),
+                         "cases": cases, "command_line": a.get("command_line", "")})
+    return rows
+
+
+def runs_text(files):
+    """The runs of resumed files, for the text summary ("" when every file had one run)."""
+    rows = run_rows(files)
+    if not rows:
+        return ""
+    lines = ["", "runs (each case names the run that wrote it; docs/schema.md, /runs):"]
+    for r in rows:
+        cases = ", ".join(r["cases"]) or "none"
+        lines.append(f"  {r['file']} run {r['run']}, {r['kind']} {r['started_utc']}: {r['world_size']} ranks on "
+                     f"{', '.join(r['hosts'])}; dlscale {r['dlscale']} ({r['commit']}); cases {cases}; "
+                     f"{r['command_line']}")
+    return "\n".join(lines) + "\n"
+
+
 def summary_rows(paths):
     """Rows for every case of every file, in file order then case order."""
     return [case_row(c) for p in paths for c in load_results(p).cases]

@@ -4,6 +4,8 @@ plain h5py, and results/dlscale-report on them.
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
 """
 
+import csv
+import io
 import json
 import os
 import re
@@ -225,6 +227,29 @@ class Matrices(Workdir):
             self.assertEqual([(f["cases"][n].attrs["workload"], int(f["cases"][n].attrs["run"]))
                               for n in sorted(f["cases"])], [(SMALL, 0), (SMALL, 1), (SMALL_FCN, 1)])
         self.assertEqual(report.check_file(out), [])
+        # The report reads each case under its own run: with the resume's rank table naming
+        # other hosts (as a requeued Slurm job's would), its cases show those hosts, the first
+        # run's case its own; `summary` lists both runs.
+        moved = self.path("moved.h5")
+        shutil.copy(out, moved)
+        with h5py.File(moved, "r+") as f:
+            ranks = f["runs/0001/ranks"][()]
+            ranks["host"] = [b"node-a", b"node-b"]
+            dtype = f["runs/0001/ranks"].dtype
+            del f["runs/0001/ranks"]
+            f["runs/0001"].create_dataset("ranks", data=ranks, dtype=dtype)
+        tool = [sys.executable, os.path.join(SOURCE, "results", "dlscale-report")]
+        ranks_csv = subprocess.run(tool + ["ranks", moved, "--format", "csv"], capture_output=True, text=True,
+                                   timeout=300)
+        self.assertEqual(ranks_csv.returncode, 0, ranks_csv.stderr)
+        hosts = {(r["case"], r["rank"]): r["host"] for r in csv.DictReader(io.StringIO(ranks_csv.stdout))}
+        self.assertEqual(hosts[("0001", "1")], "node-b")
+        self.assertEqual(hosts[("0002", "0")], "node-a")
+        self.assertNotIn(hosts[("0000", "0")], ("node-a", "node-b"))
+        summary = subprocess.run(tool + ["summary", moved], capture_output=True, text=True, timeout=300)
+        self.assertEqual(summary.returncode, 0, summary.stderr)
+        self.assertRegex(summary.stdout, r"run 0000, created .*: 2 ranks on .*; cases 0000;")
+        self.assertRegex(summary.stdout, r"run 0001, resumed .*: 2 ranks on node-a, node-b; .*cases 0001, 0002;")
         # Refused: a resume by a job of another size (the file's scaling series and rank tables
         # are for one job size), one line naming both sizes, the file untouched.
         with open(out, "rb") as f:

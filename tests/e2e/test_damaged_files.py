@@ -321,11 +321,9 @@ class DamagedFiles(Corpus):
         # Zeroing the last eighth leaves the root and /system; it damages groups, not the file.
         self.assertNotEqual(outcomes.get("zeroed_from_7_of_8.h5"), REFUSED, outcomes)
 
-    @unittest.expectedFailure
     def test_resume_names_each_cut_or_zeroed_file(self):
-        """Where HDF5 fails on a zeroed copy's root attributes, `dlscale run --resume` says
-        "HDF5 call failed: H5Aexists(...)" without the file's name (io/results_file.cpp's
-        open_read; reported). Remove expectedFailure when every line names its file."""
+        """Also where HDF5 fails on a zeroed copy's root attributes ("HDF5 call failed:
+        H5Aexists(...)"), `dlscale run --resume` names the file."""
         for name, _, _ in self.cut:
             with self.subTest(file=name):
                 self.assertResumeRefused(self.runs[name])

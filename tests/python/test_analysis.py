@@ -524,12 +524,12 @@ class ReportTest(Workdir):
         self.assertTrue(os.path.isfile(self.path("sc/scaling.csv")))
 
     def test_report_errors(self):
-        other = self.path("v4.h5")
-        write_results(other, [make_case([[0.01, 0.02]])], schema="dlscale/4")
+        other = self.path("v5.h5")
+        write_results(other, [make_case([[0.01, 0.02]])], schema="dlscale/5")
         proc = run("report", other, "-o", self.path("x"))
         self.assertEqual(proc.returncode, 2)
         self.assertEqual(len(proc.stderr.splitlines()), 1)
-        self.assertIn("schema 'dlscale/4' is not supported", proc.stderr)
+        self.assertIn("schema 'dlscale/5' is not supported", proc.stderr)
 
         broken = self.path("broken.h5")
         write_results(broken, [make_case([[0.01, 0.02]])])

@@ -547,9 +547,9 @@ class BadInput(Study):
         v2 = self.path("schema2.h5")
         shutil.copy(self.weak[1], v2)
         with h5py.File(v2, "r+") as f:
-            f.attrs["schema"] = "dlscale/4"
+            f.attrs["schema"] = "dlscale/5"
         for args in self.commands(v2):
-            self.assertOneLineError(report(*args), f"{v2}: schema 'dlscale/4' is not supported "
+            self.assertOneLineError(report(*args), f"{v2}: schema 'dlscale/5' is not supported "
                                     "(expected dlscale/1, dlscale/2, dlscale/3 or dlscale/4)")
 
     def test_foreign_hdf5(self):
