@@ -243,4 +243,7 @@ def summary_table(rows, show_file=None):
              "contended (a rank waited for a core >= 10% of its runnable time, or lost >= 5% to steal), "
              "kernel N% (of the CPU time, when >= 10%), N faults/step (when >= 1000), above peak (a share "
              "over 100%, the CSV's peak_note says why); docs/metrics.md"]
+    # Each flagged case's conditions in full, a share above the peak with its reason among them.
+    notes += [f"{r['case']}{' of ' + r['file'] if show_file else ''}: {text}"
+              for r in rows for text in r.get("conditions_text", [])]
     return Table(title="cases", columns=cols, rows=rows, csv_columns=CSV_COLUMNS, notes=notes)
