@@ -20,8 +20,9 @@ namespace dlscale {
 
 namespace {
 
-/// What kKeep sets: no block is served by mmap (so none is unmapped when freed), and the heap's
-/// top is trimmed only past 2 GiB of free memory (mallopt takes an int).
+/// What kKeep sets: no block is served by its own mmap (so none is unmapped when freed), and the
+/// heap's top is trimmed only past 2 GiB of free memory (mallopt takes an int). glibc still maps
+/// a block of a thread's arena larger than the arena's 64 MiB heap: no setting avoids that.
 constexpr int kKeepTrimThreshold = INT_MAX;
 
 /// The file of the library whose malloc this process calls.

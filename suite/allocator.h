@@ -12,7 +12,7 @@
 namespace dlscale {
 
 enum class MallocPolicy {
-  kKeep,    ///< glibc keeps freed memory: no mmap for large blocks, no trimming (the default)
+  kKeep,    ///< glibc keeps freed memory: no mmap for large blocks of the main heap, no trimming (the default)
   kSystem,  ///< the allocator as the process found it (its environment included), untouched
 };
 

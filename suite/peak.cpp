@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -220,6 +221,12 @@ void print_peaks(std::FILE* out, const std::vector<PeakRow>& rows) {
                device_name(r.key.device), precision_name(r.key.precision), r.key.threads, r.rank, r.size, r.runs, rate,
                r.method);
   }
+}
+
+int PeakLookup::measured_ranks() const {
+  std::set<int64_t> ranks;
+  for (const PeakRow& row : rows_) ranks.insert(row.rank);
+  return static_cast<int>(ranks.size());
 }
 
 double PeakLookup::gemm_sum(const PeakKey& key, int ranks, std::string* note) const {

@@ -69,6 +69,8 @@ class PeakLookup {
   /// The GEMM peak of ranks 0..ranks-1 summed, in FLOP/s (NaN when unknown); `note` says where
   /// it came from or why there is none.
   double gemm_sum(const PeakKey& key, int ranks, std::string* note) const;
+  /// How many ranks measured the peaks at once (the distinct ranks of the rows; 0 without any).
+  int measured_ranks() const;
 
  private:
   std::vector<PeakRow> rows_;

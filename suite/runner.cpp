@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "suite/accuracy_run.h"
 #include "suite/allreduce_bench.h"
@@ -489,7 +490,9 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
       const auto [t, loss] = guarded_step(i + 1, false);
       if (out.outcome.ok()) progress_.iteration("warm-up", i + 1, spec.warmup, t.total);
     }
-    out.times.reserve(static_cast<size_t>(spec.iterations));
+    // A case that trains until its --case-timeout may ask for billions of steps: reserve what a
+    // case usually records, not that.
+    out.times.reserve(static_cast<size_t>(std::min(spec.iterations, 1 << 16)));
     if (rapl) rapl->start();
     gpu->start();
     cpu.start();
@@ -529,14 +532,15 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
 namespace {
 
 /// Why a case's achieved rate can exceed its measured peak (a share above 1), else "". The peak
-/// is measured on every rank of the job at once (suite/peak.cpp): a case on fewer ranks has more
-/// of the node's cores, caches and memory bandwidth than each rank had then. Otherwise the
-/// analytic FLOP count is what is off: a layer outside the measured product (an LSTM's gates,
-/// convolutions by another algorithm) or fewer multiplications than counted.
-std::string above_peak_reason(const CaseSpec& spec, int world_size, double share) {
+/// is measured on every rank of a job at once (suite/peak.cpp; this job's, or a --peak FILE's):
+/// a case on fewer ranks has more of the node's cores, caches and memory bandwidth than each
+/// rank had then. Otherwise the analytic FLOP count is what is off: a layer outside the measured
+/// product (an LSTM's gates, convolutions by another algorithm) or fewer multiplications than
+/// counted.
+std::string above_peak_reason(const CaseSpec& spec, int measured_ranks, double share) {
   if (!(share > 1)) return "";
-  if (spec.ranks < world_size) {
-    return fmt::format("the peak was measured with all {} ranks active at once; this case ran on {}", world_size,
+  if (spec.ranks < measured_ranks) {
+    return fmt::format("the peak was measured with {} ranks active at once; this case ran on {}", measured_ranks,
                        spec.ranks);
   }
   return "the analytic FLOP count is more than this driver computes as measured matrix products: a layer computed "
@@ -549,7 +553,7 @@ constexpr int kUse = 15;
 
 /// /cases/NNNN/utilisation from every rank's meters ([ranks][kUse] as gathered in run_on), and the
 /// summary's utilisation, share of peak and energy (docs/metrics.md, "Utilisation and energy").
-GroupRecord utilisation_group(const CaseSpec& spec, int threads, int world_size, const PeakLookup& peaks,
+GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLookup& peaks,
                               const std::vector<double>& use, const std::vector<std::string>& cpu_sources,
                               const std::vector<std::string>& gpu_sources, Attrs& summary) {
   const auto ranks = static_cast<size_t>(spec.ranks);
@@ -562,7 +566,8 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, int world_size,
          gpu_n = Column::of_ints("gpu_samples", {}), gpu_src = Column::of_strings("gpu_source", {}),
          user_s = Column::of_doubles("user_s", {}), system_s = Column::of_doubles("system_s", {}),
          minor = Column::of_doubles("minor_faults", {}), major = Column::of_doubles("major_faults", {}),
-         wait_s = Column::of_doubles("run_wait_s", {}), steal = Column::of_doubles("steal_share", {}),
+         wait_s = Column::of_doubles("run_wait_s", {}), run_s = Column::of_doubles("run_s", {}),
+         steal = Column::of_doubles("steal_share", {}),
          contended = Column::of_ints("contended", {});
   double util_sum = 0, busy_sum = 0, cpu_energy = 0, gpu_energy = 0, system_sum = 0, faults_sum = 0, major_sum = 0;
   double wait_max = kNotMeasured, steal_max = kNotMeasured;
@@ -580,6 +585,7 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, int world_size,
     minor.doubles.push_back(c.minor_faults);
     major.doubles.push_back(c.major_faults);
     wait_s.doubles.push_back(c.run_wait_s);
+    run_s.doubles.push_back(c.run_s);
     steal.doubles.push_back(c.steal_share);
     contended.ints.push_back(c.contended() ? 1 : 0);
     any_contended = any_contended || c.contended();
@@ -610,8 +616,8 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, int world_size,
   }
   GroupRecord g;
   g.tables.emplace_back("per_rank", Table{{rank, cpu_s, wall_s, util, busy, cpu_j, cpu_src, gpu_j, gpu_util, gpu_clock,
-                                           gpu_power, gpu_n, gpu_src, user_s, system_s, minor, major, wait_s, steal,
-                                           contended}});
+                                           gpu_power, gpu_n, gpu_src, user_s, system_s, minor, major, wait_s, run_s,
+                                           steal, contended}});
   // A case's energy is its device's: the CPU packages' for a CPU case, the GPUs' for a GPU case.
   const bool gpu_case = spec.device == DeviceType::kCuda;
   const double energy =
@@ -634,7 +640,7 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, int world_size,
   summary.emplace_back("contended", int64_t{any_contended ? 1 : 0});
   summary.emplace_back("peak_flops", peak);
   summary.emplace_back("peak_share", achieved / peak);
-  summary.emplace_back("peak_share_note", above_peak_reason(spec, world_size, achieved / peak));
+  summary.emplace_back("peak_share_note", above_peak_reason(spec, peaks.measured_ranks(), achieved / peak));
   summary.emplace_back("energy_j_per_step", energy / steps);
   summary.emplace_back("energy_j_per_sample", energy / (steps * static_cast<double>(spec.global_batch())));
   return g;
@@ -809,7 +815,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   }
   if (result.ok()) {
     outcome.utilisation =
-        utilisation_group(spec, threads, mpi_.size(), peaks_, use_all, cpu_energy_sources, gpu_sources, rec.summary);
+        utilisation_group(spec, threads, peaks_, use_all, cpu_energy_sources, gpu_sources, rec.summary);
   }
   if (microbenchmark) {
     outcome.allreduce = allreduce_group(*microbenchmark, setup.device == DeviceType::kCuda ? "nccl" : "mpi", "");
@@ -902,10 +908,12 @@ std::string summary_line(const CaseRecord& r) {
                       sum("busy_cores"), sum("system_share") * 100, sum("page_faults_per_step"));
   if (std::get<int64_t>(attr(r.summary, "contended")) != 0) {
     const double wait = sum("cpu_wait_share"), steal = sum("cpu_steal_share");
-    line += fmt::format(" | contended: {:.0f}% of runnable time waiting for a core{}", wait * 100,
-                        std::isfinite(steal) && steal >= kContendedStealShare
-                            ? fmt::format(", {:.0f}% stolen by the hypervisor", steal * 100)
-                            : std::string());
+    std::vector<std::string> why;
+    if (std::isfinite(wait)) why.push_back(fmt::format("{:.0f}% of runnable time waiting for a core", wait * 100));
+    if (std::isfinite(steal) && steal >= kContendedStealShare) {
+      why.push_back(fmt::format("{:.0f}% stolen by the hypervisor", steal * 100));
+    }
+    line += fmt::format(" | contended: {}", fmt::join(why, ", "));
   }
   const std::string above = std::get<std::string>(attr(r.summary, "peak_share_note"));
   line += std::isfinite(share)

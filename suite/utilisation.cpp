@@ -2,15 +2,18 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <type_traits>
 
@@ -73,22 +76,33 @@ bool read_schedstat(double* run_s, double* wait_s) {
   return any;
 }
 
-/// The host's steal and total ticks from the first line of /proc/stat; false where the kernel
-/// does not report steal (fewer than 8 fields).
+/// Steal and total ticks of the CPUs this process may run on (its affinity set), from their
+/// cpuN lines of /proc/stat: steal elsewhere on a large VM says nothing about this rank's cores.
+/// False where the kernel does not report steal (fewer than 8 fields) or no line matched.
 bool read_steal(double* steal, double* total) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return false;
   std::ifstream f("/proc/stat");
-  std::string cpu;
-  if (!(f >> cpu) || cpu != "cpu") return false;
-  double v = 0, sum = 0;
-  int n = 0;
-  *steal = 0;
-  // user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
-  for (; n < 8 && f >> v; ++n) {
-    sum += v;
-    if (n == 7) *steal = v;
+  *steal = 0, *total = 0;
+  bool any = false;
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("cpu", 0) != 0 || line.size() < 4 || !std::isdigit(static_cast<unsigned char>(line[3]))) continue;
+    std::istringstream fields(line.substr(3));
+    int cpu = -1;
+    fields >> cpu;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mine)) continue;
+    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
+    double v = 0;
+    int n = 0;
+    for (; n < 8 && fields >> v; ++n) {
+      *total += v;
+      if (n == 7) *steal += v;
+    }
+    if (n < 8) return false;
+    any = true;
   }
-  *total = sum;
-  return n == 8;
+  return any;
 }
 
 }  // namespace

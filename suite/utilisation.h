@@ -1,5 +1,6 @@
 // What a rank used over a case's timed region besides time: its CPU time (utilisation and busy
-// cores, the kernel's share, page faults, waiting for a core, steal), the CPU packages' energy from Linux powercap (RAPL), and its GPU's energy, utilisation,
+// cores, the kernel's share, page faults, waiting for a core, steal), the CPU packages' energy
+// from Linux powercap (RAPL), and its GPU's energy, utilisation,
 // SM clock and power from NVML, which is loaded at run time so that the binary runs where the
 // NVIDIA driver is absent. Each meter reads counters at the start and end of the region; the GPU
 // is also sampled by a thread that wakes every 100 ms, so nothing is read inside a step. What a
@@ -23,12 +24,12 @@ inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 /// A case is `contended` when its ranks had less CPU than they asked for: a rank's threads
 /// waited for a core (runnable, not running) for at least this share of their runnable time...
 inline constexpr double kContendedWaitShare = 0.10;
-/// ... or the hypervisor took at least this share of the host's CPU time (steal) while it ran.
+/// ... or the hypervisor took at least this share of its CPUs' time (steal) while it ran.
 inline constexpr double kContendedStealShare = 0.05;
 
 /// The process's CPU time (every thread: the backend's, MPI's) and the wall time of a region,
 /// with what shaped it: the kernel's share (getrusage), page faults, how long the threads
-/// waited for a core (/proc/self/task/*/schedstat) and the host's CPU steal (/proc/stat).
+/// waited for a core (/proc/self/task/*/schedstat) and the steal on its CPUs (/proc/stat).
 struct CpuUsage {
   double cpu_s = 0, wall_s = 0;
   double user_s = 0, system_s = 0;           ///< getrusage(RUSAGE_SELF): cpu_s split by mode
@@ -36,7 +37,9 @@ struct CpuUsage {
   /// Seconds the process's threads were runnable but waited for a core, and ran, summed over
   /// threads (schedstat); NaN when the kernel has no schedstat.
   double run_wait_s = kNotMeasured, run_s = kNotMeasured;
-  double steal_share = kNotMeasured;  ///< of the host's CPU time, stolen by the hypervisor; NaN where not reported
+  /// Of the time of the CPUs in the process's affinity set, the share the hypervisor gave to
+  /// other guests; NaN where the kernel does not report steal.
+  double steal_share = kNotMeasured;
   /// cpu_s / (wall_s x threads): 1 when every thread given to the backend computed throughout.
   double utilisation(int threads) const { return cpu_s / (wall_s * threads); }
   /// cpu_s / wall_s: how many cores were busy on average.

@@ -571,8 +571,9 @@ def _load(f, path, only):
         damaged += sorted([DamagedGroup(kind, name, reason) for name, reason in unreadable]
                           + [item for item in items if isinstance(item, DamagedGroup)],
                           key=lambda d: d.name)
-    if only is not None and damaged:
-        raise ReportError(f"{path}: case {damaged[0].name}: {damaged[0].reason}")
+    damaged_cases = [d for d in damaged if d.kind == "case"]
+    if only is not None and damaged_cases:
+        raise ReportError(f"{path}: case {damaged_cases[0].name}: {damaged_cases[0].reason}")
     return ResultsFile(path=path, attrs=attrs, ranks=ranks,
                        cases=[c for c in loaded["case"] if isinstance(c, Case)],
                        software=software, allreduce=loaded["allreduce"], peaks=loaded["peak"],
