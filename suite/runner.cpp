@@ -570,6 +570,7 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
          steal = Column::of_doubles("steal_share", {}),
          contended = Column::of_ints("contended", {});
   double util_sum = 0, busy_sum = 0, cpu_energy = 0, gpu_energy = 0, system_sum = 0, faults_sum = 0, major_sum = 0;
+  double user_s_sum = 0, system_s_sum = 0;
   double wait_max = kNotMeasured, steal_max = kNotMeasured;
   bool any_cpu_energy = false, all_gpu_energy = true, any_contended = false;
   const double steps = static_cast<double>(spec.iterations);
@@ -590,6 +591,7 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
     contended.ints.push_back(c.contended() ? 1 : 0);
     any_contended = any_contended || c.contended();
     system_sum += c.system_share();
+    user_s_sum += c.user_s, system_s_sum += c.system_s;
     faults_sum += (c.minor_faults + c.major_faults) / steps;
     major_sum += c.major_faults / steps;
     wait_max = worst(wait_max, c.wait_share());
@@ -632,6 +634,8 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
   const double achieved = std::get<double>(attr(summary, "achieved_flops"));
   summary.emplace_back("cpu_utilisation", util_sum / static_cast<double>(ranks));
   summary.emplace_back("busy_cores", busy_sum / static_cast<double>(ranks));
+  summary.emplace_back("user_s_per_step", user_s_sum / static_cast<double>(ranks) / steps);
+  summary.emplace_back("system_s_per_step", system_s_sum / static_cast<double>(ranks) / steps);
   summary.emplace_back("system_share", system_sum / static_cast<double>(ranks));
   summary.emplace_back("page_faults_per_step", faults_sum / static_cast<double>(ranks));
   summary.emplace_back("major_faults_per_step", major_sum / static_cast<double>(ranks));

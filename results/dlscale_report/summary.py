@@ -46,7 +46,8 @@ CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa
                "step_median_ms", "ci95_low_ms", "ci95_high_ms",
                "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation", "busy_cores",
                "peak_gflops", "peak_pct", "peak_note", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
-               "energy_j_per_sample", "energy_source", "kernel_pct", "faults_per_step", "major_faults_per_step",
+               "energy_j_per_sample", "energy_source", "user_ms_per_step", "system_ms_per_step", "kernel_pct",
+               "faults_per_step", "major_faults_per_step",
                "cpu_wait_pct", "cpu_steal_pct", "contended", "allocator", "run", "conditions", "status", "message")
 
 
@@ -74,6 +75,7 @@ def case_row(case):
         "cpu_utilisation": None, "busy_cores": None, "peak_gflops": None, "peak_pct": None,
         "host_peak_rss_mb": None, "device_peak_mb": None, "energy_j_per_step": None,
         "energy_j_per_sample": None, "energy_source": None, "peak_note": None, "kernel_pct": None,
+        "user_ms_per_step": None, "system_ms_per_step": None,
         "faults_per_step": None, "major_faults_per_step": None, "cpu_wait_pct": None, "cpu_steal_pct": None,
         "contended": None, "allocator": a.get("allocator"), "run": a.get("run"),
         "conditions": ", ".join(short_flags(case)), "conditions_text": case_conditions(case),
@@ -104,6 +106,8 @@ def case_row(case):
                                 ("peak_pct", "peak_share", 100.0),
                                 ("energy_j_per_step", "energy_j_per_step", 1.0),
                                 ("energy_j_per_sample", "energy_j_per_sample", 1.0),
+                                ("user_ms_per_step", "user_s_per_step", 1e3),
+                                ("system_ms_per_step", "system_s_per_step", 1e3),
                                 ("kernel_pct", "system_share", 100.0),
                                 ("faults_per_step", "page_faults_per_step", 1.0),
                                 ("major_faults_per_step", "major_faults_per_step", 1.0),

@@ -109,6 +109,8 @@ class Utilisation(unittest.TestCase):
                                            (per_rank["minor_faults"][0] + per_rank["major_faults"][0]) / 3)
                     share = per_rank["system_s"][0] / (per_rank["user_s"][0] + per_rank["system_s"][0])
                     self.assertAlmostEqual(summary["system_share"], share)
+                    self.assertAlmostEqual(summary["system_s_per_step"], per_rank["system_s"][0] / 3)
+                    self.assertAlmostEqual(summary["user_s_per_step"], per_rank["user_s"][0] / 3)
         keep = os.path.join(self.tmp, "keep.h5")
         self.run_dlscale("run", "-w", "mnist_fnn:width=16", "-d", "reference", "--iterations", "2", "--peak", "skip",
                          "--out", keep, ranks=1)
