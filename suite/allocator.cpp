@@ -54,6 +54,10 @@ void apply_malloc_policy(MallocPolicy policy) {
   }
 }
 
+void release_freed_memory() {
+  malloc_trim(0);  // returns whether anything was released; nothing to do either way
+}
+
 std::string describe_allocator(MallocPolicy policy) {
   const std::string library = malloc_library();
   const bool glibc = library.empty() || is_glibc(library);

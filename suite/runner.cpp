@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "suite/accuracy_run.h"
+#include "suite/allocator.h"
 #include "suite/allreduce_bench.h"
 #include "suite/datasets.h"
 #include "suite/device_binding.h"
@@ -113,8 +114,10 @@ Table gather_memory(MPI_Comm comm, int ranks, int64_t host_peak, int64_t device_
 }
 
 /// Starts the peak-RSS mark afresh before a case trains, so that its memory table holds the
-/// case's own peak.
+/// case's own peak: first the memory earlier cases freed goes back to the kernel (under
+/// --malloc keep it would otherwise stay resident, and count in this case's peak).
 void reset_memory_mark(Progress& progress) {
+  release_freed_memory();
   if (!reset_peak_rss()) {
     progress.warn("cannot reset the peak-RSS mark: host_peak_rss_bytes is the process's lifetime peak");
   }
