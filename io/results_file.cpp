@@ -450,7 +450,8 @@ void ResultsFile::check_complete() const {
       throw H5Error("/system/ranks does not have world_size rows");
     }
     // Every run's record (the current schema has one per run), and every case naming one.
-    const size_t runs = h5::exists(file.get(), "runs") ? h5::children(h5::open_group(file.get(), "runs").get()).size() : 0;
+    const size_t runs =
+        h5::exists(file.get(), "runs") ? h5::children(h5::open_group(file.get(), "runs").get()).size() : 0;
     if (runs == 0) throw H5Error("no /runs record");
     for (const std::string& name : case_names_in(file.get())) {
       const CaseRecord r = read_case(name);

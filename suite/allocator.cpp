@@ -71,7 +71,8 @@ std::string describe_allocator(MallocPolicy policy) {
   }
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
-    if (entry.rfind("MALLOC_", 0) == 0 || entry.rfind("GLIBC_TUNABLES=", 0) == 0 || entry.rfind("LD_PRELOAD=", 0) == 0) {
+    if (entry.rfind("MALLOC_", 0) == 0 || entry.rfind("GLIBC_TUNABLES=", 0) == 0 ||
+        entry.rfind("LD_PRELOAD=", 0) == 0) {
       text += "; " + entry;
     }
   }

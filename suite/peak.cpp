@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <set>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 

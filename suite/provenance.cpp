@@ -138,13 +138,13 @@ bool recorded_environment_name(const std::string& name) {
   // Variables that shape performance or say where and how the job ran: whole families by prefix
   // (each ends in '_'), single variables by exact name.
   static const char* const kPrefixes[] = {
-      "OMP_",       "KMP_",        "GOMP_",           "OPENBLAS_",   "DNNL_",       "ONEDNN_",         "NCCL_",
+      "OMP_",       "KMP_",        "GOMP_",           "OPENBLAS_",   "DNNL_",       "ONEDNN_",          "NCCL_",
       "SLURM_JOB_", "SLURM_CPUS_", "SLURM_CPU_BIND_", "SLURM_GPUS_", "SLURM_STEP_", "OMPI_COMM_WORLD_", "MALLOC_"};
   static const char* const kExact[] = {
-      "MKL_NUM_THREADS",      "CUDA_VISIBLE_DEVICES", "SLURM_NODELIST",     "SLURM_NTASKS",  "SLURM_NNODES",
-      "SLURM_TASKS_PER_NODE", "SLURM_CPU_BIND",       "SLURM_GPUS",         "SLURM_LOCALID", "SLURM_PROCID",
-      "SLURM_MPI_TYPE",       "SLURM_DISTRIBUTION",   "SLURM_CLUSTER_NAME", "SLURM_GPU_BIND",
-      "GLIBC_TUNABLES",       "LD_PRELOAD"};
+      "MKL_NUM_THREADS",    "CUDA_VISIBLE_DEVICES", "SLURM_NODELIST", "SLURM_NTASKS",
+      "SLURM_NNODES",       "SLURM_TASKS_PER_NODE", "SLURM_CPU_BIND", "SLURM_GPUS",
+      "SLURM_LOCALID",      "SLURM_PROCID",         "SLURM_MPI_TYPE", "SLURM_DISTRIBUTION",
+      "SLURM_CLUSTER_NAME", "SLURM_GPU_BIND",       "GLIBC_TUNABLES", "LD_PRELOAD"};
   // Never a name that may hold a secret, whatever family it belongs to (NCCL_IB_PASSWORD...).
   static const char* const kSecret[] = {"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"};
   for (const char* word : kSecret) {

@@ -208,8 +208,8 @@ Axis list_axis(const char* name, const char* flag, std::string help, TomlKind ki
 /// A single-valued axis: one value for the whole matrix.
 template <typename T>
 Axis scalar_axis(const char* name, const char* flag, std::string help, TomlKind kind, int command_position,
-                 T MatrixSpec::*value, T CaseSpec::*field, Parser<T> parse,
-                 std::function<std::string(const T&)> print, InCommand in_command = always) {
+                 T MatrixSpec::*value, T CaseSpec::*field, Parser<T> parse, std::function<std::string(const T&)> print,
+                 InCommand in_command = always) {
   Axis a = described_axis(name, flag, std::move(help), kind, false, command_position, field, print, in_command);
   a.set = [value, parse](MatrixSpec& m, const std::vector<std::string>& items, const std::string& what) {
     if (items.size() != 1) bad(fmt::format("{} takes one value, got {}", what, items.size()));
@@ -233,14 +233,12 @@ const std::vector<Axis>& axes() {
   // Expansion order; command_position orders the case key (dlscale run -w … -d … --device …).
   static const std::vector<Axis> table = [] {
     std::vector<Axis> t;
-    t.push_back(list_axis<std::string>(
-        "workload", "-w,--workload", "workloads, comma-separated (see `dlscale list`)", TomlKind::kString, 0,
-        &MatrixSpec::workloads, &CaseSpec::workload, parse_name,
-        text));
+    t.push_back(list_axis<std::string>("workload", "-w,--workload", "workloads, comma-separated (see `dlscale list`)",
+                                       TomlKind::kString, 0, &MatrixSpec::workloads, &CaseSpec::workload, parse_name,
+                                       text));
     t.back().split = split_workload_list;  // a workload's own overrides contain commas
-    t.push_back(list_axis<std::string>(
-        "driver", "-d,--driver", "drivers, comma-separated", TomlKind::kString, 1, &MatrixSpec::drivers,
-        &CaseSpec::driver, parse_name, text));
+    t.push_back(list_axis<std::string>("driver", "-d,--driver", "drivers, comma-separated", TomlKind::kString, 1,
+                                       &MatrixSpec::drivers, &CaseSpec::driver, parse_name, text));
     t.push_back(list_axis<DeviceType>("device", "--device",
                                       "cpu or cuda (default: the driver's own: cuda for -d cuda, else cpu)",
                                       TomlKind::kString, 2, &MatrixSpec::devices, &CaseSpec::device, parse_device,
@@ -266,16 +264,19 @@ const std::vector<Axis>& axes() {
     t.push_back(list_axis<int>("threads", "--threads", "backend threads per rank, comma-separated, or auto",
                                TomlKind::kIntegerOrAuto, 6, &MatrixSpec::threads, &CaseSpec::threads, parse_threads,
                                [](const int& n) { return n > 0 ? std::to_string(n) : std::string("auto"); }));
-    t.push_back(list_axis<std::string>(
-        "data", "--data", std::string("training data: synthetic (default) or ") + kDatasetSpecHelp, TomlKind::kString,
-        7, &MatrixSpec::data, &CaseSpec::data, parse_name, text,
-        [](const CaseSpec& c) { return c.data != "synthetic"; }));
+    t.push_back(list_axis<std::string>("data", "--data",
+                                       std::string("training data: synthetic (default) or ") + kDatasetSpecHelp,
+                                       TomlKind::kString, 7, &MatrixSpec::data, &CaseSpec::data, parse_name, text,
+                                       [](const CaseSpec& c) { return c.data != "synthetic"; }));
     // One dataset per --data (a folder name may hold a comma); TOML lists give several.
     t.back().split = [](const std::string& item) { return std::vector<std::string>{item}; };
     t.push_back(list_axis<int>(
         "ranks", "--ranks", "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1",
         TomlKind::kInteger, 9, &MatrixSpec::ranks, &CaseSpec::ranks,
-        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, INT_MAX)); }, number<int>));
+        [](const std::string& s, const std::string& what) {
+          return static_cast<int>(parse_integer(s, what, 1, INT_MAX));
+        },
+        number<int>));
     t.push_back(list_axis<double>("bucket_mb", "--bucket-mb",
                                   "gradient buckets of this many MB, reduced during backward where the driver "
                                   "allows (0: one all-reduce after backward)",
@@ -284,13 +285,17 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,
-        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 0, INT_MAX)); }, number<int>,
-        timing_only));
+        [](const std::string& s, const std::string& what) {
+          return static_cast<int>(parse_integer(s, what, 0, INT_MAX));
+        },
+        number<int>, timing_only));
     t.push_back(scalar_axis<int>(
         "iterations", "--iterations", "timed iterations", TomlKind::kInteger, 11, &MatrixSpec::iterations,
         &CaseSpec::iterations,
-        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, INT_MAX)); }, number<int>,
-        timing_only));
+        [](const std::string& s, const std::string& what) {
+          return static_cast<int>(parse_integer(s, what, 1, INT_MAX));
+        },
+        number<int>, timing_only));
     t.push_back(scalar_axis<double>(
         "case_timeout", "--case-timeout",
         "seconds a case may train before it is recorded `timeout` (0: no limit; docs/running.md)", TomlKind::kNumber,
@@ -318,8 +323,7 @@ const std::vector<Axis>& axes() {
         "allow_emulation", "--allow-emulation",
         "run a precision that the driver's library only emulates on this CPU (bf16 without bf16 "
         "instructions), recorded as emulated; without it such cases are `unsupported`",
-        TomlKind::kBoolean, 16, &MatrixSpec::allow_emulation, &CaseSpec::allow_emulation,
-        parse_bool,
+        TomlKind::kBoolean, 16, &MatrixSpec::allow_emulation, &CaseSpec::allow_emulation, parse_bool,
         [](const bool& b) { return std::string(b ? "true" : "false"); },
         [](const CaseSpec& c) { return c.allow_emulation; }));
     t.back().flag_only = true;
@@ -342,8 +346,10 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "epochs", "--epochs", "accuracy mode: the epoch limit (default 5)", TomlKind::kInteger, 20, &MatrixSpec::epochs,
         &CaseSpec::epochs,
-        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 1000000)); }, number<int>,
-        accuracy_only));
+        [](const std::string& s, const std::string& what) {
+          return static_cast<int>(parse_integer(s, what, 1, 1000000));
+        },
+        number<int>, accuracy_only));
     t.push_back(scalar_axis<double>(
         "validation", "--validation",
         "accuracy mode: the fraction of the training set held out for validation, in (0, 1) (default 0.2)",
@@ -358,8 +364,8 @@ const std::vector<Axis>& axes() {
     t.push_back(scalar_axis<int>(
         "repeats", "--repeats", "accuracy mode: independent repeats with seeds seed, seed+1, … (default 1)",
         TomlKind::kInteger, 23, &MatrixSpec::repeats, &CaseSpec::repeats,
-        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 100)); }, number<int>,
-        [](const CaseSpec& c) { return accuracy_only(c) && c.repeats != 1; }));
+        [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 100)); },
+        number<int>, [](const CaseSpec& c) { return accuracy_only(c) && c.repeats != 1; }));
     return t;
   }();
   return table;

@@ -570,8 +570,7 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
          user_s = Column::of_doubles("user_s", {}), system_s = Column::of_doubles("system_s", {}),
          minor = Column::of_doubles("minor_faults", {}), major = Column::of_doubles("major_faults", {}),
          wait_s = Column::of_doubles("run_wait_s", {}), run_s = Column::of_doubles("run_s", {}),
-         steal = Column::of_doubles("steal_share", {}),
-         contended = Column::of_ints("contended", {});
+         steal = Column::of_doubles("steal_share", {}), contended = Column::of_ints("contended", {});
   double util_sum = 0, busy_sum = 0, cpu_energy = 0, gpu_energy = 0, system_sum = 0, faults_sum = 0, major_sum = 0;
   double user_s_sum = 0, system_s_sum = 0;
   double wait_max = kNotMeasured, steal_max = kNotMeasured;
@@ -582,8 +581,8 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
   for (size_t r = 0; r < ranks; ++r) {
     const double* u = &use[r * kUse];
     CpuUsage c;
-    c.cpu_s = u[0], c.wall_s = u[1], c.user_s = u[8], c.system_s = u[9], c.minor_faults = u[10],
-    c.major_faults = u[11], c.run_wait_s = u[12], c.run_s = u[13], c.steal_share = u[14];
+    c.cpu_s = u[0], c.wall_s = u[1], c.user_s = u[8], c.system_s = u[9], c.minor_faults = u[10], c.major_faults = u[11],
+    c.run_wait_s = u[12], c.run_s = u[13], c.steal_share = u[14];
     user_s.doubles.push_back(c.user_s);
     system_s.doubles.push_back(c.system_s);
     minor.doubles.push_back(c.minor_faults);
@@ -620,9 +619,9 @@ GroupRecord utilisation_group(const CaseSpec& spec, int threads, const PeakLooku
     gpu_src.strings.push_back(gpu_sources[r]);
   }
   GroupRecord g;
-  g.tables.emplace_back("per_rank", Table{{rank, cpu_s, wall_s, util, busy, cpu_j, cpu_src, gpu_j, gpu_util, gpu_clock,
-                                           gpu_power, gpu_n, gpu_src, user_s, system_s, minor, major, wait_s, run_s,
-                                           steal, contended}});
+  g.tables.emplace_back(
+      "per_rank", Table{{rank,  cpu_s,   wall_s, util,     busy,  cpu_j, cpu_src, gpu_j, gpu_util, gpu_clock, gpu_power,
+                         gpu_n, gpu_src, user_s, system_s, minor, major, wait_s,  run_s, steal,    contended}});
   // A case's energy is its device's: the CPU packages' for a CPU case, the GPUs' for a GPU case.
   const bool gpu_case = spec.device == DeviceType::kCuda;
   const double energy =

@@ -32,7 +32,7 @@ inline constexpr double kContendedStealShare = 0.05;
 /// waited for a core (/proc/self/task/*/schedstat) and the steal on its CPUs (/proc/stat).
 struct CpuUsage {
   double cpu_s = 0, wall_s = 0;
-  double user_s = 0, system_s = 0;           ///< getrusage(RUSAGE_SELF): cpu_s split by mode
+  double user_s = 0, system_s = 0;            ///< getrusage(RUSAGE_SELF): cpu_s split by mode
   double minor_faults = 0, major_faults = 0;  ///< page faults (major: read from disk)
   /// Seconds the process's threads were runnable but waited for a core, and ran, summed over
   /// threads (schedstat); NaN when the kernel has no schedstat.

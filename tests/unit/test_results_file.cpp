@@ -257,8 +257,12 @@ TEST_F(ResultsFileTest, OlderSchemaCasesReadAsTiming) {
 
 CaseRecord accuracy_case(int repeats) {
   CaseRecord r;
-  r.attrs = {{"workload", std::string("mnist_fnn")}, {"ranks", int64_t{2}},         {"mode", std::string("accuracy")},
-             {"repeats", int64_t{repeats}},          {"status", std::string("ok")}, {"case_key", std::string("k")},
+  r.attrs = {{"workload", std::string("mnist_fnn")},
+             {"ranks", int64_t{2}},
+             {"mode", std::string("accuracy")},
+             {"repeats", int64_t{repeats}},
+             {"status", std::string("ok")},
+             {"case_key", std::string("k")},
              {"run", int64_t{0}}};
   r.ranks = 2;
   for (int i = 0; i < repeats; ++i) {

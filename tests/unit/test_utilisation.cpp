@@ -173,7 +173,7 @@ TEST(CpuUsage, PageFaultsAndKernelTimeAgreeWithProcSelfStat) {
   const double touched = 4.0 * static_cast<double>(kBytes / page);
   const double stat_faults = after.minflt - before.minflt;
   EXPECT_GE(u.minor_faults, touched * 0.99);
-  EXPECT_LE(u.minor_faults, stat_faults);     // the meter read inside /proc's two readings
+  EXPECT_LE(u.minor_faults, stat_faults);  // the meter read inside /proc's two readings
   EXPECT_GE(u.minor_faults, stat_faults - 1000) << "faults outside the meter's region";
   EXPECT_GT(u.system_s, 0);
   // /proc counts in clock ticks (10 ms): the same kernel time within a tick or two each side.
