@@ -233,6 +233,7 @@ class CudaModel final : public Model {
   void lay_out_parameters() {
     const std::vector<ParamSpec> specs = parameter_layout(workload_);
     layer_params_.resize(workload_.layers.size());
+    dropout_streams_.resize(workload_.layers.size());
     std::vector<std::vector<int64_t>> offsets(workload_.layers.size());  // driver offset per tensor
     std::map<int, size_t> lstm_bytes;
     int64_t next = 0;
@@ -345,10 +346,10 @@ class CudaModel final : public Model {
       }
       const std::vector<int64_t>& in = i == 0 ? workload_.input_shape : shapes[i - 1];
       // Each layer its own dropout stream: equal seeds would give equal masks to equal shapes.
-      // Each build its own too: a network rebuilt after an evaluation at another batch size
-      // draws new masks rather than the first build's again.
-      const uint64_t layer_seed = seed_ + 0x9e3779b97f4a7c15ULL * (i + 1) + 0xbf58476d1ce4e5b9ULL * builds_;
-      layers_.push_back(make_layer(ctx_, l, n, in, shapes[i], layer_params_[i], tokens_.as<int64_t>(), layer_seed));
+      // A rebuild (an evaluation at another batch size) carries each stream on from where it was.
+      const uint64_t layer_seed = seed_ + 0x9e3779b97f4a7c15ULL * (i + 1);
+      layers_.push_back(make_layer(ctx_, l, n, in, shapes[i], layer_params_[i], tokens_.as<int64_t>(), layer_seed,
+                                   dropout_streams_[i]));
     }
     const int64_t rows = n * workload_.labels_per_sample();
     const int64_t classes = workload_.num_classes;
@@ -365,7 +366,6 @@ class CudaModel final : public Model {
                                                     static_cast<int>(rows), static_cast<int>(classes), 1, 1));
     }
     batch_ = n;
-    ++builds_;
     choose_algorithms();
   }
 
@@ -448,10 +448,10 @@ class CudaModel final : public Model {
   int64_t total_ = 0;                // floats in the flat buffers, padding included
   std::vector<WeightPiece> pieces_;  // canonical <-> driver layout
   std::vector<LayerParams> layer_params_;
+  std::vector<DropoutStream> dropout_streams_;  // per layer; outlive a rebuild like running_
   std::vector<ParamRange> ready_ranges_;       // per layer: its slice of grads_, for ready_
   std::function<void(size_t, size_t)> ready_;  // the reducer's, to start buckets during backward
   int64_t batch_ = 0;                          // the batch size the network is built for; 0: none yet
-  uint64_t builds_ = 0;                        // networks built so far
   uint64_t seed_ = 0;                          // dropout
   DeviceBuffer running_;  // batch norms' running statistics: per norm, its means then its variances
   std::vector<int64_t> running_offsets_, running_channels_;  // per norm: first float in running_, channels

@@ -403,17 +403,24 @@ class ActivationLayer final : public GpuLayer {
 };
 
 /// Inverted dropout (cuDNN scales kept elements by 1/(1-p)); each forward draws a new mask from
-/// the descriptor's generator state, seeded per rank, and backward reuses it (reserve space).
+/// the generator state in `stream` (seeded per rank at the first build, carried on by later ones),
+/// and backward reuses it (reserve space).
 class DropoutLayer final : public GpuLayer {
  public:
-  DropoutLayer(LayerContext& ctx, double p, TensorDesc desc, uint64_t seed) : ctx_(ctx), desc_(std::move(desc)) {
+  DropoutLayer(LayerContext& ctx, double p, TensorDesc desc, uint64_t seed, DropoutStream& stream)
+      : ctx_(ctx), desc_(std::move(desc)) {
     size_t state_bytes = 0, reserve_bytes = 0;
     DLSCALE_CHECK_CUDA(cudnnDropoutGetStatesSize(ctx.cudnn, &state_bytes));
     DLSCALE_CHECK_CUDA(cudnnDropoutGetReserveSpaceSize(desc_, &reserve_bytes));
-    states_ = DeviceBuffer(state_bytes, ctx.memory);
     reserve_ = DeviceBuffer(reserve_bytes, ctx.memory);
-    DLSCALE_CHECK_CUDA(
-        cudnnSetDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p), states_.get(), state_bytes, seed));
+    if (stream.states.get() == nullptr) {
+      stream.states = DeviceBuffer(state_bytes, ctx.memory);
+      DLSCALE_CHECK_CUDA(cudnnSetDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p), stream.states.get(),
+                                                   state_bytes, seed));
+    } else {  // the generator as the last build left it, not seeded again
+      DLSCALE_CHECK_CUDA(cudnnRestoreDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p),
+                                                       stream.states.get(), state_bytes, seed));
+    }
   }
   void forward(const float* x, float* y) override {
     DLSCALE_CHECK_CUDA(cudnnDropoutForward(ctx_.cudnn, dropout_, desc_, x, desc_, y, reserve_.get(), reserve_.bytes()));
@@ -434,7 +441,7 @@ class DropoutLayer final : public GpuLayer {
   LayerContext& ctx_;
   TensorDesc desc_;
   DropoutDesc dropout_;
-  DeviceBuffer states_, reserve_;
+  DeviceBuffer reserve_;
 };
 
 /// Batch norm over (N, H, W), eps 1e-5. Training normalises with the batch's statistics and
@@ -619,7 +626,7 @@ class EmbeddingLayer final : public GpuLayer {
 
 std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t n, const std::vector<int64_t>& in,
                                      const std::vector<int64_t>& out, const LayerParams& params, const int64_t* tokens,
-                                     uint64_t seed) {
+                                     uint64_t seed, DropoutStream& dropout) {
   switch (l.kind) {
     case LayerKind::kLinear:
       // Over the last dimension: every leading dimension (batch, steps) is a row.
@@ -640,7 +647,7 @@ std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t 
     case LayerKind::kTanh:
       return std::make_unique<ActivationLayer>(ctx, CUDNN_ACTIVATION_TANH, activation_desc(n, in));
     case LayerKind::kDropout:
-      return std::make_unique<DropoutLayer>(ctx, l.p, activation_desc(n, in), seed);
+      return std::make_unique<DropoutLayer>(ctx, l.p, activation_desc(n, in), seed, dropout);
     case LayerKind::kBatchNorm2d:
       return std::make_unique<BatchNormLayer>(ctx, n, in[0], in[1], in[2], params.value[0], params.value[1],
                                               params.grad[0], params.grad[1], params.running[0], params.running[1]);

@@ -51,6 +51,14 @@ struct LayerParams {
   std::vector<float*> running;
 };
 
+/// A dropout layer's generator: cuDNN's states buffer, in the model's keeping like the running
+/// statistics, so that a network rebuilt for another batch size (an evaluation's) goes on with the
+/// masks where the last build left them: training draws the same masks whether or not an
+/// evaluation came between its steps.
+struct DropoutStream {
+  DeviceBuffer states;  ///< empty until the layer's first build seeds it
+};
+
 class GpuLayer {
  public:
   virtual ~GpuLayer() = default;
@@ -70,10 +78,10 @@ class GpuLayer {
 };
 
 /// Builds the layer `l` for a batch of `n` with per-sample input shape `in` and output `out`.
-/// `tokens` is the model's device token buffer (Embedding reads it instead of `x`); `seed` seeds
-/// the layer's random numbers (dropout).
+/// `tokens` is the model's device token buffer (Embedding reads it instead of `x`); dropout draws
+/// from `dropout`, which `seed` seeds at its first build.
 std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t n, const std::vector<int64_t>& in,
                                      const std::vector<int64_t>& out, const LayerParams& params, const int64_t* tokens,
-                                     uint64_t seed);
+                                     uint64_t seed, DropoutStream& dropout);
 
 }  // namespace dlscale::cuda

@@ -51,6 +51,43 @@ Optimizer adam(double lr) {
   return o;
 }
 
+// Two models that run the same steps agree bitwise on the CPU. On the GPU they agree to the
+// rounding of sums taken in another order: each model chooses its own cuDNN and cuBLAS algorithms,
+// and some of those sum with atomics, so a second model's results differ from the first's in their
+// last bits (seen on an H200 in ResNet's parameters after three steps: 2e-6 relative). What these
+// tests guard against (a mask drawn anew, Adam's moments or the running statistics kept) moves the
+// results by 1e-3 relative and more.
+#ifdef DLSCALE_CONFORMANCE_ON_GPU
+constexpr double kModelToModel = 1e-4;
+#else
+constexpr double kModelToModel = 0;
+#endif
+
+/// got == want elementwise where kModelToModel is 0; else ‖got − want‖ ≤ kModelToModel ‖want‖.
+template <class T>
+::testing::AssertionResult same_results(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << got.size() << " values against " << want.size();
+  }
+  double diff = 0, norm = 0;
+  size_t first = got.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    if (d != 0 && first == got.size()) first = i;
+    diff += d * d;
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  if (first == got.size() || std::sqrt(diff) <= kModelToModel * std::sqrt(norm)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "relative difference " << std::sqrt(diff / norm) << " (allowed "
+                                       << kModelToModel << "); first at " << first << ": " << got[first]
+                                       << " against " << want[first];
+}
+
+template <class T>
+::testing::AssertionResult same_results(T got, T want) {
+  return same_results(std::vector<T>{got}, std::vector<T>{want});
+}
+
 void train_step(Model& m, const Optimizer& opt) {
   m.forward();
   m.backward();
@@ -101,9 +138,9 @@ TEST_P(EveryPath, EvaluateChangesNothingTrainingSees) {
     return r;
   };
   const Run evaluated = run(true), untouched = run(false);
-  EXPECT_EQ(evaluated.losses, untouched.losses) << "a training step after evaluate() differs";
-  EXPECT_EQ(evaluated.parameters, untouched.parameters) << "Adam's state or the masks changed";
-  EXPECT_EQ(evaluated.last.loss_sum, untouched.last.loss_sum) << "the running statistics changed";
+  EXPECT_TRUE(same_results(evaluated.losses, untouched.losses)) << "a training step after evaluate() differs";
+  EXPECT_TRUE(same_results(evaluated.parameters, untouched.parameters)) << "Adam's state or the masks changed";
+  EXPECT_TRUE(same_results(evaluated.last.loss_sum, untouched.last.loss_sum)) << "the running statistics changed";
   EXPECT_EQ(evaluated.last.correct, untouched.last.correct);
 }
 
@@ -145,13 +182,14 @@ TEST_P(EveryPath, LoadParametersResetsAdamAndTheRunningStatistics) {
   reused->load_parameters(canonical_parameters(w, kSeed));
   const Batch held_out = synthetic_batch(w, 4, kSeed, 1);
   const Evaluation reset = reused->evaluate(held_out), made = fresh->evaluate(held_out);
-  EXPECT_EQ(reset.loss_sum, made.loss_sum) << "running statistics survived load_parameters()";
+  EXPECT_TRUE(same_results(reset.loss_sum, made.loss_sum)) << "running statistics survived load_parameters()";
   EXPECT_EQ(reset.correct, made.correct);
   for (Model* m : {reused.get(), fresh.get()}) {
     m->set_batch(synthetic_batch(w, 3, kSeed, 0));
     train_step(*m, adam(1e-2));
   }
-  EXPECT_EQ(reused->export_parameters(), fresh->export_parameters()) << "Adam's state survived load_parameters()";
+  EXPECT_TRUE(same_results(reused->export_parameters(), fresh->export_parameters()))
+      << "Adam's state survived load_parameters()";
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryDriver, EveryPath,
