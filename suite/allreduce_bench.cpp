@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "suite/errors.h"
 #include "suite/gradient_allreduce.h"
 #include "suite/statistics.h"
@@ -106,11 +108,19 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
   return r;
 }
 
-GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case) {
+GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case,
+                            int hosts) {
   GroupRecord g;
-  g.attrs = {{"backend", backend},          {"ranks", int64_t{r.ranks}},           {"dtype", std::string("float32")},
-             {"warmup", int64_t{r.warmup}}, {"iterations", int64_t{r.iterations}}, {"case", for_case},
-             {"alpha_s", r.alpha_s},        {"beta_s_per_byte", r.beta_s_per_byte}};
+  g.attrs = {{"backend", backend},
+             {"ranks", int64_t{r.ranks}},
+             {"dtype", std::string("float32")},
+             {"warmup", int64_t{r.warmup}},
+             {"iterations", int64_t{r.iterations}},
+             {"case", for_case},
+             {"alpha_s", r.alpha_s},
+             {"beta_s_per_byte", r.beta_s_per_byte},
+             {"hosts", int64_t{hosts}},
+             {"network", std::string(hosts > 1 ? "between hosts" : "within one host")}};
   const auto n = static_cast<uint64_t>(r.bytes.size());
   DatasetRecord bytes{"bytes", {n}, {}, r.bytes, true};
   DatasetRecord times{
@@ -122,19 +132,50 @@ GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend
   return g;
 }
 
-GroupRecord projection_group(const Projection& p, double alpha_s, double beta_s_per_byte, int fit_ranks,
+const RingFit& ProjectionNetwork::fit_for(int64_t p, bool* between_hosts) const {
+  const bool crosses = p > ranks_per_host;
+  const bool use_between = crosses ? between.measured() || !within.measured() : !within.measured();
+  *between_hosts = use_between;
+  return use_between ? between : within;
+}
+
+std::string ProjectionNetwork::note() const {
+  const auto fit = [](const char* name, const RingFit& f) {
+    return fmt::format("{} fit ({} ranks on {} host{})", name, f.ranks, f.hosts, f.hosts == 1 ? "" : "s");
+  };
+  const std::string w = within.measured() ? fit("within-host", within) : "";
+  const std::string b = between.measured() ? fit("between-host", between) : "";
+  if (!between.measured()) {
+    return fmt::format("P <= {}: {}; P > {}: {} too, no between-host figures measured", ranks_per_host, w,
+                       ranks_per_host, w);
+  }
+  if (!within.measured()) {
+    return fmt::format("every P: {} (no two ranks of the case shared a host)", b);
+  }
+  return fmt::format("P <= {}: {}; P > {}: {}", ranks_per_host, w, ranks_per_host, b);
+}
+
+GroupRecord projection_group(const Projection& p, const RingFit& fit, const ProjectionNetwork& network,
                              double compute_s, double grad_bytes, const std::string& scaling) {
   GroupRecord g;
   g.attrs = {{"model", std::string("ring")},
-             {"alpha_s", alpha_s},
-             {"beta_s_per_byte", beta_s_per_byte},
-             {"fit_ranks", int64_t{fit_ranks}},
+             {"alpha_s", fit.alpha_s},
+             {"beta_s_per_byte", fit.beta_s_per_byte},
+             {"fit_ranks", int64_t{fit.ranks}},
+             {"hosts", int64_t{fit.hosts}},
+             {"ranks_per_host", int64_t{network.ranks_per_host}},
+             {"within_alpha_s", network.within.alpha_s},
+             {"within_beta_s_per_byte", network.within.beta_s_per_byte},
+             {"between_alpha_s", network.between.alpha_s},
+             {"between_beta_s_per_byte", network.between.beta_s_per_byte},
+             {"network_note", network.note()},
              {"compute_s", compute_s},
              {"grad_bytes", grad_bytes},
              {"scaling", scaling}};
   const auto k = static_cast<uint64_t>(p.ranks.size());
   g.datasets = {DatasetRecord{"ranks", {k}, {}, p.ranks, true}, DatasetRecord{"step_s", {k}, p.step_s, {}, false},
-                DatasetRecord{"efficiency", {k}, p.efficiency, {}, false}};
+                DatasetRecord{"efficiency", {k}, p.efficiency, {}, false},
+                DatasetRecord{"between_hosts", {k}, {}, p.between_hosts, true}};
   return g;
 }
 
@@ -171,8 +212,8 @@ void fit_ring(const std::vector<int64_t>& bytes, const std::vector<double>& medi
   *beta_s_per_byte = b;
 }
 
-Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes, double alpha_s,
-                         double beta_s_per_byte, int threads_per_rank, int cpus_per_node, int ranks_per_node,
+Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes,
+                         const ProjectionNetwork& network, int threads_per_rank, int cpus_per_node, int ranks_per_node,
                          const std::vector<int64_t>& targets) {
   // Ranks beyond the cores of a node time-share them. The step waits for the slowest rank, which
   // shares its core with the most others: ceil(threads on the node / cores) of them.
@@ -188,8 +229,12 @@ Projection project_steps(double compute_s, int measured_ranks, bool strong, doub
   const double t1 = compute_at(1);
   Projection out;
   for (int64_t p : targets) {
-    const double step = compute_at(p) + ring_allreduce_s(alpha_s, beta_s_per_byte, static_cast<int>(p), grad_bytes);
+    bool between = false;
+    const RingFit& fit = network.fit_for(p, &between);
+    const double step =
+        compute_at(p) + ring_allreduce_s(fit.alpha_s, fit.beta_s_per_byte, static_cast<int>(p), grad_bytes);
     out.ranks.push_back(p);
+    out.between_hosts.push_back(between ? 1 : 0);
     out.step_s.push_back(step);
     out.efficiency.push_back(strong ? t1 / (static_cast<double>(p) * step) : t1 / step);
   }

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -10,6 +12,8 @@
 #include "suite/commands.h"
 #include "suite/device_binding.h"
 #include "suite/errors.h"
+#include "suite/mpi_context.h"
+#include "suite/placement.h"
 #include "suite/provenance.h"
 #include "suite/results_output.h"
 #include "suite/stop_signals.h"
@@ -107,17 +111,39 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     transport = reducer->transport();
   }
   const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());
+  // Across hosts the figures above are the network's; then each host's ranks also measure their
+  // own links, all hosts at once (the groups are disjoint), and rank 0's host is recorded.
+  const CaseRanks everyone = case_ranks(mpi.hosts(), Placement::kPacked, mpi.size());
+  std::optional<AllreduceResult> within;
+  if (everyone.hosts > 1 && everyone.max_per_host > 1) {
+    MPI_Comm node = MPI_COMM_NULL;
+    DLSCALE_CHECK_MPI(MPI_Comm_split_type(mpi.world(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    const Communicator host_comm(node);
+    std::unique_ptr<GradientReducer> host_reducer;
+    std::unique_ptr<AllreduceTransport> host_transport;
+    if (nccl) {
+      host_reducer =
+          nccl_driver->make_reducer(DeviceType::kCuda, device, MpiRankGroup(host_comm.get()), Deadline::max());
+      host_transport = host_reducer->transport();
+    }
+    within = run_allreduce_benchmark(host_comm.get(), options, host_transport.get());
+  }
   // The provenance and the measurements go into the file in one commit: until it, the file is
   // as it was, and the same command runs again.
-  std::string name, error;
+  std::string name, within_name, error;
   if (root) {
     const auto writing = deadline.hold_off();
     try {
       ResultsFile::Update update = file->update();
       const int64_t run = write_provenance(update, table, drivers, mpi.size(), args.command_line, "", args.resume);
-      GroupRecord group = allreduce_group(r, args.backend, "");
+      GroupRecord group = allreduce_group(r, args.backend, "", everyone.hosts);
       group.attrs.emplace_back("run", run);
       name = update.append_group("allreduce", group);
+      if (within) {
+        GroupRecord host_group = allreduce_group(*within, args.backend, "", 1);
+        host_group.attrs.emplace_back("run", run);
+        within_name = update.append_group("allreduce", host_group);
+      }
       update.commit();
     } catch (const std::exception& e) {
       error = e.what();
@@ -126,17 +152,22 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
   // Every rank exits with the same code: 1 when any element came back wrong (rank 0 knows).
   if (!root) return allreduce_max(mpi.world(), 0);
-  fmt::print("dlscale allreduce: {} ranks, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
-             r.ranks, args.backend, r.warmup, r.iterations, out_path, name);
-  fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "errors");
   int64_t wrong = 0;
-  for (size_t s = 0; s < r.bytes.size(); ++s) {
-    fmt::print("{:>14} {:>12.2f} {:>12.3f} {:>12.3f} {:>8}\n", r.bytes[s], r.median_s[s] * 1e6, r.algbw_gbps[s],
-               r.busbw_gbps[s], r.errors[s]);
-    wrong += r.errors[s];
-  }
-  if (r.ranks > 1)
-    fmt::print("ring fit: alpha {:.3f} us, beta {:.4f} ns/byte\n", r.alpha_s * 1e6, r.beta_s_per_byte * 1e9);
+  const auto print = [&](const AllreduceResult& x, const std::string& where, const std::string& group) {
+    fmt::print(
+        "dlscale allreduce: {} ranks {}, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
+        x.ranks, where, args.backend, x.warmup, x.iterations, out_path, group);
+    fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "errors");
+    for (size_t s = 0; s < x.bytes.size(); ++s) {
+      fmt::print("{:>14} {:>12.2f} {:>12.3f} {:>12.3f} {:>8}\n", x.bytes[s], x.median_s[s] * 1e6, x.algbw_gbps[s],
+                 x.busbw_gbps[s], x.errors[s]);
+      wrong += x.errors[s];
+    }
+    if (x.ranks > 1)
+      fmt::print("ring fit: alpha {:.3f} us, beta {:.4f} ns/byte\n", x.alpha_s * 1e6, x.beta_s_per_byte * 1e9);
+  };
+  print(r, everyone.hosts > 1 ? fmt::format("on {} hosts", everyone.hosts) : std::string("on one host"), name);
+  if (within) print(*within, fmt::format("within host {}", mpi.host()), within_name);
   return allreduce_max(mpi.world(), wrong == 0 ? 0 : 1);
 }
 

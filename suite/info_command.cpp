@@ -136,6 +136,17 @@ int info_command(const MpiContext& mpi) {
     fmt::print("  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}\n", r.rank, r.host, r.local_rank, r.cpu_affinity,
                r.numa_node, r.device, r.threads);
   }
+  // One line per host: the ranks there and its interfaces (the network between hosts).
+  fmt::print("\nHosts\n");
+  std::vector<std::string> listed;
+  for (const RankInfo& r : table) {
+    if (std::find(listed.begin(), listed.end(), r.host) != listed.end()) continue;
+    listed.push_back(r.host);
+    int ranks = 0;
+    for (const RankInfo& o : table) ranks += o.host == r.host ? 1 : 0;
+    fmt::print("  {:<20} {} rank{}  {}\n", r.host, ranks, ranks == 1 ? "" : "s",
+               r.network.empty() ? "(no interface but the loopback)" : r.network);
+  }
   // What rank 0 sees (CUDA_VISIBLE_DEVICES applied); scripts and tests read the count from here.
   std::string why;
   const int gpus = visible_gpus(drivers, &why);

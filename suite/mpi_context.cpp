@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "suite/errors.h"
+#include "suite/host_network.h"
 
 namespace dlscale {
 
@@ -97,6 +98,7 @@ MpiContext::MpiContext(MPI_Comm world) : world_(world) {
   int len = 0;
   DLSCALE_CHECK_MPI(MPI_Get_processor_name(name, &len));
   host_.assign(name, static_cast<size_t>(len));
+  hosts_ = allgather_strings(world, host_);
   cpus_ = affinity_cpus();
 }
 
@@ -109,6 +111,7 @@ RankInfo MpiContext::info() const {
   r.numa_node = cpus_.empty() ? -1 : numa_node_of(cpus_.front());
   r.device = "cpu";
   r.threads = default_threads();
+  r.network = describe_host_network();
   return r;
 }
 
@@ -161,20 +164,42 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
   return out;
 }
 
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
+  int size = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  DLSCALE_CHECK_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[static_cast<size_t>(r)] = total;
+    total += lens[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(std::max(total, 1)), '\0');
+  DLSCALE_CHECK_MPI(
+      MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) {
+    out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  }
+  return out;
+}
+
 std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine) {
   // Fields joined by a byte that cannot occur in host names, CPU lists or device names.
   const char sep = '\x1f';
   const std::string packed =
-      fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}", mine.rank, sep, mine.host, sep, mine.local_rank, sep, mine.cpu_affinity,
-                  sep, mine.numa_node, sep, mine.device, sep, mine.threads);
+      fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}", mine.rank, sep, mine.host, sep, mine.local_rank, sep,
+                  mine.cpu_affinity, sep, mine.numa_node, sep, mine.device, sep, mine.threads, sep, mine.network);
   std::vector<RankInfo> table;
   for (const std::string& row : gather_strings(comm, packed)) {
     std::vector<std::string> f;
     std::stringstream ss(row);
     std::string item;
     while (std::getline(ss, item, sep)) f.push_back(item);
-    f.resize(7);
-    table.push_back({std::stoi(f[0]), f[1], std::stoi(f[2]), f[3], std::stoi(f[4]), f[5], std::stoi(f[6])});
+    f.resize(8);
+    table.push_back({std::stoi(f[0]), f[1], std::stoi(f[2]), f[3], std::stoi(f[4]), f[5], std::stoi(f[6]), f[7]});
   }
   return table;
 }

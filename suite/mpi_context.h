@@ -45,6 +45,7 @@ struct RankInfo {
   int numa_node = -1;        ///< of the first CPU in the set; -1 when unknown
   std::string device;        ///< "cpu" or the GPU's description
   int threads = 0;           ///< default backend threads: the CPU set's size
+  std::string network;       ///< the host's interfaces (suite/host_network.h)
 };
 
 class MpiContext {
@@ -57,6 +58,8 @@ class MpiContext {
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
   const std::string& host() const { return host_; }
+  /// Every world rank's host, on every rank (hosts()[r] is world rank r's).
+  const std::vector<std::string>& hosts() const { return hosts_; }
   const std::vector<int>& cpus() const { return cpus_; }
   /// Backend threads when the case does not say: the size of this rank's CPU set.
   int default_threads() const { return static_cast<int>(cpus_.size()); }
@@ -67,6 +70,7 @@ class MpiContext {
   Communicator node_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
+  std::vector<std::string> hosts_;
   std::vector<int> cpus_;
 };
 
@@ -76,6 +80,8 @@ std::vector<int> parse_cpu_list(const std::string& text);
 
 /// Every rank's string, on `root` (empty elsewhere).
 std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int root = 0);
+/// Every rank's string, on every rank.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
 /// Every rank's RankInfo, on rank 0 (empty elsewhere).
 std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine);
 /// Pairs of ranks on the same host whose CPU sets overlap, as readable warnings.

@@ -15,6 +15,7 @@
 #include "dlscale_build_info.h"
 #include "dlscale_git_commit.h"
 #include "io/h5.h"
+#include "suite/host_network.h"
 
 extern char** environ;
 
@@ -121,6 +122,7 @@ Attrs software_attributes(const Registry& drivers) {
                                                  : level >= MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
                                                  : level >= MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
                                                                                   : "MPI_THREAD_SINGLE"));
+  a.emplace_back("mpi_transport", mpi_transport());
   a.emplace_back("hdf5", h5::library_version());
   const LoadedMath math = detect_loaded_math();
   a.emplace_back("blas", math.blas.empty() ? std::string("none loaded") : math.blas);

@@ -102,7 +102,7 @@ Table rank_table(const std::vector<RankInfo>& rows) {
   Column rank = Column::of_ints("rank", {}), host = Column::of_strings("host", {}),
          local = Column::of_ints("local_rank", {}), cpus = Column::of_strings("cpu_affinity", {}),
          numa = Column::of_ints("numa_node", {}), device = Column::of_strings("device", {}),
-         threads = Column::of_ints("threads", {});
+         threads = Column::of_ints("threads", {}), network = Column::of_strings("network", {});
   for (const RankInfo& r : rows) {
     rank.ints.push_back(r.rank);
     host.strings.push_back(r.host);
@@ -111,8 +111,9 @@ Table rank_table(const std::vector<RankInfo>& rows) {
     numa.ints.push_back(r.numa_node);
     device.strings.push_back(r.device);
     threads.ints.push_back(r.threads);
+    network.strings.push_back(r.network);
   }
-  return {{rank, host, local, cpus, numa, device, threads}};
+  return {{rank, host, local, cpus, numa, device, threads, network}};
 }
 
 int64_t write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,

@@ -90,6 +90,12 @@ Scaling parse_scaling(const std::string& text, const std::string& what) {
   bad(fmt::format("{}: unknown scaling mode '{}' (expected weak or strong)", what, text));
 }
 
+Placement parse_placement(const std::string& text, const std::string& what) {
+  if (text == "packed") return Placement::kPacked;
+  if (text == "spread") return Placement::kSpread;
+  bad(fmt::format("{}: unknown placement '{}' (expected packed or spread)", what, text));
+}
+
 int parse_threads(const std::string& text, const std::string& what) {
   if (text == "auto") return 0;
   errno = 0;
@@ -271,12 +277,19 @@ const std::vector<Axis>& axes() {
     // One dataset per --data (a folder name may hold a comma); TOML lists give several.
     t.back().split = [](const std::string& item) { return std::vector<std::string>{item}; };
     t.push_back(list_axis<int>(
-        "ranks", "--ranks", "ranks per case, comma-separated: one job runs each case on world ranks 0..P-1",
+        "ranks", "--ranks", "ranks per case, comma-separated: one job runs each case on P of its ranks (--placement)",
         TomlKind::kInteger, 9, &MatrixSpec::ranks, &CaseSpec::ranks,
         [](const std::string& s, const std::string& what) {
           return static_cast<int>(parse_integer(s, what, 1, INT_MAX));
         },
         number<int>));
+    t.push_back(list_axis<Placement>(
+        "placement", "--placement",
+        "which ranks a case of P takes: packed (default; fill a host before the next) or spread (one rank per "
+        "host first), comma-separated",
+        TomlKind::kString, 24, &MatrixSpec::placements, &CaseSpec::placement, parse_placement,
+        [](const Placement& p) { return std::string(placement_name(p)); },
+        [](const CaseSpec& c) { return c.placement != Placement::kPacked; }));
     t.push_back(list_axis<double>("bucket_mb", "--bucket-mb",
                                   "gradient buckets of this many MB, reduced during backward where the driver "
                                   "allows (0: one all-reduce after backward)",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "drivers/driver.h"
+#include "suite/placement.h"
 
 namespace dlscale {
 
@@ -43,9 +44,10 @@ struct MatrixSpec {
   std::vector<Scaling> scalings{Scaling::kWeak};
   std::vector<int64_t> batches{64};
   std::vector<int> threads{0};
-  std::vector<std::string> data{"synthetic"};  ///< "synthetic" or a dataset spec (suite/datasets.h)
-  std::vector<int> ranks;                      ///< ranks per case; empty: every rank of the job
-  std::vector<double> bucket_mb{0};            ///< gradient bucket size; 0: one all-reduce after backward
+  std::vector<std::string> data{"synthetic"};             ///< "synthetic" or a dataset spec (suite/datasets.h)
+  std::vector<int> ranks;                                 ///< ranks per case; empty: every rank of the job
+  std::vector<Placement> placements{Placement::kPacked};  ///< which ranks (suite/placement.h)
+  std::vector<double> bucket_mb{0};                       ///< gradient bucket size; 0: one all-reduce after backward
   std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
   std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
   int warmup = 2;
@@ -80,7 +82,8 @@ struct CaseSpec {
   /// Runs a precision the driver's library only emulates on this CPU (ComputeIsa), recorded as
   /// emulated; otherwise such a case is `unsupported`.
   bool allow_emulation = false;
-  int ranks = 1;         ///< ranks this case runs on: world ranks 0..ranks-1
+  int ranks = 1;                             ///< ranks this case runs on
+  Placement placement = Placement::kPacked;  ///< which of the job's ranks (suite/placement.h)
   double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0.01;

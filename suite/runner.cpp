@@ -222,11 +222,15 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
 }
 
 CaseOutcome Runner::run(const CaseSpec& spec, int index, int total) {
-  // A case of P ranks runs on world ranks 0..P-1 (so world rank 0 always takes part and writes
-  // the file); the others wait at the closing barrier. One job can so give a whole scaling curve.
-  const bool member = mpi_.rank() < spec.ranks;
+  // A case of P ranks runs on the first P world ranks in its placement's order, world rank 0
+  // first (it writes the file); the others wait at the closing barrier. One job can so give a
+  // whole scaling curve, within a host and across hosts.
+  placed_ = case_ranks(mpi_.hosts(), spec.placement, spec.ranks);
+  const auto me = std::find(placed_.world.begin(), placed_.world.end(), mpi_.rank());
+  const bool member = me != placed_.world.end();
   MPI_Comm sub = MPI_COMM_NULL;
-  DLSCALE_CHECK_MPI(MPI_Comm_split(mpi_.world(), member ? 0 : MPI_UNDEFINED, mpi_.rank(), &sub));
+  DLSCALE_CHECK_MPI(
+      MPI_Comm_split(mpi_.world(), member ? 0 : MPI_UNDEFINED, static_cast<int>(me - placed_.world.begin()), &sub));
   const Communicator comm(sub);
   CaseOutcome outcome;
   if (member) outcome = run_on(spec, comm.get(), index, total);
@@ -680,7 +684,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   add(a, "isa", describe_isa(drivers_.find(spec.driver), spec));
   add(a, "scaling", std::string(scaling_name(spec.scaling)));
   add(a, "ranks", int64_t{ranks});
-  add(a, "participants", ranks == 1 ? std::string("0") : fmt::format("0-{}", ranks - 1));
+  add(a, "participants", format_participants(placed_.world));
+  add(a, "placement", std::string(placement_name(spec.placement)));
+  add(a, "hosts", int64_t{placed_.hosts});
   add(a, "batch_per_rank", spec.batch_per_rank());
   add(a, "global_batch", spec.global_batch());
   add(a, "threads", int64_t{threads});
@@ -761,7 +767,7 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
   // The all-reduce microbenchmark at this case's gradient size, for the phase breakdown and the
   // projection, through the same reduction the steps used (a driver's own on its device's
   // memory, else MPI on host memory); collective, so it runs before rank 0 goes its own way.
-  std::optional<AllreduceResult> microbenchmark;
+  std::optional<AllreduceResult> microbenchmark, within_host;
   if (result.ok() && spec.phases && ranks > 1) {
     AllreduceOptions options;
     // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it
@@ -775,6 +781,15 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
       transport = setup.reducer->transport();
     }
     microbenchmark = run_allreduce_benchmark(comm, options, transport.get());
+    // Across hosts the fit above is the network's; the case's ranks that share a host measure
+    // their own links too (each host's at once: the groups are disjoint), so that the projection
+    // has both. On host memory through MPI only: a driver's reducer spans the whole case.
+    if (placed_.hosts > 1 && placed_.max_per_host > 1 && !setup.reducer) {
+      MPI_Comm node = MPI_COMM_NULL;
+      DLSCALE_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+      const Communicator host_comm(node);
+      within_host = run_allreduce_benchmark(host_comm.get(), options, nullptr);
+    }
   }
   if (!root) return outcome;
   if (microbenchmark) {
@@ -824,7 +839,8 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
         utilisation_group(spec, threads, peaks_, use_all, cpu_energy_sources, gpu_sources, rec.summary);
   }
   if (microbenchmark) {
-    outcome.allreduce = allreduce_group(*microbenchmark, setup.device == DeviceType::kCuda ? "nccl" : "mpi", "");
+    outcome.allreduce =
+        allreduce_group(*microbenchmark, setup.device == DeviceType::kCuda ? "nccl" : "mpi", "", placed_.hosts);
     const double compute_s =
         median(slowest_rank(rec.phase_time_s, ranks, iters, kPhaseCount, {kForward, kBackward, kUpdate}));
     std::vector<int64_t> targets{1, 2, 3, 4, 5, 6, 7, 8};
@@ -832,12 +848,18 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     const double grad_bytes = static_cast<double>(params) * 4;
     // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
     const bool gpu_case = setup.device == DeviceType::kCuda;
+    // P up to the ranks this job has on a host stays on one host; past that it crosses hosts.
+    const RingFit fit{microbenchmark->alpha_s, microbenchmark->beta_s_per_byte, ranks, placed_.hosts};
+    ProjectionNetwork network;
+    network.ranks_per_host = mpi_.local_size();
+    (placed_.hosts > 1 ? network.between : network.within) = fit;
+    if (within_host && within_host->ranks > 1) {
+      network.within = {within_host->alpha_s, within_host->beta_s_per_byte, within_host->ranks, 1};
+    }
     const Projection projection = project_steps(
-        compute_s, ranks, spec.scaling == Scaling::kStrong, grad_bytes, microbenchmark->alpha_s,
-        microbenchmark->beta_s_per_byte, gpu_case ? 1 : threads,
+        compute_s, ranks, spec.scaling == Scaling::kStrong, grad_bytes, network, gpu_case ? 1 : threads,
         gpu_case ? mpi_.local_size() : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)), mpi_.local_size(), targets);
-    outcome.projection = projection_group(projection, microbenchmark->alpha_s, microbenchmark->beta_s_per_byte, ranks,
-                                          compute_s, grad_bytes, scaling_name(spec.scaling));
+    outcome.projection = projection_group(projection, fit, network, compute_s, grad_bytes, scaling_name(spec.scaling));
   }
   add(a, "wall_s", seconds_between(wall_start, Clock::now()));
   return outcome;

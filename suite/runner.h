@@ -17,6 +17,7 @@
 #include "suite/gradient_allreduce.h"
 #include "suite/mpi_context.h"
 #include "suite/peak.h"
+#include "suite/placement.h"
 #include "suite/progress.h"
 #include "suite/run_matrix.h"
 #include "workloads/data/dataset.h"
@@ -109,6 +110,7 @@ class Runner {
   std::string stop_hint_;
   PeakLookup peaks_;
   std::map<std::string, std::shared_ptr<const Dataset>> datasets_;  // by spec, read once per sweep
+  CaseRanks placed_;                     // the current case's world ranks and hosts (run() sets it)
   bool test_reduction_skipped_ = false;  // DLSCALE_TEST_SKIP_REDUCTION_RANK's one skip was taken
 };
 

@@ -1,0 +1,111 @@
+#include "suite/host_network.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <mpi.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace dlscale {
+
+namespace {
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+int prefix_length(const sockaddr* mask) {
+  if (mask == nullptr) return 0;
+  uint32_t bits = ntohl(reinterpret_cast<const sockaddr_in*>(mask)->sin_addr.s_addr);
+  int n = 0;
+  while (bits & 0x80000000u) {
+    ++n;
+    bits <<= 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string describe_host_network() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  const std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> owned(list, freeifaddrs);
+  std::map<std::string, std::vector<std::string>> addresses;  // interface -> "a.b.c.d/n"
+  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if ((i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    std::vector<std::string>& mine = addresses[i->ifa_name];
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    mine.push_back(fmt::format("{}/{}", text, prefix_length(i->ifa_netmask)));
+  }
+  std::string out;
+  for (const auto& [name, ips] : addresses) {
+    const std::string sys = "/sys/class/net/" + name;
+    std::string entry = name;
+    for (const std::string& ip : ips) entry += " " + ip;
+    const std::string state = read_line(sys + "/operstate");
+    if (!state.empty()) entry += " " + state;
+    // Virtual and down links report -1 or refuse the read: then no speed is written.
+    const std::string speed = read_line(sys + "/speed");
+    if (!speed.empty() && speed[0] != '-') entry += fmt::format(" {}Mb/s", speed);
+    out += (out.empty() ? "" : "; ") + entry;
+  }
+  return out;
+}
+
+std::string mpi_transport() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "unknown (no MPI tool interface)";
+  // The settings that pick the point-to-point layer and its network transports, and where a
+  // transport may run (Open MPI's names; another MPI library has none of them).
+  static const char* const kNames[] = {
+      "pml", "mtl", "btl", "btl_tcp_if_include", "btl_tcp_if_exclude", "oob_tcp_if_include"};
+  std::map<std::string, std::string> set;
+  int count = 0;
+  MPI_T_cvar_get_num(&count);
+  for (int index = 0; index < count; ++index) {
+    char name[256] = {0}, description[8] = {0};
+    int name_len = sizeof name, description_len = sizeof description, verbosity = 0, bind = 0, scope = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum enumtype = MPI_T_ENUM_NULL;
+    if (MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, description, &description_len, &bind,
+                            &scope) != MPI_SUCCESS ||
+        type != MPI_CHAR) {
+      continue;
+    }
+    bool wanted = false;
+    for (const char* n : kNames) wanted = wanted || std::string(name) == n;
+    if (!wanted) continue;
+    MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+    int elements = 0;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &elements) != MPI_SUCCESS) continue;
+    std::string value(static_cast<size_t>(std::max(elements, 1)) + 1, '\0');
+    if (MPI_T_cvar_read(handle, value.data()) == MPI_SUCCESS) {
+      value.resize(value.find('\0'));
+      if (!value.empty()) set[name] = value;
+    }
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  std::string out;
+  for (const char* n : kNames) {
+    const auto it = set.find(n);
+    if (it != set.end()) out += fmt::format("{}{}={}", out.empty() ? "" : " ", n, it->second);
+  }
+  return out.empty() ? "the MPI library's own choice (no pml, mtl or btl named)" : out;
+}
+
+}  // namespace dlscale

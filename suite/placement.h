@@ -1,0 +1,38 @@
+// Which of a job's ranks a case of P ranks runs on. One job can hold several hosts, and the
+// choice decides whether a case's all-reduce crosses the network: `packed` fills a host before
+// the next (as a Slurm job of P ranks gets them), `spread` takes one rank of every host before a
+// second of any. The order depends on the hosts alone, not on how the launcher numbered the
+// ranks, so a case is the same whatever --map-by the job used.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dlscale {
+
+enum class Placement { kPacked, kSpread };
+
+/// "packed", "spread".
+const char* placement_name(Placement p);
+
+/// The world ranks in the order cases of `placement` take them, given every world rank's host
+/// (`hosts[r]`). Hosts are numbered by the first world rank on each, and within a host its
+/// ranks keep their world order, so world rank 0 comes first under either placement (it writes
+/// the results file).
+std::vector<int> placement_order(const std::vector<std::string>& hosts, Placement placement);
+
+/// Where a case's ranks are: its world ranks in case-rank order, and how many hosts they span.
+struct CaseRanks {
+  std::vector<int> world;  ///< world[case rank] = world rank
+  int hosts = 1;
+  int max_per_host = 1;  ///< the most case ranks on one host
+};
+
+/// The first `ranks` of placement_order(hosts, placement).
+CaseRanks case_ranks(const std::vector<std::string>& hosts, Placement placement, int ranks);
+
+/// "0-3", "0,2,1,3": world ranks in case-rank order, ascending runs written as ranges
+/// (dlscale_report's parse_participants reads both).
+std::string format_participants(const std::vector<int>& world);
+
+}  // namespace dlscale
