@@ -343,9 +343,11 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
-        if self._slurm is not None:
-            self._slurm.stop()
-        teardown(self.name)
+        try:
+            if self._slurm is not None:
+                self._slurm.stop()
+        finally:
+            teardown(self.name)
         if self._watchdog is not None:
             self._watchdog.kill()
             self._watchdog.wait()
