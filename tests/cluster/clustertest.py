@@ -1,0 +1,40 @@
+"""What the cluster tests share: paths, the skip rule (exit 77), a module-wide test bed."""
+
+import os
+import signal
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import testbed  # noqa: E402
+
+SKIP = 77
+SOURCE = os.environ.get("DLSCALE_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+DLSCALE = os.environ.get("DLSCALE_BIN", os.path.join(SOURCE, "build", "cpu", "dlscale"))
+SMALL = ["-w", "mnist_fnn:width=16", "--batch", "8", "--iterations", "3", "--warmup", "1"]
+
+
+def main(needs_slurm=False, needs_dlscale=True):
+    """unittest.main with the skip rule: exit 77 and one line when the bed cannot be made here."""
+    reason = testbed.why_unavailable()
+    if reason is None and needs_slurm:
+        missing = [c for c in testbed.SLURM_NEEDED if testbed.shutil.which(c) is None]
+        if missing:
+            reason = f"Slurm/munge not installed (missing {', '.join(missing)}): apt-get install slurm-wlm munge"
+    if reason is None and needs_dlscale and not os.access(DLSCALE, os.X_OK):
+        print(f"error: {DLSCALE} (DLSCALE_BIN) is not executable", file=sys.stderr)
+        return 1
+    if reason is not None:
+        print(f"SKIP: {reason}", file=sys.stderr)
+        return SKIP
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # run atexit's teardown
+    started = time.monotonic()
+    result = unittest.main(argv=[sys.argv[0]] + sys.argv[1:], exit=False).result
+    print(f"{os.path.basename(sys.argv[0])} took {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return 0 if result.wasSuccessful() else 1
+
+
+def netns_of(name):
+    return [n for n in testbed._netns_list() if n.startswith(name)]

@@ -1,0 +1,108 @@
+"""dlscale under mpirun across two hosts of the cluster test bed (testbed.py): 2 hosts x 2 ranks.
+
+  DLSCALE_BIN=build/cpu/dlscale DLSCALE_SOURCE_DIR=$PWD /usr/bin/python3 tests/cluster/test_multihost.py -v
+
+Exit 77 where the bed cannot be made (not root, no ip, no namespaces).
+"""
+
+import os
+import sys
+import tempfile
+import shutil
+import unittest
+
+import clustertest
+from clustertest import DLSCALE, SMALL, testbed
+
+BED = None
+
+
+def across_hosts(test, groups, ranks):
+    """The one /allreduce group of all `ranks` ranks, which spans both hosts."""
+    full = [g for g in groups if g.attrs["ranks"] == ranks]
+    test.assertEqual(len(full), 1, [dict(g.attrs) for g in groups])
+    if "hosts" in full[0].attrs:     # recorded by newer builds
+        test.assertEqual(full[0].attrs["hosts"], 2)
+        test.assertEqual(full[0].attrs["network"], "between hosts")
+    return full[0]
+
+
+def setUpModule():
+    global BED
+    BED = testbed.Cluster(hosts=2)
+
+
+def tearDownModule():
+    if BED is not None:
+        BED.close()
+
+
+class MultiHost(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_multihost_")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def mpirun(self, args, ranks_per_host=2, timeout=240):
+        r = BED.run(BED.hosts[0], BED.mpirun_args(ranks_per_host) + [DLSCALE] + args, timeout=timeout, cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def test_run_on_two_hosts_two_ranks_each(self):
+        import h5py
+        out = os.path.join(self.dir, "run.h5")
+        self.mpirun(["run", *SMALL, "-d", "reference", "--threads", "1", "--peak", "skip", "--out", out])
+        with h5py.File(out, "r") as f:
+            self.assertEqual(f.attrs["world_size"], 4)
+            table = f["system/ranks"][()]
+            self.assertEqual(list(table["rank"]), [0, 1, 2, 3])
+            hosts = [h.decode() for h in table["host"]]
+            self.assertEqual(hosts, [BED.hosts[0]] * 2 + [BED.hosts[1]] * 2)
+            self.assertEqual(list(table["local_rank"]), [0, 1, 0, 1])
+            env = dict(f["system/environment"].attrs)
+            self.assertEqual(env.get("OMPI_COMM_WORLD_SIZE"), "4", env)
+            self.assertEqual(env.get("OMPI_COMM_WORLD_LOCAL_SIZE"), "2", env)
+            cases = list(f["cases"])
+            self.assertEqual(len(cases), 1)
+            case = f["cases"][cases[0]]
+            self.assertEqual(case.attrs["status"], "ok", case.attrs.get("message"))
+            self.assertEqual(case.attrs["ranks"], 4)
+            self.assertEqual(case["iter_time_s"].shape, (4, 3))
+
+    def test_allreduce_across_hosts_is_exact(self):
+        import h5py
+        out = os.path.join(self.dir, "allreduce.h5")
+        self.mpirun(["allreduce", "--backend", "mpi", "--min-bytes", "4", "--max-bytes", "262144",
+                     "--sizes", "12,1000000", "--iterations", "3", "--warmup", "1", "--out", out])
+        with h5py.File(out, "r") as f:
+            hosts = sorted({h.decode() for h in f["system/ranks"][()]["host"]})
+            self.assertEqual(hosts, BED.hosts)
+            # The run across all 4 ranks; newer builds add a group per node-local run
+            # (attrs hosts = 1, network "within one host"): every group must be exact.
+            groups = [f["allreduce"][g] for g in f["allreduce"]]
+            for g in groups:
+                self.assertEqual(list(g["errors"][()]), [0] * len(g["bytes"]), dict(g.attrs))
+            g = across_hosts(self, groups, 4)
+            sizes = list(g["bytes"][()])
+            self.assertIn(1000000, sizes)
+            self.assertIn(262144, sizes)
+            self.assertEqual(g["time_s"].shape, (4, len(sizes), 3))
+
+    def test_allreduce_over_a_shaped_link_is_exact(self):
+        # A slow link changes the times, never the sums.
+        import h5py
+        BED.shape(BED.hosts[1], "100mbit")
+        self.addCleanup(BED.unshape, BED.hosts[1])
+        tc = BED.run(BED.hosts[1], ["tc", "qdisc", "show", "dev", "eth0"])
+        self.assertIn("tbf", tc.stdout)
+        out = os.path.join(self.dir, "shaped.h5")
+        self.mpirun(["allreduce", "--backend", "mpi", "--min-bytes", "1024", "--max-bytes", "1048576",
+                     "--iterations", "2", "--warmup", "1", "--out", out], ranks_per_host=1)
+        with h5py.File(out, "r") as f:
+            groups = [f["allreduce"][g] for g in f["allreduce"]]
+            for g in groups:
+                self.assertEqual(list(g["errors"][()]), [0] * len(g["bytes"]), dict(g.attrs))
+            across_hosts(self, groups, 2)
+
+
+if __name__ == "__main__":
+    sys.exit(clustertest.main())

@@ -1,0 +1,125 @@
+"""The Slurm templates and slurm/study on a 2-node Slurm of the cluster test bed (testbed.py):
+munged, slurmctld on the first host, one slurmd per host, jobs across both hosts.
+
+  DLSCALE_BIN=build/cpu/dlscale DLSCALE_SOURCE_DIR=$PWD /usr/bin/python3 tests/cluster/test_slurm_multinode.py -v
+
+Exit 77 where the bed cannot be made or Slurm/munge are not installed.
+"""
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+
+import clustertest
+from clustertest import DLSCALE, SMALL, SOURCE, testbed
+
+CPU_TEMPLATE = os.path.join(SOURCE, "slurm", "dlscale-cpu.sbatch")
+STUDY = os.path.join(SOURCE, "slurm", "study")
+REPORT = os.path.join(SOURCE, "results", "dlscale-report")
+# One backend thread per rank: 4 ranks share the machine's cores.
+JOB_ENV = {"DLSCALE_BIN": DLSCALE, "DLSCALE_THREADS": "1"}
+
+BED = None
+SLURM = None
+
+
+def setUpModule():
+    global BED, SLURM
+    BED = testbed.Cluster(hosts=2)
+    started = time.monotonic()
+    SLURM = BED.slurm().__enter__()
+    print(f"2-node slurm ({SLURM.task_plugin}) up in {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
+def tearDownModule():
+    if BED is not None:
+        BED.close()
+
+
+class MultiNode(unittest.TestCase):
+    maxDiff = None
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_multinode_")
+        os.chmod(self.dir, 0o755)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def assert_two_node_file(self, path, job, ranks_per_node=2, nodes=2):
+        """The results file of job `job`: its node list, ranks on both hosts, the case ok."""
+        import h5py
+        self.assertTrue(os.path.isfile(path), f"{path} missing")
+        hosts = BED.hosts[:nodes]
+        with h5py.File(path, "r") as f:
+            ranks = ranks_per_node * nodes
+            self.assertEqual(f.attrs["world_size"], ranks)
+            env = dict(f["system/environment"].attrs)
+            self.assertEqual(env.get("SLURM_JOB_ID"), job, env)
+            expected_list = f"{BED.name}n[0-1]" if nodes == 2 else hosts[0]
+            self.assertEqual(env.get("SLURM_JOB_NODELIST"), expected_list, env)
+            self.assertEqual(env.get("SLURM_NNODES"), str(nodes), env)
+            self.assertEqual(env.get("SLURM_NTASKS"), str(ranks), env)
+            self.assertEqual(env.get("SLURM_TASKS_PER_NODE"), f"{ranks_per_node}(x2)" if nodes == 2 else str(ranks_per_node), env)
+            table = f["system/ranks"][()]
+            self.assertEqual([h.decode() for h in table["host"]],
+                             [h for h in hosts for _ in range(ranks_per_node)])
+            self.assertEqual(list(table["local_rank"]), list(range(ranks_per_node)) * nodes)
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "ok", case.attrs.get("message"))
+            self.assertEqual(case.attrs["ranks"], ranks)
+            self.assertEqual(case["iter_time_s"].shape, (ranks, 3))
+
+    def test_cpu_template_on_two_nodes(self):
+        outdir = os.path.join(self.dir, "results")
+        out = os.path.join(self.dir, "slurm-%j.out")
+        proc = SLURM.run(["sbatch", "--wait", "--nodes=2", f"--output={out}", CPU_TEMPLATE, *SMALL],
+                         env=dict(JOB_ENV, DLSCALE_OUT_DIR=outdir, DLSCALE_REPORT=REPORT), cwd=self.dir, timeout=240)
+        m = re.search(r"Submitted batch job (\d+)", proc.stdout)
+        self.assertIsNotNone(m, proc.stdout + proc.stderr)
+        job = m.group(1)
+        log = out.replace("%j", job)
+        text = ""
+        if os.path.exists(log):
+            with open(log, errors="replace") as f:
+                text = f.read()
+        self.assertEqual(proc.returncode, 0, text + SLURM.logs())
+        self.assertIn(f"job {job} on {BED.name}n[0-1]: 4 rank(s), 2 node(s)", text)
+        self.assertIn(f"dlscale-cpu.sbatch: results in {outdir}/dlscale-{job}.h5", text)
+        self.assert_two_node_file(os.path.join(outdir, f"dlscale-{job}.h5"), job)
+
+    def test_study_over_one_and_two_nodes(self):
+        d = os.path.join(self.dir, "study")
+        proc = SLURM.run([STUDY, "--nodes", "1,2", *SMALL[:4], "--study-dir", d, "--wait", "--poll", "0.5",
+                          "--timeout", "240", "--", *SMALL[4:]], env=JOB_ENV, cwd=self.dir, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr + proc.stdout + SLURM.logs())
+        with open(os.path.join(d, "study.json")) as f:
+            points = json.load(f)["points"]
+        self.assertEqual([p["label"] for p in points], ["nodes-1", "nodes-2"])
+        files = []
+        for p, nodes in zip(points, (1, 2)):
+            self.assertEqual((p["state"], p["exit_code"]), ("COMPLETED", "0:0"), p)
+            self.assert_two_node_file(p["file"], p["job_id"], nodes=nodes)
+            files.append(p["file"])
+        # The report: one summary row per file, on 2 and on 4 ranks (1 and 2 nodes).
+        self.assertIn(f"{REPORT} summary {files[0]} {files[1]}", proc.stdout)
+        rows = re.findall(r"^(\S+\.h5)\s+\d{4}\s+mnist_fnn:width=16\s+libtorch\s+cpu.*$", proc.stdout, re.M)
+        self.assertEqual([os.path.basename(r) for r in rows], [os.path.basename(f) for f in files], proc.stdout)
+        self.assert_report_ranks(proc.stdout, files)
+
+    def assert_report_ranks(self, text, files):
+        """The report tells the points apart by their rank counts (2 per node)."""
+        lines = [line for line in text.splitlines() if re.match(r"^\S+\.h5\s+\d{4}\s", line)]
+        header = next((line for line in text.splitlines() if re.match(r"^\s*file\s", line)), None)
+        self.assertIsNotNone(header, text)
+        cols = header.split()
+        self.assertTrue({"P", "ranks"} & set(cols), header)
+        col = cols.index("P") if "P" in cols else cols.index("ranks")
+        self.assertEqual([line.split()[col] for line in lines], ["2", "4"], text)
+
+
+if __name__ == "__main__":
+    sys.exit(clustertest.main(needs_slurm=True))
