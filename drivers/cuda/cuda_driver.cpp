@@ -449,10 +449,10 @@ class CudaModel final : public Model {
   std::vector<WeightPiece> pieces_;  // canonical <-> driver layout
   std::vector<LayerParams> layer_params_;
   std::vector<DropoutStream> dropout_streams_;  // per layer; outlive a rebuild like running_
-  std::vector<ParamRange> ready_ranges_;       // per layer: its slice of grads_, for ready_
-  std::function<void(size_t, size_t)> ready_;  // the reducer's, to start buckets during backward
-  int64_t batch_ = 0;                          // the batch size the network is built for; 0: none yet
-  uint64_t seed_ = 0;                          // dropout
+  std::vector<ParamRange> ready_ranges_;        // per layer: its slice of grads_, for ready_
+  std::function<void(size_t, size_t)> ready_;   // the reducer's, to start buckets during backward
+  int64_t batch_ = 0;                           // the batch size the network is built for; 0: none yet
+  uint64_t seed_ = 0;                           // dropout
   DeviceBuffer running_;  // batch norms' running statistics: per norm, its means then its variances
   std::vector<int64_t> running_offsets_, running_channels_;  // per norm: first float in running_, channels
   DeviceBuffer adam_m_, adam_v_;                             // Adam's moments, made at its first update

@@ -418,8 +418,8 @@ class DropoutLayer final : public GpuLayer {
       DLSCALE_CHECK_CUDA(cudnnSetDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p), stream.states.get(),
                                                    state_bytes, seed));
     } else {  // the generator as the last build left it, not seeded again
-      DLSCALE_CHECK_CUDA(cudnnRestoreDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p),
-                                                       stream.states.get(), state_bytes, seed));
+      DLSCALE_CHECK_CUDA(cudnnRestoreDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p), stream.states.get(),
+                                                       state_bytes, seed));
     }
   }
   void forward(const float* x, float* y) override {

@@ -79,8 +79,8 @@ template <class T>
   }
   if (first == got.size() || std::sqrt(diff) <= kModelToModel * std::sqrt(norm)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "relative difference " << std::sqrt(diff / norm) << " (allowed "
-                                       << kModelToModel << "); first at " << first << ": " << got[first]
-                                       << " against " << want[first];
+                                       << kModelToModel << "); first at " << first << ": " << got[first] << " against "
+                                       << want[first];
 }
 
 template <class T>
