@@ -294,6 +294,11 @@ class Cluster:
                  "--mca", "btl_tcp_if_include", self.subnet,
                  "--mca", "oob_tcp_if_include", self.subnet,
                  "--mca", "mpi_yield_when_idle", "1",
+                 # Two TCP connections per pair of ranks: with one, a 16 MiB all-reduce between
+                 # two hosts on a 500 Mbit/s link took 0.56-0.58 s, half of what TCP delivers both
+                 # ways at once; with two 0.31-0.34 s (bench/shaped_link.py). Larger socket
+                 # buffers (btl_tcp_sndbuf/rcvbuf 4 MiB) did not change it.
+                 "--mca", "btl_tcp_links", "2",
                  "--bind-to", "none"])
 
     # -- the network ---------------------------------------------------------------------

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The all-reduce between two hosts over a shaped link, against what TCP delivers on it, and
+(--overlap) the bucketed overlap against one blocking all-reduce across those hosts.
+
+On the cluster test bed (tests/cluster/testbed.py; root): two hosts, one rank each, the second
+host's link limited to RATE by tbf at both ends (docs/cluster-testing.md). For each rate:
+
+  tcp        one TCP stream between the hosts for --seconds, each way alone, then both ways at
+             once (the same sockets, the same link): what TCP actually delivers there
+  allreduce  dlscale allreduce across the two hosts (MPI over TCP): bus bandwidth at the largest
+             size, and its ratio to the TCP figures (issue 32: within 25% of what TCP delivers)
+  overlap    with --overlap CASES: bench_overlap_vs_blocking across the two hosts
+             (--bucket-mb buckets progressed during backward against one all-reduce after it)
+
+  sudo python3 bench/shaped_link.py --rates 200mbit,500mbit [--overlap "resnet50:8"]
+      [--dlscale build/cpu/dlscale] [--bench build/cpu/bench/bench_overlap_vs_blocking]
+
+Prints one table; no figure here is asserted by a test (timings depend on the machine and its
+load), the note of the change that measured them quotes them with this command.
+"""
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(SOURCE, "tests", "cluster"))
+import testbed  # noqa: E402
+
+# Run inside a host: stream bytes to (or from) the peer for a while, print bytes/s.
+STREAM = r"""
+import socket, sys, time, threading
+mode, peer, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+chunk = b"x" * (1 << 20)
+def send(conn):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        conn.sendall(chunk)
+    conn.shutdown(socket.SHUT_WR)
+def receive(conn, out):
+    n, start = 0, time.monotonic()
+    while True:
+        b = conn.recv(1 << 20)
+        if not b:
+            break
+        n += len(b)
+    out.append(n / (time.monotonic() - start))
+if mode == "serve":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port)); s.listen(1); print("ready", flush=True)
+    conn, _ = s.accept()
+else:
+    conn = socket.create_connection((peer, port))
+both = sys.argv[5] == "both"
+got = []
+t = threading.Thread(target=receive, args=(conn, got))
+if both or mode == "serve":
+    t.start()
+if both or mode == "connect":
+    send(conn)
+if both or mode == "serve":
+    t.join()
+    print(f"{got[0]:.0f}")
+"""
+
+
+def tcp_rate(bed, seconds, both, port=45000):
+    """Bytes/s host 1 -> host 0 (and host 0 -> host 1 at the same time when both)."""
+    a, b = bed.hosts
+    server = bed.popen(a, [sys.executable, "-c", STREAM, "serve", "", str(port), str(seconds),
+                           "both" if both else "one"], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
+    client = bed.run(b, [sys.executable, "-c", STREAM, "connect", bed.addresses[a], str(port), str(seconds),
+                         "both" if both else "one"], timeout=seconds * 10 + 30)
+    into_a = float(server.stdout.read().strip())
+    server.wait()
+    into_b = float(client.stdout.strip()) if both else None
+    return into_a, into_b
+
+
+def allreduce_busbw(bed, dlscale, max_bytes, workdir):
+    out = os.path.join(workdir, "allreduce.h5")
+    r = bed.run(bed.hosts[0], bed.mpirun_args(1) + [dlscale, "allreduce", "--min-bytes", "65536", "--max-bytes",
+                                                     str(max_bytes), "--iterations", "5", "--warmup", "2",
+                                                     "--out", out, "--overwrite"], timeout=1800, cwd=workdir)
+    if r.returncode != 0:
+        raise RuntimeError(r.stdout + r.stderr)
+    rows = [line.split() for line in r.stdout.splitlines() if re.match(r"^\s+\d+\s", line)]
+    size, time_us, algbw, busbw, errors = rows[-1]
+    return int(size), float(time_us) / 1e6, float(busbw) * 1e9, int(errors)  # busbw in bytes/s
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rates", default="200mbit,500mbit", help="tc rates, comma-separated")
+    ap.add_argument("--seconds", type=float, default=4, help="each TCP measurement")
+    ap.add_argument("--max-bytes", type=int, default=16 << 20)
+    ap.add_argument("--dlscale", default=os.path.join(SOURCE, "build", "current", "dlscale"))
+    ap.add_argument("--bench", default=os.path.join(SOURCE, "build", "current", "bench", "bench_overlap_vs_blocking"))
+    ap.add_argument("--overlap", default="", help="cases for bench_overlap_vs_blocking (its --cases syntax)")
+    ap.add_argument("--bucket-mb", default="25")
+    ap.add_argument("--drivers", default="libtorch")
+    args = ap.parse_args()
+    args.dlscale, args.bench = os.path.abspath(args.dlscale), os.path.abspath(args.bench)
+    reason = testbed.why_unavailable()
+    if reason:
+        sys.exit(f"shaped_link: {reason}")
+    print(f"CPU: {subprocess.run(['lscpu'], capture_output=True, text=True).stdout.split('Model name:')[1].splitlines()[0].strip()}")
+    rows = []
+    bed = testbed.Cluster(hosts=2)
+    try:
+        workdir = os.path.join(bed.dir, "work")
+        os.makedirs(workdir)
+        for rate in args.rates.split(","):
+            bed.shape(bed.hosts[1], rate)
+            one, _ = tcp_rate(bed, args.seconds, both=False)
+            in_a, in_b = tcp_rate(bed, args.seconds, both=True)
+            size, t, busbw, errors = allreduce_busbw(bed, args.dlscale, args.max_bytes, workdir)
+            # Two ranks: each sends and receives S bytes, both ways at once (a full-duplex ring).
+            duplex = min(in_a, in_b)
+            rows.append((rate, one, in_a, in_b, size, t, busbw, errors, busbw / duplex, busbw / one))
+            if args.overlap:
+                r = bed.run(bed.hosts[0], bed.mpirun_args(1) + [args.bench, "--drivers", args.drivers, "--cases",
+                                                                 args.overlap, "--bucket-mb", args.bucket_mb,
+                                                                 "--threads", "1"], timeout=3600, cwd=workdir)
+                print(f"-- overlap across 2 hosts at {rate}\n{r.stdout}{r.stderr}", flush=True)
+            bed.unshape(bed.hosts[1])
+    finally:
+        bed.close()
+    mb = 1e6 / 8  # bytes/s per Mbit/s
+    print(f"{'rate':>9} {'tcp one way':>12} {'tcp both ways':>18} {'allreduce':>10} {'time':>8} "
+          f"{'busbw':>9} {'busbw/duplex':>13} {'busbw/one-way':>14}")
+    for rate, one, in_a, in_b, size, t, busbw, errors, r_duplex, r_one in rows:
+        print(f"{rate:>9} {one / mb:>8.0f} Mb/s {in_a / mb:>6.0f}+{in_b / mb:<6.0f}Mb/s {size >> 20:>7} MiB "
+              f"{t * 1e3:>6.0f}ms {busbw / mb:>5.0f} Mb/s {r_duplex:>13.2f} {r_one:>14.2f}"
+              f"{'' if errors == 0 else f'  {errors} WRONG ELEMENTS'}")
+
+
+if __name__ == "__main__":
+    main()
