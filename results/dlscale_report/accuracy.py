@@ -15,7 +15,7 @@ cumulative time of the repeats that ran e epochs (a repeat stopped at its target
 
 import math
 
-from .study import describe
+from .study import describe, hosts_count, placement_of
 from .tables import Column, Table, key_cell, number, text
 
 
@@ -60,6 +60,7 @@ def accuracy_rows(cases):
         target = a.get("target_accuracy")
         row = {"label": label(c), "workload": a.get("workload"), "driver": a.get("driver"),
                "device": a.get("device_type"), "threads": a.get("threads"), "ranks": a.get("ranks"),
+               "hosts": hosts_count(c), "placement": placement_of(c),
                "optimizer": a.get("optimizer"), "learning_rate": a.get("learning_rate"),
                "batch": a.get("batch_per_rank"), "data": a.get("data"), "status": c.status,
                "message": a.get("message", ""), "epochs": a.get("epochs"),
@@ -103,7 +104,7 @@ def time_to_accuracy_table(rows):
                Column("time to target s [95% CI]", lambda r: seconds_ci(r, "time_to_target")),
                Column("epochs to target", lambda r: number(r["target_epoch_mean"], "{:.1f}")),
                Column("epoch limit", lambda r: text(r["epochs"]))]
-    csv = ("label", "workload", "driver", "device", "threads", "ranks", "optimizer", "learning_rate", "batch",
+    csv = ("label", "workload", "driver", "device", "threads", "ranks", "hosts", "placement", "optimizer", "learning_rate", "batch",
            "target_accuracy", "repeats", "targets_reached", "time_to_target_mean_s", "time_to_target_ci95_low_s",
            "time_to_target_ci95_high_s", "target_epoch_mean", "epochs")
     notes = ["time to target = training time (evaluation excluded) summed over epochs 1..the first epoch whose "
@@ -127,7 +128,7 @@ def time_table(rows):
                Column("training s [95% CI]", ok_only(lambda r: seconds_ci(r, "train_time"))),
                Column("testing s [95% CI]", ok_only(lambda r: seconds_ci(r, "test_time"))),
                Column("test samples", ok_only(lambda r: text(r["test_samples"])))]
-    csv = ("label", "workload", "driver", "device", "threads", "ranks", "optimizer", "learning_rate", "batch",
+    csv = ("label", "workload", "driver", "device", "threads", "ranks", "hosts", "placement", "optimizer", "learning_rate", "batch",
            "status", "repeats", "epochs_run_min", "epochs_run_max", "train_time_mean_s", "train_time_ci95_low_s",
            "train_time_ci95_high_s", "test_time_mean_s", "test_time_ci95_low_s", "test_time_ci95_high_s",
            "test_samples")
@@ -143,7 +144,7 @@ def test_accuracy_table(rows):
                Column("test accuracy [95% CI]", lambda r: fraction_ci(r, "test_accuracy")),
                Column("min", lambda r: number(r["test_accuracy_min"], "{:.4f}")),
                Column("max", lambda r: number(r["test_accuracy_max"], "{:.4f}"))]
-    csv = ("label", "workload", "driver", "device", "threads", "ranks", "optimizer", "learning_rate", "batch",
+    csv = ("label", "workload", "driver", "device", "threads", "ranks", "hosts", "placement", "optimizer", "learning_rate", "batch",
            "data", "repeats", "test_accuracy_mean", "test_accuracy_ci95_low", "test_accuracy_ci95_high",
            "test_accuracy_min", "test_accuracy_max")
     notes = ["share of the test set classified correctly after the last epoch run (global over ranks); mean and "

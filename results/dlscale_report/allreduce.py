@@ -5,6 +5,9 @@ GB = 1e9 B: algbw = bytes/t, busbw = algbw·2(P-1)/P). Next to them: the
 median over iterations of the slowest rank's time, recomputed from time_s,
 and the time of the file's α–β fit of a ring all-reduce,
 t = 2(P-1)·α + 2(P-1)/P·n·β, so the fit can be judged against the data.
+Each benchmark names the hosts its ranks spanned and so the network it measured
+("within one host" or "between hosts"): as recorded, or for older files from
+the rank table (schema.py).
 """
 
 import os
@@ -12,7 +15,7 @@ import os
 from .stats import median
 from .tables import Column, Table, key_cell, ms, number
 
-CSV_COLUMNS = ("file", "group", "backend", "ranks", "dtype", "case", "bytes", "iterations",
+CSV_COLUMNS = ("file", "group", "backend", "ranks", "hosts", "network", "dtype", "case", "bytes", "iterations",
                "time_median_us", "model_us", "algbw_gbps", "busbw_gbps", "errors",
                "alpha_s", "beta_s_per_byte")
 
@@ -31,7 +34,9 @@ def label(ar, show_file=False):
     a = ar.attrs
     case = f" for case {a['case']}" if a.get("case") else ""
     where = f"{os.path.basename(ar.file)}: " if show_file else ""
-    return f"{where}{a.get('backend', '?')} P={a.get('ranks', '?')}{case}"
+    hosts = getattr(ar, "hosts", 1) or 1
+    on = f" on {hosts} hosts" if hosts > 1 else ""
+    return f"{where}{a.get('backend', '?')} P={a.get('ranks', '?')}{on}{case}"
 
 
 def allreduce_rows(benchmarks):
@@ -47,7 +52,8 @@ def allreduce_rows(benchmarks):
             model = (ring_time(n, ranks, alpha, beta)
                      if alpha is not None and beta is not None and ranks else None)
             rows.append({"file": ar.file, "group": ar.name, "label": label(ar, several),
-                         "backend": a.get("backend"), "ranks": ranks, "dtype": a.get("dtype"),
+                         "backend": a.get("backend"), "ranks": ranks, "hosts": ar.hosts,
+                         "network": ar.network, "dtype": a.get("dtype"),
                          "case": a.get("case", ""), "bytes": int(n), "iterations": t.shape[1],
                          "time_median_us": None if med is None else med * 1e6,
                          "model_us": None if model is None else model * 1e6,
@@ -67,6 +73,11 @@ def _size(n):
 def allreduce_table(rows):
     columns = [
         Column("benchmark", key_cell("label"), right=False),
+    ]
+    if any(r["hosts"] > 1 for r in rows):
+        # Where some benchmark crossed hosts: which network each measured.
+        columns += [Column("hosts", key_cell("hosts")), Column("network", key_cell("network"), right=False)]
+    columns += [
         Column("size", lambda r: _size(r["bytes"])),
         Column("time us", lambda r: ms(r["time_median_us"])),
         Column("model us", lambda r: ms(r["model_us"])),

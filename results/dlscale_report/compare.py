@@ -1,7 +1,9 @@
 """Two runs of the same cases side by side: B/A ratio and a significance test.
 
 Cases are matched on study.match_key (workload, driver, device, precision,
-scaling, ranks, batch per rank, threads, and bucket/overlap when recorded).
+scaling, ranks, batch per rank, threads, and bucket/overlap when recorded, and
+the hosts the ranks spanned and their placement: P=4 on one host and P=4 on two
+are different measurements).
 The ratio is median(B)/median(A) of the step times recomputed from the raw
 samples; > 1 means B is slower. The test is a two-sided Mann–Whitney U test
 on the two sets of raw step times T_i (max over ranks per iteration). A side that was
@@ -11,11 +13,11 @@ contended (docs/metrics.md) is marked in its row and named in a note.
 from .conditions import contended, contention_text
 from .mannwhitney import mann_whitney
 from .stats import case_stats, step_times
-from .study import case_ref, dedupe, describe, match_key
+from .study import case_ref, dedupe, describe, hosts_count, match_key, placement_of
 from .tables import Column, Table, key_cell, ms, ratio
 
 CSV_COLUMNS = ("label", "workload", "driver", "device", "precision", "scaling", "ranks",
-               "batch_per_rank", "threads", "file_a", "case_a", "file_b", "case_b",
+               "hosts", "placement", "batch_per_rank", "threads", "file_a", "case_a", "file_b", "case_b",
                "n_a", "n_b", "median_a_ms", "median_b_ms", "ratio_b_a", "u_b", "p_value",
                "test_method", "status_a", "status_b", "contended_a", "contended_b")
 
@@ -38,6 +40,7 @@ def compare_rows(cases_a, cases_b):
         row = {"label": describe(ca), "workload": a.get("workload"), "driver": a.get("driver"),
                "device": a.get("device_type"), "precision": a.get("precision"),
                "scaling": a.get("scaling"), "ranks": a.get("ranks"),
+               "hosts": hosts_count(ca), "placement": placement_of(ca),
                "batch_per_rank": a.get("batch_per_rank"), "threads": a.get("threads"),
                "file_a": ca.file, "case_a": ca.name, "file_b": cb.file, "case_b": cb.name,
                "n_a": None, "n_b": None, "median_a_ms": None, "median_b_ms": None,

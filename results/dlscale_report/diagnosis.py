@@ -16,6 +16,11 @@ so T_i = C_i + S_i + A_i + O_i. A case's parts are those of its median iteration
 two middle ones for an even count), so they add up to its step median exactly. With k = P0/P
 (strong scaling) or 1 (weak), the ideal step is k·T(P0) and each lost part is X(P) - k·X(P0);
 the four add up to the gap T(P) - k·T(P0), and divided by T(P) to 1 - E(P).
+
+Across hosts (issue 32) each point keeps the hosts its ranks spanned: its sentence names them
+("at P=4 on 2 hosts, ..."), and the first point of a series on several hosts says when the
+efficiency fell there ("...: the step crossed the network"). The projection's text quotes the
+file's network_note: which network each projected rank count took its fit from.
 """
 
 from dataclasses import dataclass, field
@@ -23,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .conditions import contention_text, kernel_text
-from .scaling import build_series, scaling_modes
+from .scaling import build_series, point_label, scaling_modes
+from .study import hosts_text
 
 PARTS = ("compute", "straggler", "allreduce", "other")
 # What the loss in each part is called (the part itself, in the step: the second name).
@@ -74,6 +80,8 @@ class Point:
     ideal_s: float
     parts: dict                 # PARTS of the step at P, seconds
     lost: dict                  # PARTS' share of the gap, seconds: X(P) - k·X(P0)
+    hosts: int = 1              # hosts the ranks spanned
+    crossed: str = ""           # where the series first crossed hosts here and lost efficiency: why
 
     @property
     def gap_s(self):
@@ -90,7 +98,9 @@ class Diagnosis:
     mode: str
     workload: str = ""
     driver: str = ""
+    placement: str = "packed"
     baseline_ranks: object = None
+    baseline_hosts: int = 1
     baseline_parts: dict = None
     points: list = field(default_factory=list)   # P > P0
     projection: str = ""
@@ -103,19 +113,34 @@ class Diagnosis:
         if self.note:
             lines = [f"{head}: {self.note}"]
         else:
-            lines = [f"{head}: {point_sentence(p)}" + (
+            lines = [f"{head}: {point_sentence(p)}" + (f"; {p.crossed}" if p.crossed else "") + (
                 f"; {self.projection}" if self.projection and p is self.points[-1] else "")
                 for p in self.points]
         return lines + [f"{head}: {c}" for c in self.conditions]
 
 
+def where(ranks, hosts):
+    """ "P=4", or "P=4 on 2 hosts" where the ranks spanned several."""
+    return f"P={ranks}" + (f" on {hosts_text(hosts)}" if hosts > 1 else "")
+
+
 def point_sentence(p):
     """"at P=2, efficiency 0.71: 22% exposed all-reduce, 5% straggler wait, ..." (percent of the
-    step at P, largest first: together 1 - E)."""
+    step at P, largest first: together 1 - E); "at P=4 on 2 hosts, ..." across hosts."""
     shares = sorted(PARTS, key=lambda k: -abs(p.lost[k]))
     # round() first: a part of -0.3% reads "0%", not "-0%".
     text = ", ".join(f"{round(100 * p.lost[k] / p.step_s):d}% {LOSS_NAMES[k]}" for k in shares)
-    return f"at P={p.ranks}, efficiency {p.efficiency:.2f}: {text}"
+    return f"at {where(p.ranks, p.hosts)}, efficiency {p.efficiency:.2f}: {text}"
+
+
+def crossing_text(before_ranks, before_hosts, before_efficiency, point):
+    """The sentence for the point where a series first leaves one host, when efficiency falls
+    there (to two decimals), else ""."""
+    if round(point.efficiency, 2) >= round(before_efficiency, 2):
+        return ""
+    return (f"efficiency falls from {before_efficiency:.2f} at P={before_ranks} ({hosts_text(before_hosts)}) "
+            f"to {point.efficiency:.2f} at P={point.ranks} ({hosts_text(point.hosts)}): "
+            f"the step crossed the network")
 
 
 def _projection_text(series):
@@ -134,13 +159,15 @@ def _projection_text(series):
     text += f" (fitted at P={fit}"
     if errors:
         text += "; its step-time error where measured: " + ", ".join(errors)
+    if proj.network_note:
+        text += f"; network figures: {proj.network_note}"
     return text + ")"
 
 
 def diagnose_series(series):
     first = series.rows[0]
     d = Diagnosis(label=series.label, mode=series.mode, workload=first["workload"],
-                  driver=first["driver"])
+                  driver=first["driver"], placement=first["placement"])
     # Contention and the kernel's share shape the step times the diagnosis splits: say so.
     d.conditions = [f"P={row['ranks']}: {text}" for row, case in zip(series.rows, series.cases)
                     for text in (contention_text(case), kernel_text(case)) if text]
@@ -155,17 +182,25 @@ def diagnose_series(series):
         d.note = f"needs phases (run with --phases): P={base_row['ranks']} has none"
         return d
     p0 = base_row["ranks"]
-    d.baseline_ranks, d.baseline_parts = p0, base
+    d.baseline_ranks, d.baseline_parts, d.baseline_hosts = p0, base, base_row["hosts"] or 1
     missing = []
+    before = (p0, d.baseline_hosts, 1.0)          # the point before: P, hosts, efficiency
+    crossed = d.baseline_hosts > 1
     for row, case in ok[1:]:
         parts = case_parts(case)
         if parts is None:
             missing.append(f"P={row['ranks']}")
             continue
         k = p0 / row["ranks"] if series.mode == "strong" else 1.0
-        d.points.append(Point(ranks=row["ranks"], step_s=parts["step"], ideal_s=k * base["step"],
-                              parts={x: parts[x] for x in PARTS},
-                              lost={x: parts[x] - k * base[x] for x in PARTS}))
+        point = Point(ranks=row["ranks"], step_s=parts["step"], ideal_s=k * base["step"],
+                      parts={x: parts[x] for x in PARTS},
+                      lost={x: parts[x] - k * base[x] for x in PARTS}, hosts=row["hosts"] or 1)
+        if not crossed and point.hosts > 1:
+            # The first point on several hosts: its all-reduce went over the network.
+            crossed = True
+            point.crossed = crossing_text(*before, point)
+        before = (point.ranks, point.hosts, point.efficiency)
+        d.points.append(point)
     if not d.points:
         d.note = f"needs phases (run with --phases): {', '.join(missing)} has none"
         return d
@@ -188,7 +223,7 @@ def diagnosis_lines(diagnoses):
     return done + [line for d in diagnoses if d.note for line in d.sentences()]
 
 
-CSV_COLUMNS = ("series", "scaling", "ranks", "baseline_ranks", "step_ms", "ideal_ms", "gap_ms",
+CSV_COLUMNS = ("series", "scaling", "ranks", "hosts", "baseline_ranks", "baseline_hosts", "step_ms", "ideal_ms", "gap_ms",
                "efficiency") + tuple(f"{k}_ms" for k in PARTS) + tuple(
                f"{k}_lost_ms" for k in PARTS) + tuple(f"{k}_lost_share" for k in PARTS)
 
@@ -197,8 +232,9 @@ def diagnosis_rows(diagnoses):
     rows = []
     for d in diagnoses:
         for p in d.points:
-            row = {"series": d.label, "scaling": d.mode, "ranks": p.ranks,
-                   "baseline_ranks": d.baseline_ranks, "step_ms": p.step_s * 1e3,
+            row = {"series": d.label, "scaling": d.mode, "ranks": p.ranks, "hosts": p.hosts,
+                   "baseline_ranks": d.baseline_ranks, "baseline_hosts": d.baseline_hosts,
+                   "step_ms": p.step_s * 1e3,
                    "ideal_ms": p.ideal_s * 1e3, "gap_ms": p.gap_s * 1e3,
                    "efficiency": p.efficiency}
             for k in PARTS:
@@ -213,9 +249,11 @@ def diagnosis_rows(diagnoses):
 def diagnosis_table(rows):
     from .tables import Column, Table, key_cell, ms, ratio
 
+    with_hosts = any(r["hosts"] > 1 or r["baseline_hosts"] > 1 for r in rows)
     columns = [Column("series", key_cell("series"), right=False),
                Column("scaling", key_cell("scaling"), right=False),
-               Column("P", key_cell("ranks")), Column("step ms", lambda r: ms(r["step_ms"])),
+               Column("P", lambda r: point_label(r["ranks"], r["hosts"], with_hosts)),
+               Column("step ms", lambda r: ms(r["step_ms"])),
                Column("ideal ms", lambda r: ms(r["ideal_ms"])),
                Column("gap ms", lambda r: ms(r["gap_ms"])),
                Column("efficiency", lambda r: ratio(r["efficiency"]))]

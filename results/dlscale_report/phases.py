@@ -9,10 +9,10 @@ rank and median iteration can differ; the "sum" column shows by how much.
 """
 
 from .stats import PHASES, case_phase_medians, case_stats
-from .study import describe
+from .study import describe, hosts_count, placement_of
 from .tables import Column, Table, key_cell, ms
 
-CSV_COLUMNS = ("file", "case", "label", "workload", "driver", "device", "ranks",
+CSV_COLUMNS = ("file", "case", "label", "workload", "driver", "device", "ranks", "hosts", "placement",
                "batch_per_rank", "threads") + tuple(f"{p}_ms" for p in PHASES) + (
                "sum_ms", "step_median_ms")
 
@@ -32,6 +32,7 @@ def phase_rows(cases):
         row = {"file": case.file, "case": case.name, "label": describe(case),
                "workload": a.get("workload"), "driver": a.get("driver"),
                "device": a.get("device_type"), "ranks": a.get("ranks"),
+               "hosts": hosts_count(case), "placement": placement_of(case),
                "batch_per_rank": a.get("batch_per_rank"), "threads": a.get("threads")}
         for p in PHASES:
             row[f"{p}_ms"] = med[f"{p}_median_s"] * 1e3

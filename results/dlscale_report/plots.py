@@ -56,6 +56,21 @@ def _legend(ax, n_entries):
         ax.legend(loc="best")
 
 
+def _annotate_hosts(ax, series, colors, y_of):
+    """Where some point spanned several hosts: next to each series' first point on a new number
+    of hosts, that number ("2 hosts"), so that the figure shows where the series crossed hosts."""
+    if not any((r["hosts"] or 1) > 1 for s in series for r in s.ok_rows):
+        return
+    for s, color in zip(series, colors):
+        last = None
+        for r in s.ok_rows:
+            hosts = r["hosts"] or 1
+            if hosts != last:
+                ax.annotate(f"{hosts} host{'' if hosts == 1 else 's'}", (r["ranks"], y_of(r)),
+                            textcoords="offset points", xytext=(4, 5), fontsize=6.5, color=color)
+            last = hosts
+
+
 def _yerr(rows, key, low, high):
     return [[r[key] - r[low] for r in rows], [r[high] - r[key] for r in rows]]
 
@@ -79,6 +94,7 @@ def scaling_plots(series, mode, outdir):
         ax.errorbar([r["ranks"] for r in rows], [r["speedup"] for r in rows],
                     yerr=_yerr(rows, "speedup", "speedup_low", "speedup_high"),
                     marker="o", capsize=3, color=color, label=s.label)
+    _annotate_hosts(ax, plotted, colors, lambda r: r["speedup"])
     for p0 in sorted({s.baseline_ranks for s in plotted}):
         xs = sorted({p for p in all_ranks if p >= p0})
         ax.plot(xs, [p / p0 for p in xs], "k--", lw=1, label=f"ideal (P0={p0})")
@@ -98,6 +114,7 @@ def scaling_plots(series, mode, outdir):
             ax.errorbar([r["ranks"] for r in rows], [r["efficiency"] for r in rows],
                         yerr=_yerr(rows, "efficiency", "efficiency_low", "efficiency_high"),
                         marker="o", capsize=3, color=color, label=s.label)
+        _annotate_hosts(ax, plotted, colors, lambda r: r["efficiency"])
         _projection_lines(ax, plotted, colors, "efficiency", max(all_ranks))
         ax.axhline(1.0, color="k", ls="--", lw=1, label="ideal")
         ax.set_ylim(bottom=0)
@@ -178,9 +195,13 @@ def _projection_plot(series, colors, mode, outdir):
             pr = s.projection.ranks.tolist()
             ranks += pr
             fit = s.projection.attrs.get("fit_ranks")
-            ax1.plot(pr, s.projection.step_s.tolist(), ":", color=color, label=f"projected, fit P={fit}")
-            ax2.plot(pr, s.projection.efficiency.tolist(), ":", color=color,
-                     label=f"projected, fit P={fit}")
+            name = f"projected, fit P={fit}"
+            if s.projection.between_hosts is not None and s.projection.between_hosts.any():
+                # Which network's figures the curve used, from where.
+                first = min(p for p, b in zip(pr, s.projection.between_hosts.tolist()) if b)
+                name += f"; between-host fit from P={first}"
+            ax1.plot(pr, s.projection.step_s.tolist(), ":", color=color, label=name)
+            ax2.plot(pr, s.projection.efficiency.tolist(), ":", color=color, label=name)
     top = max(ranks)
     ticks = [1 << k for k in range(0, top.bit_length()) if 1 << k <= top]
     for ax in (ax1, ax2):
@@ -422,6 +443,8 @@ def overview_plot(series, diagnoses, outdir):
         rows, first = s.ok_rows, s.rows[0]
         kw = dict(color=color[first["workload"]], marker=marker[first["driver"]],
                   ls=style[s.mode], lw=1.3, ms=5)
+        if first["placement"] == "spread":
+            kw["markerfacecolor"] = "none"           # spread: hollow markers
         ax_s.plot([r["ranks"] for r in rows], [r["speedup"] for r in rows], **kw)
         ax_e.plot([r["ranks"] for r in rows], [r["efficiency"] for r in rows], **kw)
     p0 = min(s.baseline_ranks for s in plotted)
@@ -439,27 +462,32 @@ def overview_plot(series, diagnoses, outdir):
                + [Line2D([], [], color="k", marker=marker[d], ls="", label=d) for d in drivers]
                + [Line2D([], [], color="k", ls=style[m], label=m)
                   for m in ("strong", "weak") if any(s.mode == m for s in plotted)])
+    if any(s.rows[0]["placement"] == "spread" for s in plotted):
+        handles += [Line2D([], [], color="k", marker="o", ls="", label="packed"),
+                    Line2D([], [], color="k", marker="o", markerfacecolor="none", ls="", label="spread")]
     ax_e.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
                 fontsize=7.5)
 
     if bars:
         ax_b = fig.add_subplot(grid[1, :])
-        bars = sorted(bars, key=lambda d: (d.mode, d.workload, d.driver))
+        bars = sorted(bars, key=lambda d: (d.mode, d.workload, d.driver, d.placement))
         x, ticks, labels, groups = 0.0, [], [], {}
         for d in bars:
             k0 = d.baseline_parts["step"]
             columns = [(d.baseline_ranks, d.baseline_parts, k0)] + [
                 (p.ranks, p.parts, p.ideal_s) for p in d.points]
+            hosts = [d.baseline_hosts] + [p.hosts for p in d.points]
             for i, (p, parts, ideal) in enumerate(columns):
                 bottom = 0.0
                 for part in PARTS:
                     h = max(parts[part], 0.0) / ideal
                     ax_b.bar(x + i * 0.42, h, 0.38, bottom=bottom, color=PART_COLORS[part])
                     bottom += h
-                ax_b.text(x + i * 0.42, bottom + 0.02, f"{p}", ha="center", va="bottom",
-                          fontsize=6.5)
+                # P over the bar, and under it the hosts where the ranks spanned several.
+                ax_b.text(x + i * 0.42, bottom + 0.02, f"{p}" + (f"\n{hosts[i]}h" if hosts[i] > 1 else ""),
+                          ha="center", va="bottom", fontsize=6.5)
             ticks.append(x + 0.21 * (len(columns) - 1))
-            labels.append(d.driver)
+            labels.append(d.driver + (f" {d.placement}" if len({b.placement for b in bars}) > 1 else ""))
             groups.setdefault((d.mode, d.workload), []).append(x)
             x += 0.42 * len(columns) + 0.35
         ax_b.axhline(1.0, color="k", ls=":", lw=1.2)
@@ -474,12 +502,13 @@ def overview_plot(series, diagnoses, outdir):
                       ha="center", va="top", fontsize=7)
             ax_b.axvline(min(xs) - 0.3, color="#bbb", lw=0.6)
         ax_b.set_ylabel("step time / ideal step")
-        ax_b.set_title("parts of the step at each P (number over the bar), relative to the "
-                       "ideal step (dotted)")
+        ax_b.set_title("parts of the step at each P (number over the bar"
+                       + ("; Nh: on N hosts" if any(p.hosts > 1 for d in bars for p in d.points) else "")
+                       + "), relative to the ideal step (dotted)")
         ax_b.legend([Rectangle((0, 0), 1, 1, color=PART_COLORS[k]) for k in reversed(PARTS)],
                     [STEP_NAMES[k] for k in reversed(PARTS)], loc="center left",
                     bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=7.5)
     return [(_save(fig, outdir, "overview.png"),
              "speedup and efficiency against ranks for every series (colour: network, marker: "
-             "driver, line: scaling mode); below, the median iteration's parts at each P over the "
+             "driver, hollow: spread placement, line: scaling mode); below, the median iteration's parts at each P over the "
              "ideal step there: a bar above 1 lost that much")]

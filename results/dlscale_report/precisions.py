@@ -10,7 +10,7 @@ changed (docs/metrics.md, "Mixed precision"). The plot draws the two loss curves
 iterations.
 """
 
-from .study import describe
+from .study import describe, rank_key
 from .tables import Column, Table, key_cell, ms, number, summary_value
 
 CSV_COLUMNS = ("label", "workload", "driver", "device", "precision", "fp32_ms", "reduced_ms", "speedup",
@@ -21,7 +21,7 @@ def _pair_key(case):
     a = case.attrs
     return (a.get("workload"), a.get("driver"), a.get("device_type"), a.get("denormals"), a.get("scaling"),
             a.get("ranks"), a.get("batch_per_rank"), a.get("threads"), a.get("seed"), a.get("data"),
-            a.get("bucket_mb"), a.get("iterations"))
+            a.get("bucket_mb"), a.get("iterations")) + rank_key(case)
 
 
 def _median_ms(case):

@@ -1,8 +1,11 @@
 """Speedup and efficiency of scaling series, with confidence intervals.
 
 A series is the cases of one experiment_key (workload, driver, device,
-precision, scaling mode, batch as given, requested threads) at different
-rank counts, possibly from several files. Its baseline P0 is the smallest
+precision, scaling mode, batch as given, requested threads, placement) at
+different rank counts, possibly from several files. A series never mixes packed
+and spread placements; its label names the placement where the cases of the
+mode have both, or where some case's ranks spanned several hosts. Each point
+keeps the hosts its ranks spanned ("4 (2 hosts)"). Its baseline P0 is the smallest
 rank count with an ok case; T(P) is the median step time recomputed from the
 raw samples (stats.compute_stats), as in DESIGN.md:
 
@@ -17,7 +20,8 @@ Ideal: S = P/P0, E = 1.
 from dataclasses import dataclass, field
 
 from .stats import _div, case_stats
-from .study import case_ref, dedupe, describe, experiment_key, group_by, requested_threads
+from .study import (case_ref, dedupe, describe, experiment_key, group_by, hosts_count, hosts_text,
+                    placement_of, requested_threads)
 from .tables import Column, Table, key_cell, ms, ms_ci, number, ratio, ratio_ci
 
 MODES = ("weak", "strong")
@@ -51,11 +55,11 @@ PROJECTION_MAX_ERROR = 0.25
 
 CSV_COLUMNS = (
     "series", "workload", "driver", "device", "precision", "scaling", "batch", "threads",
-    "ranks", "batch_per_rank", "global_batch", "baseline_ranks", "file", "case", "status",
+    "ranks", "hosts", "placement", "batch_per_rank", "global_batch", "baseline_ranks", "file", "case", "status",
     "iterations", "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage",
     "samples_per_s", "speedup", "speedup_low", "speedup_high", "ideal_speedup",
     "efficiency", "efficiency_low", "efficiency_high", "coverage_min",
-    "projected_step_ms", "projected_efficiency", "projection_fit_ranks",
+    "projected_step_ms", "projected_efficiency", "projection_fit_ranks", "projection_between_hosts",
 )
 
 
@@ -84,13 +88,14 @@ def _row(case, label):
         "scaling": a.get("scaling"),
         "batch": a.get("global_batch") if a.get("scaling") == "strong" else a.get("batch_per_rank"),
         "threads": requested_threads(case), "ranks": a.get("ranks"),
+        "hosts": hosts_count(case), "placement": placement_of(case),
         "batch_per_rank": a.get("batch_per_rank"), "global_batch": a.get("global_batch"),
         "baseline_ranks": None, "file": case.file, "case": case.name, "status": case.status,
         "iterations": None, "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None,
         "ci_coverage": None, "samples_per_s": None, "speedup": None, "speedup_low": None,
         "speedup_high": None, "ideal_speedup": None, "efficiency": None, "efficiency_low": None,
         "efficiency_high": None, "coverage_min": None, "projected_step_ms": None,
-        "projected_efficiency": None, "projection_fit_ranks": None,
+        "projected_efficiency": None, "projection_fit_ranks": None, "projection_between_hosts": None,
     }
 
 
@@ -100,15 +105,24 @@ def build_series(cases, mode):
         raise ValueError(f"scaling mode must be one of {MODES}, not {mode!r}")
     chosen = [c for c in cases if c.attrs.get("scaling") == mode]
     chosen, notes = dedupe(chosen, lambda c: experiment_key(c) + (c.get("ranks"),))
+    name_placement = (len({placement_of(c) for c in chosen}) > 1
+                      or any(hosts_count(c) > 1 for c in chosen))
     series = []
     for group in group_by(chosen, experiment_key).values():
         group = sorted(group, key=lambda c: c.get("ranks"))
-        series.append(_series(group, mode))
+        series.append(_series(group, mode, name_placement))
     return series, notes
 
 
-def _series(group, mode):
-    label = describe(group[0], without=("ranks", "scaling"))
+def point_label(ranks, hosts, with_hosts=True):
+    """A point of a series: "4 (2 hosts)", or "4" without hosts."""
+    return f"{ranks} ({hosts_text(hosts)})" if with_hosts else str(ranks)
+
+
+def _series(group, mode, name_placement=False):
+    label = describe(group[0], without=("ranks", "scaling", "placement"))
+    if name_placement:
+        label += f" {placement_of(group[0])}"
     # Recomputed from the raw samples (not the recorded summary): every number
     # here then follows from iter_time_s alone.
     stats = {c.index: case_stats(c) for c in group}
@@ -180,21 +194,26 @@ def _attach_projection(series, with_projection):
         series.notes.append(f"{series.label}: {series.projection_withheld}")
         return
     series.projection, series.projection_case = proj, case
+    between = ({} if proj.between_hosts is None else
+               {int(p): int(b) for p, b in zip(proj.ranks, proj.between_hosts)})
     for row in series.rows:
         if row["ranks"] in predicted:
             t, e = predicted[row["ranks"]]
             row.update(projected_step_ms=t * 1e3, projected_efficiency=e,
-                       projection_fit_ranks=fit)
+                       projection_fit_ranks=fit, projection_between_hosts=between.get(row["ranks"]))
+    network = f"; network figures: {proj.network_note}" if proj.network_note else ""
     series.notes.append(f"{series.label}: projection from {case_ref(case)} "
-                        f"(model {proj.attrs.get('model', '?')}, fit at P={fit})")
+                        f"(model {proj.attrs.get('model', '?')}, fit at P={fit}{network})")
 
 
 def scaling_table(series, mode, notes=()):
     rows = [r for s in series for r in s.rows]
     speedup = "scaled speedup" if mode == "weak" else "speedup"
+    # Points name their hosts once any case of the table spanned several.
+    with_hosts = any((r["hosts"] or 1) > 1 for r in rows)
     columns = [
         Column("series", key_cell("series"), right=False),
-        Column("P", key_cell("ranks")),
+        Column("P", lambda r: point_label(r["ranks"], r["hosts"], with_hosts)),
         Column("global batch", key_cell("global_batch")),
         Column("step ms [95% CI]", lambda r: ms_ci(r, "step_median_ms", "ci95_low_ms", "ci95_high_ms")),
         Column("samples/s", lambda r: number(r["samples_per_s"])),
@@ -210,6 +229,11 @@ def scaling_table(series, mode, notes=()):
     all_notes = [DEFINITIONS[mode], CI_NOTE]
     if any(s.projection is not None for s in series):
         all_notes.append(PROJECTION_NOTE)
+    if any(r["projection_between_hosts"] for r in rows):
+        all_notes.append("a projection across hosts takes some rank counts from a within-host fit and "
+                         "others from a between-host fit (the CSV's projection_between_hosts: 1 where a "
+                         "point used the between-host fit); each projection's note says which figures "
+                         "were measured")
     all_notes += [n for s in series for n in s.notes] + list(notes)
     return Table(title=f"{mode} scaling", columns=columns, rows=rows,
                  csv_columns=CSV_COLUMNS, notes=all_notes)

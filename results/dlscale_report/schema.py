@@ -20,6 +20,12 @@ dlscale/4 adds one record per run of dlscale on the file (/runs/NNNN: Run, the f
 each --resume, with its own rank table, software and environment), and each case names the run
 that wrote it: ResultsFile.ranks_of(case) is the rank table a case really ran with.
 
+Ranks that cross hosts (issue 32) add a case's `placement` ("packed" or "spread") and `hosts`
+(how many hosts its ranks span), and `hosts` and `network` to all-reduce groups. Every loaded
+case has .placement and .hosts, and every AllReduce .hosts and .network: as recorded, else
+"packed" and the hosts its participants (or, for an all-reduce, ranks 0..P-1) have in the rank
+table of the run that wrote it, which is 1 for a single-host job.
+
 Damage is judged per group. A file whose root, /system/ranks or list of
 cases cannot be read is not a results file: ReportError, which the CLI prints
 as one line (exit 2). A group of /cases, /allreduce or /peak that cannot be
@@ -133,6 +139,11 @@ class CaseAttrs:
     def ok(self):
         return self.status == "ok"
 
+    @property
+    def multi_host(self):
+        """Whether the case's ranks spanned more than one host."""
+        return self.hosts > 1
+
 
 @dataclass
 class Case(CaseAttrs):
@@ -150,6 +161,8 @@ class Case(CaseAttrs):
     exposed_allreduce_s: object = None  # float64 [ranks, iterations] (P > 1, newer files) or None
     index: int = 0             # position in a Study (all files together); 0 when loaded alone
     utilisation: object = None  # Utilisation (dlscale/2, cases that trained) or None
+    placement: str = "packed"  # attribute placement; "packed" where not recorded
+    hosts: int = 1             # attribute hosts; where not recorded, from participants and ranks_of()
 
 
 @dataclass
@@ -171,16 +184,26 @@ class AccuracyCase(CaseAttrs):
     repeats: list              # Repeat, in group order; empty unless status is ok
     summary: object            # dict of accuracy_summary's attrs, or None
     index: int = 0             # position among a Study's accuracy cases
+    placement: str = "packed"  # as Case
+    hosts: int = 1
 
 
 @dataclass
 class Projection:
     """/cases/NNNN/projection: a model's predicted step time at other rank counts."""
 
-    attrs: dict                # model, alpha_s, beta_s_per_byte, fit_ranks, compute_s, ...
+    attrs: dict                # model, alpha_s, beta_s_per_byte, fit_ranks, compute_s, ...,
+                               # and with hosts: hosts, ranks_per_host, within_/between_alpha_s,
+                               # within_/between_beta_s_per_byte, network_note
     ranks: object              # int64 [k]
     step_s: object             # float64 [k]
     efficiency: object         # float64 [k]
+    between_hosts: object = None  # int8 [k]: 1 where the point used the between-host fit; None in older files
+
+    @property
+    def network_note(self):
+        """Which network figures the projection used (the writer's own words), or ""."""
+        return str(self.attrs.get("network_note") or "")
 
 
 @dataclass
@@ -212,6 +235,8 @@ class AllReduce:
     algbw_gbps: object         # float64 [n]
     busbw_gbps: object         # float64 [n]
     errors: object             # int64 [n]
+    hosts: int = 1             # attribute hosts; where not recorded, those of ranks 0..P-1
+    network: str = "within one host"   # attribute network; where not recorded, from hosts
 
 
 @dataclass
@@ -381,12 +406,16 @@ def _read_projection(group):
     ranks = _dataset(group, "ranks", np.int64)
     step = _dataset(group, "step_s", np.float64)
     eff = _dataset(group, "efficiency", np.float64)
+    between = _dataset(group, "between_hosts", np.int64)
     if ranks is None or step is None or eff is None:
         raise _Damaged("projection lacks one of the datasets ranks, step_s, efficiency")
     if not (ranks.ndim == step.ndim == eff.ndim == 1 and len(ranks) == len(step) == len(eff)):
         raise _Damaged(f"projection datasets have shapes {ranks.shape}, {step.shape}, "
                        f"{eff.shape}; expected three of the same length")
-    return Projection(attrs=attrs_dict(group), ranks=ranks, step_s=step, efficiency=eff)
+    if between is not None and between.shape != ranks.shape:
+        raise _Damaged(f"projection dataset between_hosts has shape {between.shape}, expected {ranks.shape}")
+    return Projection(attrs=attrs_dict(group), ranks=ranks, step_s=step, efficiency=eff,
+                      between_hosts=between)
 
 
 def _read_allreduce(path, name, group):
@@ -574,11 +603,49 @@ def _load(f, path, only):
     damaged_cases = [d for d in damaged if d.kind == "case"]
     if only is not None and damaged_cases:
         raise ReportError(f"{path}: case {damaged_cases[0].name}: {damaged_cases[0].reason}")
-    return ResultsFile(path=path, attrs=attrs, ranks=ranks,
-                       cases=[c for c in loaded["case"] if isinstance(c, Case)],
-                       software=software, allreduce=loaded["allreduce"], peaks=loaded["peak"],
-                       accuracy=[c for c in loaded["case"] if isinstance(c, AccuracyCase)],
-                       damaged=damaged, runs=loaded["run"])
+    result = ResultsFile(path=path, attrs=attrs, ranks=ranks,
+                         cases=[c for c in loaded["case"] if isinstance(c, Case)],
+                         software=software, allreduce=loaded["allreduce"], peaks=loaded["peak"],
+                         accuracy=[c for c in loaded["case"] if isinstance(c, AccuracyCase)],
+                         damaged=damaged, runs=loaded["run"])
+    _place(result)
+    return result
+
+
+def _recorded_int(attrs, key):
+    """An int64 attribute as int, or None where absent or not an integer."""
+    value = attrs.get(key)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count_hosts(ranks_table, world_ranks):
+    """How many distinct hosts the rank table gives the world ranks (at least 1)."""
+    from .ranks import hosts_of
+    hosts = hosts_of(ranks_table)
+    return max(1, len({hosts[r] for r in world_ranks if r in hosts}))
+
+
+def _place(result):
+    """Set every case's placement and hosts, and every all-reduce's hosts and network
+    (docs/schema.md): as recorded; where a file predates them, "packed" and the hosts the rank
+    table of the run that wrote it gives the ranks."""
+    from .ranks import parse_participants
+    for case in result.cases + result.accuracy:
+        a = case.attrs
+        case.placement = str(a.get("placement") or "packed")
+        hosts = _recorded_int(a, "hosts")
+        if hosts is None:
+            ranks = _recorded_int(a, "ranks") or 0
+            hosts = _count_hosts(result.ranks_of(case), parse_participants(a.get("participants"), ranks))
+        case.hosts = max(1, hosts)
+    for ar in result.allreduce:
+        a = ar.attrs
+        hosts = _recorded_int(a, "hosts")
+        if hosts is None:
+            ranks = _recorded_int(a, "ranks") or ar.time_s.shape[0]
+            hosts = _count_hosts(result.ranks_of(ar), range(ranks))
+        ar.hosts = max(1, hosts)
+        ar.network = str(a.get("network") or ("between hosts" if ar.hosts > 1 else "within one host"))
 
 
 def load_case(path, case):

@@ -86,29 +86,58 @@ def comm_key(case):
     return (case.attrs.get("bucket_mb"), case.attrs.get("overlap"))
 
 
+def placement_of(case):
+    """How the case's ranks were placed on hosts: "packed" (a file before issue 32) or "spread"."""
+    return getattr(case, "placement", None) or "packed"
+
+
+def hosts_count(case):
+    """How many hosts the case's ranks spanned (1 unless recorded or computed otherwise)."""
+    return getattr(case, "hosts", None) or 1
+
+
+def hosts_text(hosts):
+    """ "1 host", "2 hosts"."""
+    return f"{hosts} host{'' if hosts == 1 else 's'}"
+
+
+def rank_key(case):
+    """Where a case ran: rank count, hosts and placement; what every key that holds the rank
+    count holds with it."""
+    return (case.get("ranks"), hosts_count(case), placement_of(case))
+
+
 def experiment_key(case):
-    """Everything but the rank count: the cases of one scaling series share it."""
+    """Everything but the rank count (and so the hosts it spans): the cases of one scaling series
+    share it. The placement is part of it: a series never mixes packed and spread cases."""
     return (case.get("workload"), case.get("driver"), case.get("device_type"),
             case.get("precision"), case.attrs.get("denormals"), case.get("scaling"), batch_as_given(case),
-            requested_threads(case)) + comm_key(case)
+            requested_threads(case)) + comm_key(case) + (placement_of(case),)
 
 
 def match_key(case):
-    """Cases of two runs that are the same measurement (used by `compare`)."""
+    """Cases of two runs that are the same measurement (used by `compare`): the same rank count
+    on as many hosts, placed alike."""
     return (case.get("workload"), case.get("driver"), case.get("device_type"),
             case.get("precision"), case.attrs.get("denormals"), case.get("scaling"), case.get("ranks"),
-            case.get("batch_per_rank"), case.get("threads")) + comm_key(case)
+            case.get("batch_per_rank"), case.get("threads")) + comm_key(case) + rank_key(case)[1:]
 
 
 def describe(case, without=()):
     """Short human label of a case's configuration, e.g. "fcn5 libtorch cpu fp32 flush weak b=8 t=1".
 
-    `without` drops parts that a table shows in their own column (e.g. "ranks").
+    `without` drops parts that a table shows in their own column (e.g. "ranks"; "placement").
+    The rank count names its hosts when there are several ("P=4 on 2 hosts"); the placement is
+    named when it is "spread" (packed is what every single-host file ran).
     """
+    ranks = f"P={case.get('ranks')}"
+    if hosts_count(case) > 1:
+        ranks += f" on {hosts_text(hosts_count(case))}"
     parts = [("workload", case.get("workload")), ("driver", case.get("driver")),
              ("device", case.get("device_type")), ("precision", case.get("precision")),
              ("denormals", case.attrs.get("denormals", "")),
-             ("scaling", case.get("scaling")), ("ranks", f"P={case.get('ranks')}"),
+             ("scaling", case.get("scaling")), ("ranks", ranks),
+             ("placement", "" if placement_of(case) == "packed" else placement_of(case)),
              ("batch", f"b={batch_as_given(case)}"), ("threads", f"t={requested_threads(case)}")]
     # Shown only when set (0 = the default: one all-reduce after backward), to keep
     # labels short; the grouping keys above always include them.

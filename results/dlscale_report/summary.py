@@ -11,6 +11,7 @@ import math
 from .conditions import case_conditions, short_flags
 from .schema import load_results
 from .stats import case_stats
+from .study import hosts_count, placement_of
 
 # (row key, text-table header, right-aligned?)
 COLUMNS = (
@@ -24,6 +25,8 @@ COLUMNS = (
     ("denormals", "denormals", False),
     ("scaling", "scaling", False),
     ("ranks", "ranks", True),
+    ("hosts", "hosts", True),
+    ("placement", "placement", False),
     ("batch_per_rank", "batch/rank", True),
     ("global_batch", "global batch", True),
     ("threads", "threads", True),
@@ -40,9 +43,17 @@ COLUMNS = (
     ("status", "status", False),
 )
 
+# Shown in the text and HTML tables only where some case's ranks crossed hosts or were spread
+# (a single-host file's table stays as it was); the CSV and JSON always have them.
+HOST_COLUMNS = ("hosts", "placement")
+
+HOSTS_NOTE = ("hosts: how many hosts the case's ranks spanned; placement: packed (the ranks fill "
+              "one host before the next) or spread (one rank per host before a second on any); "
+              "files without them ran packed, their hosts counted from the rank table")
+
 # CSV keeps the CI bounds and the message as separate machine-readable columns.
 CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa", "denormals", "scaling",
-               "ranks", "batch_per_rank", "global_batch", "threads",
+               "ranks", "hosts", "placement", "batch_per_rank", "global_batch", "threads",
                "step_median_ms", "ci95_low_ms", "ci95_high_ms",
                "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation", "busy_cores",
                "peak_gflops", "peak_pct", "peak_note", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
@@ -65,6 +76,8 @@ def case_row(case):
         "denormals": a.get("denormals", ""),
         "scaling": a.get("scaling"),
         "ranks": a.get("ranks"),
+        "hosts": hosts_count(case),
+        "placement": placement_of(case),
         "batch_per_rank": a.get("batch_per_rank"),
         "global_batch": a.get("global_batch"),
         "threads": a.get("threads"),
@@ -188,11 +201,23 @@ def _cell(row, key):
     return str(v)
 
 
+def show_hosts(rows):
+    """Whether a table of these rows shows where the ranks ran: some case spanned several hosts
+    or was placed other than packed."""
+    return any((r.get("hosts") or 1) > 1 or (r.get("placement") or "packed") != "packed" for r in rows)
+
+
+def _columns(rows, show_file):
+    hosts = show_hosts(rows)
+    return [c for c in COLUMNS if (show_file or c[0] != "file") and (hosts or c[0] not in HOST_COLUMNS)]
+
+
 def format_table(rows, show_file=None):
-    """Aligned plain-text table; the file column only appears for several files."""
+    """Aligned plain-text table; the file column only appears for several files, hosts and
+    placement only where some case crossed hosts (show_hosts)."""
     if show_file is None:
         show_file = len({r["file"] for r in rows}) > 1
-    cols = [c for c in COLUMNS if show_file or c[0] != "file"]
+    cols = _columns(rows, show_file)
     cells = [[_cell(r, key) for key, _, _ in cols] for r in rows]
     widths = [max([len(h)] + [len(line[i]) for line in cells]) for i, (_, h, _) in enumerate(cols)]
 
@@ -203,6 +228,8 @@ def format_table(rows, show_file=None):
 
     lines = [fmt([h for _, h, _ in cols]), fmt(["-" * w for w in widths])]
     lines += [fmt(line) for line in cells]
+    if show_hosts(rows):
+        lines += ["", HOSTS_NOTE]
     flagged = [r for r in rows if r.get("conditions_text")]
     if flagged:
         # The conditions column in full: what shaped each flagged case's figures.
@@ -235,7 +262,7 @@ def summary_table(rows, show_file=None):
     if show_file is None:
         show_file = len({r["file"] for r in rows}) > 1
     cols = [Column(h, (lambda key: lambda r: _cell(r, key))(key), right)
-            for key, h, right in COLUMNS if show_file or key != "file"]
+            for key, h, right in _columns(rows, show_file)]
     notes = ["as recorded in each file's summary group; step = max over ranks per iteration, "
              "median over iterations, with its order-statistic 95% CI; samples/s = global batch "
              "/ median; GFLOP/s = analytic training FLOP per step / median (1 GFLOP = 1e9 FLOP); "
@@ -247,6 +274,8 @@ def summary_table(rows, show_file=None):
              "contended (a rank waited for a core >= 10% of its runnable time, or lost >= 5% to steal), "
              "kernel N% (of the CPU time, when >= 10%), N faults/step (when >= 1000), above peak (a share "
              "over 100%, the CSV's peak_note says why); docs/metrics.md"]
+    if show_hosts(rows):
+        notes.append(HOSTS_NOTE)
     # Each flagged case's conditions in full, a share above the peak with its reason among them.
     notes += [f"{r['case']}{' of ' + r['file'] if show_file else ''}: {text}"
               for r in rows for text in r.get("conditions_text", [])]

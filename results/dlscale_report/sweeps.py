@@ -12,10 +12,11 @@ Times are medians of the step time recomputed from the raw samples.
 from dataclasses import dataclass
 
 from .stats import case_stats
-from .study import batch_as_given, comm_key, dedupe, describe, group_by, requested_threads
+from .study import (batch_as_given, comm_key, dedupe, describe, group_by, hosts_count, placement_of, rank_key,
+                    requested_threads)
 from .tables import Column, Table, key_cell, ms
 
-CSV_COLUMNS = ("panel", "workload", "driver", "device", "precision", "scaling", "ranks",
+CSV_COLUMNS = ("panel", "workload", "driver", "device", "precision", "scaling", "ranks", "hosts", "placement",
                "batch_per_rank", "global_batch", "threads", "file", "case", "status",
                "step_median_ms", "ci95_low_ms", "ci95_high_ms", "samples_per_s")
 
@@ -23,11 +24,11 @@ CSV_COLUMNS = ("panel", "workload", "driver", "device", "precision", "scaling", 
 KNOBS = {
     "threads": (lambda c: c.get("threads"),
                 lambda c: (c.get("workload"), c.get("device_type"), c.get("precision"),
-                           c.get("scaling"), c.get("ranks"), batch_as_given(c)) + comm_key(c),
+                           c.get("scaling"), batch_as_given(c)) + rank_key(c) + comm_key(c),
                 ("driver", "threads"), "threads"),
     "batch": (batch_as_given,
               lambda c: (c.get("workload"), c.get("device_type"), c.get("precision"),
-                         c.get("scaling"), c.get("ranks"), requested_threads(c)) + comm_key(c),
+                         c.get("scaling"), requested_threads(c)) + rank_key(c) + comm_key(c),
               ("driver", "batch"), "batch"),
 }
 
@@ -47,6 +48,7 @@ def _row(case, label):
     row = {"panel": label, "workload": a.get("workload"), "driver": a.get("driver"),
            "device": a.get("device_type"), "precision": a.get("precision"),
            "scaling": a.get("scaling"), "ranks": a.get("ranks"),
+           "hosts": hosts_count(case), "placement": placement_of(case),
            "batch_per_rank": a.get("batch_per_rank"), "global_batch": a.get("global_batch"),
            "threads": a.get("threads"), "file": case.file, "case": case.name,
            "status": case.status, "step_median_ms": None, "ci95_low_ms": None,

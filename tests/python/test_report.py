@@ -95,15 +95,17 @@ def make_case(iter_time_s=None, status="ok", message="", phases=False, ranks=Non
                 extra_attrs=extra_attrs or {}, summary_extra=summary_extra or {})
 
 
-def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduce=()):
+def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduce=(), hosts=None):
     """Write a small file following the dlscale/1 schema.
 
     allreduce: dicts with attrs, bytes, time_s[ranks, n, iters], algbw_gbps,
-    busbw_gbps, errors, written as /allreduce/NNNN.
+    busbw_gbps, errors, written as /allreduce/NNNN. hosts: the host of each world
+    rank in /system/ranks (default: every rank on node0); its length is the world size.
     """
     # Fixed-length byte strings exercise the reader's bytes tolerance.
     s = (lambda v: np.bytes_(v.encode())) if bytes_strings else (lambda v: v)
-    world = max(c["ranks"] for c in cases)
+    world = len(hosts) if hosts else max(c["ranks"] for c in cases)
+    hosts = list(hosts) if hosts else ["node0"] * world
     with h5py.File(path, "w") as f:
         if schema is not None:
             f.attrs["schema"] = s(schema)
@@ -118,7 +120,8 @@ def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduc
                            ("cpu_affinity", vstr), ("numa_node", "i4"), ("device", vstr),
                            ("threads", "i4")])
         f.create_dataset("system/ranks", data=np.array(
-            [(r, "node0", r, f"{r * 4}-{r * 4 + 3}", 0, "cpu", 4) for r in range(world)],
+            [(r, hosts[r], hosts[:r].count(hosts[r]), f"{r * 4}-{r * 4 + 3}", 0, "cpu", 4)
+             for r in range(world)],
             dtype=rank_t))
         f.create_group("system/software").attrs["compiler"] = s("g++ 12")
         f.create_group("system/environment").attrs["OMP_NUM_THREADS"] = s("4")
@@ -162,8 +165,9 @@ def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduc
                 for name, value in c["projection"]["attrs"].items():
                     pg.attrs[name] = s(value) if isinstance(value, str) else value
                 for name, dtype in (("ranks", np.int64), ("step_s", np.float64),
-                                    ("efficiency", np.float64)):
-                    pg.create_dataset(name, data=np.asarray(c["projection"][name], dtype=dtype))
+                                    ("efficiency", np.float64), ("between_hosts", np.int8)):
+                    if name in c["projection"]:        # between_hosts: newer files only
+                        pg.create_dataset(name, data=np.asarray(c["projection"][name], dtype=dtype))
             if c["status"] == "ok":
                 ref = reference_stats(t, global_batch, c["flops"])
                 sg = g.create_group("summary")
