@@ -8,9 +8,13 @@ rank has arrived at it):
   step      T_i = max_r iter_time_s[r, i]
   compute   C_i = mean_r fb[r, i]
   straggler S_i = max_r fb[r, i] - C_i        how long the average rank waits for the last one
-  all-reduce A_i = allreduce phase of the rank with the largest fb (the last to arrive): the
-                  reduction itself; the other ranks' longer all-reduce phases are waiting, in S_i
-  other     O_i = T_i - max_r fb[r, i] - A_i  the update, and ranks finishing at different times
+  all-reduce A_i = max_r (fb[r, i] + allreduce[r, i]) - max_r fb[r, i]: from the last rank's
+                  arrival to the last rank's result, the reduction itself; the earlier ranks'
+                  longer all-reduce phases are waiting, in S_i. Over a network the ranks get
+                  their results at different times (one direction of a link is slower, say):
+                  the reduction is done when the last has it.
+  other     O_i = T_i - max_r (fb[r, i] + allreduce[r, i])  the update, and ranks finishing it at
+                  different times
 
 so T_i = C_i + S_i + A_i + O_i. A case's parts are those of its median iteration (the mean of the
 two middle ones for an even count), so they add up to its step median exactly. With k = P0/P
@@ -46,13 +50,12 @@ def iteration_parts(iter_time_s, phase_time_s):
     t = np.asarray(iter_time_s, dtype=float)
     ph = np.asarray(phase_time_s, dtype=float)
     fb = ph[:, :, 0] + ph[:, :, 1]
-    last = fb.argmax(axis=0)
     slowest = fb.max(axis=0)
+    reduced = (fb + ph[:, :, 2]).max(axis=0)
     step = t.max(axis=0)
     compute = fb.mean(axis=0)
-    allreduce = ph[last, np.arange(ph.shape[1]), 2]
     return {"step": step, "compute": compute, "straggler": slowest - compute,
-            "allreduce": allreduce, "other": step - slowest - allreduce}
+            "allreduce": reduced - slowest, "other": step - reduced}
 
 
 def median_iteration(parts):

@@ -470,10 +470,9 @@ def diagnosis_parts(iter_time_s, phase_time_s):
     t, ph = np.asarray(iter_time_s), np.asarray(phase_time_s)
     step = t.max(axis=0)
     fb = ph[:, :, 0] + ph[:, :, 1]
-    last = np.argmax(fb, axis=0)
+    reduced = (fb + ph[:, :, 2]).max(axis=0)
     parts = {"step": step, "compute": fb.mean(axis=0), "straggler": fb.max(axis=0) - fb.mean(axis=0),
-             "allreduce": np.array([ph[r, i, 2] for i, r in enumerate(last)])}
-    parts["other"] = step - fb.max(axis=0) - parts["allreduce"]
+             "allreduce": reduced - fb.max(axis=0), "other": step - reduced}
     order = np.argsort(step, kind="stable")
     middle = [order[(len(step) - 1) // 2], order[len(step) // 2]]
     return {k: float(np.mean(v[middle])) for k, v in parts.items()}
