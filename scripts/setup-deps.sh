@@ -24,6 +24,8 @@ packages=(
   python3-matplotlib python3-scipy chromium
   # slurm/ templates and study, and their test (tests/slurm: a single-node Slurm)
   slurm-wlm munge
+  # tests/cluster: hosts made of network namespaces (ip, tc) and UTS namespaces (nsenter, unshare)
+  iproute2 util-linux
   # the module files cmake --install writes, loaded in tests/install (Lmod reads the Tcl one too)
   lmod
 )
