@@ -242,7 +242,8 @@ class SlurmNodeCrash(unittest.TestCase):
         # requeue the job after the node failure, and it would wait for the dead node.
         bed.shape(bed.hosts[1], RATE)
         cmd = [STUDY, "--nodes", "1,2", "-w", "mnist_fnn:width=64", "-d", "reference", "--batch", "8",
-               "--study-dir", d, "--sbatch-arg=--no-requeue", "--wait", "--poll", "0.5", "--timeout", "240", "--tail", "40",
+               "--study-dir", d, "--sbatch-arg=--no-requeue", "--wait", "--poll", "0.5", "--timeout", "240",
+               "--tail", "40",
                "--", "--warmup", "1", "--iterations", "60", "--peak", "skip", "--case-timeout", "60"]
         env = dict(self.slurm.env, DLSCALE_BIN=DLSCALE, DLSCALE_THREADS="1")
         with open(os.path.join(self.dir, "stdout"), "w") as o, open(os.path.join(self.dir, "stderr"), "w") as e:
@@ -288,7 +289,8 @@ class SlurmNodeCrash(unittest.TestCase):
         self.assertIn(f"study: 1 of 2 job(s) produced results in {d}; 1 failed or unfinished", err)
         # The crashed job's ranks on the first node got Slurm's SIGTERM and named the resume.
         self.assertRegex(err, rf"dlscale: rank 0 \({bed.hosts[0]}\): SIGTERM arrived during case dlscale run .*"
-                              rf"to run the rest, under the same launcher: .*--out {re.escape(points[1]['file'])} --resume")
+                              rf"to run the rest, under the same launcher: "
+                              rf".*--out {re.escape(points[1]['file'])} --resume")
         # The other job's results are collected and reported.
         with open(os.path.join(d, "files.txt")) as f:
             self.assertEqual(f.read().split(), [points[0]["file"]])
