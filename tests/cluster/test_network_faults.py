@@ -166,6 +166,8 @@ class SweepFaults(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         skipped = re.findall(r"^# skipped \(already in .*\): (dlscale run .*)$", r.stdout + r.stderr, re.M)
         self.assertEqual(sorted(skipped), sorted(k for k, _, _ in kept), r.stdout + r.stderr)
+        ran = re.findall(r"^\d{4} mnist_fnn:width=64 .*\| ok$", r.stdout, re.M)
+        self.assertEqual(len(ran), len(BATCHES) - len(kept), r.stdout)
         final = cases(self.out)
         counts = collections.Counter(k for k, _, _ in final)
         self.assertEqual([n for n in counts.values() if n != 1], [], f"a case is there more than once: {counts}")
@@ -191,6 +193,8 @@ class SweepFaults(unittest.TestCase):
         print(f"\nlink down: the ranks ended {ended:.1f} s after the fault; mpirun "
               f"{'waited for the link' if mpirun_waited else 'ended by then'}", file=sys.stderr)
         self.assertNotEqual(launcher.returncode, 0)
+        # Rank 0 exited with dlscale's code 4 (docs/running.md, Exit codes), as mpirun reports.
+        self.assertRegex(read(self.stderr), r"Exit code:\s+4\n")
         named, resume = self.check_fault_lines(
             "", rf"is still running \d+ s after it started, past its --case-timeout {CASE_TIMEOUT} s")
         kept = self.check_finished()
