@@ -1,17 +1,17 @@
 """Network faults on the cluster test bed (testbed.py), nothing lost (issue 32, item 6).
 
-A sweep of 4 small cases under mpirun on 2 hosts x 1 rank (mpirun on the first host,
---case-timeout 10, the link shaped so that a case lasts seconds), faulted once the results
-file holds a finished case:
+A sweep of 4 small cases under mpirun (from the first host, --case-timeout 10, the second
+host's link shaped so that a case lasts seconds), faulted once the results file holds a
+finished case:
 
-- the second host's link goes down (its switch port): every dlscale rank ends within
-  --case-timeout + 60 s (its watchdog, 2 x 10 + 30 s after the case began), rank 0 with one
-  line naming the case and the --resume command; the finished cases are in the file, ok. mpirun
-  itself waits for its daemon on the unreachable host until the link is back (Open MPI 4.1's
-  ORTE has no daemon heartbeat), then ends;
-- every process of the second host is killed (a node crash): mpirun sees its daemon go, sends
-  SIGTERM, and rank 0 ends with one line naming the case and the --resume command, within the
-  same bound;
+- on 2 hosts x 1 rank, the second host's link goes down (its switch port): every dlscale rank
+  ends within --case-timeout + 60 s (its watchdog, 2 x 10 + 30 s after the case began, exit
+  code 4), rank 0 with one line naming the case and the --resume command; the finished cases
+  are in the file, ok. mpirun itself waits for its daemon on the unreachable host until the
+  link is back (Open MPI 4.1's ORTE has no daemon heartbeat), then ends;
+- on 2 hosts x 2 ranks, every process of the second host is killed (a node crash): mpirun sees
+  its daemon go and sends SIGTERM; ranks 0 and 1 end, each with one line naming the case and the
+  --resume command, within the same bound;
 
 and in both, the printed --resume command, run under the same launcher once the bed is whole
 again, runs each missing case exactly once (counted by case_key) and the file ends complete.
@@ -100,12 +100,14 @@ class SweepFaults(unittest.TestCase):
         self.bed.shape(self.bed.hosts[1], RATE)
         self.out = os.path.join(self.dir, "sweep.h5")
 
-    def start_sweep(self):
+    def start_sweep(self, ranks_per_host):
         """mpirun of the sweep from the first host, its output into files; returns once the
         results file holds a finished case (the fault then lands in the middle of the sweep)."""
+        self.ranks_per_host = ranks_per_host
         self.stdout, self.stderr = os.path.join(self.dir, "stdout"), os.path.join(self.dir, "stderr")
         with open(self.stdout, "w") as o, open(self.stderr, "w") as e:
-            launcher = self.bed.popen(self.bed.hosts[0], self.bed.mpirun_args(1) + [DLSCALE, *SWEEP, "--out", self.out],
+            launcher = self.bed.popen(self.bed.hosts[0],
+                                      self.bed.mpirun_args(ranks_per_host) + [DLSCALE, *SWEEP, "--out", self.out],
                                       stdout=o, stderr=e, cwd=self.dir)
         self.addCleanup(self.reap, launcher)
         while finished_cases(self.out) < 1:
@@ -141,6 +143,8 @@ class SweepFaults(unittest.TestCase):
         self.assertIn(0, ranks, text)
         rank, host, message = next(line for line in lines if line[0] == "0")
         self.assertEqual(host, self.bed.hosts[0])
+        # The surviving host's ranks each print theirs before the bound (the others' may follow).
+        self.assertTrue(set(range(self.ranks_per_host)) <= set(ranks), text)
         m = re.fullmatch(rf"{before}case (dlscale run .*?) {after}.*"
                          rf"Every finished case is in {re.escape(self.out)}; to run the rest, under the same "
                          rf"launcher: (.*--resume)", message)
@@ -162,7 +166,8 @@ class SweepFaults(unittest.TestCase):
         self.assertEqual(os.path.realpath(argv[0]), os.path.realpath(DLSCALE))
         self.assertEqual(argv[-1], "--resume")
         self.assertEqual(argv[argv.index("--out") + 1], self.out)
-        r = self.bed.run(self.bed.hosts[0], self.bed.mpirun_args(1) + argv, cwd=self.dir, timeout=300)
+        r = self.bed.run(self.bed.hosts[0], self.bed.mpirun_args(self.ranks_per_host) + argv, cwd=self.dir,
+                         timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         skipped = re.findall(r"^# skipped \(already in .*\): (dlscale run .*)$", r.stdout + r.stderr, re.M)
         self.assertEqual(sorted(skipped), sorted(k for k, _, _ in kept), r.stdout + r.stderr)
@@ -178,7 +183,7 @@ class SweepFaults(unittest.TestCase):
 
     def test_link_down_in_a_case_then_resume(self):
         bed = self.bed
-        launcher = self.start_sweep()
+        launcher = self.start_sweep(1)
         bed.link(bed.hosts[1], False)
         faulted = time.monotonic()
         self.addCleanup(bed.link, bed.hosts[1], True)
@@ -208,7 +213,7 @@ class SweepFaults(unittest.TestCase):
 
     def test_host_killed_in_a_case_then_resume(self):
         bed = self.bed
-        launcher = self.start_sweep()
+        launcher = self.start_sweep(2)      # the crash takes 2 ranks, 2 survive
         bed.kill_host(bed.hosts[1])
         faulted = time.monotonic()
         try:
