@@ -299,6 +299,11 @@ class Cluster:
                  # ways at once; with two 0.31-0.34 s (bench/shaped_link.py). Larger socket
                  # buffers (btl_tcp_sndbuf/rcvbuf 4 MiB) did not change it.
                  "--mca", "btl_tcp_links", "2",
+                 # mpirun notices a daemon whose host became unreachable (its link down) from
+                 # TCP keepalives on its connection to it, after 5 + 3 x 5 s, and ends the job;
+                 # Open MPI's defaults (300 s, then 9 probes 20 s apart) wait 8 minutes.
+                 "--mca", "oob_tcp_keepalive_time", "5", "--mca", "oob_tcp_keepalive_intvl", "5",
+                 "--mca", "oob_tcp_keepalive_probes", "3",
                  "--bind-to", "none"])
 
     # -- the network ---------------------------------------------------------------------
