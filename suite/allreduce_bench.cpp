@@ -150,7 +150,7 @@ std::string ProjectionNetwork::note() const {
                        ranks_per_host, w);
   }
   if (!within.measured()) {
-    return fmt::format("every P: {} (no two ranks of the case shared a host)", b);
+    return fmt::format("every P: {}, no within-host figures measured", b);
   }
   return fmt::format("P <= {}: {}; P > {}: {}", ranks_per_host, w, ranks_per_host, b);
 }

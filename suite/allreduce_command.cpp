@@ -139,7 +139,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
       GroupRecord group = allreduce_group(r, args.backend, "", everyone.hosts);
       group.attrs.emplace_back("run", run);
       name = update.append_group("allreduce", group);
-      if (within) {
+      if (within && within->ranks > 1) {
         GroupRecord host_group = allreduce_group(*within, args.backend, "", 1);
         host_group.attrs.emplace_back("run", run);
         within_name = update.append_group("allreduce", host_group);
@@ -150,8 +150,13 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     }
   }
   if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
-  // Every rank exits with the same code: 1 when any element came back wrong (rank 0 knows).
-  if (!root) return allreduce_max(mpi.world(), 0);
+  // Every rank exits with the same code: 1 when any element came back wrong. Rank 0 knows the
+  // job's figures and its host's; each other host's first rank knows its host's.
+  int64_t host_wrong = 0;
+  if (within) {
+    for (int64_t e : within->errors) host_wrong += e;
+  }
+  if (!root) return allreduce_max(mpi.world(), host_wrong == 0 ? 0 : 1);
   int64_t wrong = 0;
   const auto print = [&](const AllreduceResult& x, const std::string& where, const std::string& group) {
     fmt::print(
@@ -167,7 +172,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
       fmt::print("ring fit: alpha {:.3f} us, beta {:.4f} ns/byte\n", x.alpha_s * 1e6, x.beta_s_per_byte * 1e9);
   };
   print(r, everyone.hosts > 1 ? fmt::format("on {} hosts", everyone.hosts) : std::string("on one host"), name);
-  if (within) print(*within, fmt::format("within host {}", mpi.host()), within_name);
+  if (within && within->ranks > 1) print(*within, fmt::format("within host {}", mpi.host()), within_name);
   return allreduce_max(mpi.world(), wrong == 0 ? 0 : 1);
 }
 

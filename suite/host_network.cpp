@@ -48,7 +48,10 @@ std::string describe_host_network() {
     std::vector<std::string>& mine = addresses[i->ifa_name];
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
     char text[INET_ADDRSTRLEN] = {0};
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    if (inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text) ==
+        nullptr) {
+      continue;
+    }
     mine.push_back(fmt::format("{}/{}", text, prefix_length(i->ifa_netmask)));
   }
   std::string out;
@@ -74,16 +77,21 @@ std::string mpi_transport() {
   static const char* const kNames[] = {
       "pml", "mtl", "btl", "btl_tcp_if_include", "btl_tcp_if_exclude", "oob_tcp_if_include"};
   std::map<std::string, std::string> set;
+  bool failed = false;
   int count = 0;
-  MPI_T_cvar_get_num(&count);
+  if (MPI_T_cvar_get_num(&count) != MPI_SUCCESS) {
+    count = 0;
+    failed = true;
+  }
   for (int index = 0; index < count; ++index) {
+    // The description is not wanted: a short buffer, which MPI_T truncates into.
     char name[256] = {0}, description[8] = {0};
     int name_len = sizeof name, description_len = sizeof description, verbosity = 0, bind = 0, scope = 0;
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_T_enum enumtype = MPI_T_ENUM_NULL;
     if (MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, description, &description_len, &bind,
                             &scope) != MPI_SUCCESS ||
-        type != MPI_CHAR) {
+        type != MPI_CHAR || bind != MPI_T_BIND_NO_OBJECT) {
       continue;
     }
     bool wanted = false;
@@ -97,9 +105,10 @@ std::string mpi_transport() {
       value.resize(value.find('\0'));
       if (!value.empty()) set[name] = value;
     }
-    MPI_T_cvar_handle_free(&handle);
+    failed = MPI_T_cvar_handle_free(&handle) != MPI_SUCCESS || failed;
   }
-  MPI_T_finalize();
+  failed = MPI_T_finalize() != MPI_SUCCESS || failed;
+  if (failed) return "unknown (an MPI tool interface call failed)";
   std::string out;
   for (const char* n : kNames) {
     const auto it = set.find(n);

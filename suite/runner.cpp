@@ -372,13 +372,17 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
     s.reducer.reset();
     return s;
   }
+  // The rank within the case (its placement may take any of the job's ranks): it picks the
+  // rank's data and dropout seed, so that a case trains the same whatever ranks it ran on.
+  int case_rank = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &case_rank));
   try {
     // Each rank draws its own dropout masks, as data-parallel training does.
-    const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(mpi_.rank());
+    const uint64_t rank_seed = spec.seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(case_rank);
     s.model = driver.create(s.workload, {s.device, s.gpu, s.threads, rank_seed, precision, spec.denormals});
     s.model->load_parameters(canonical_parameters(s.workload, spec.seed));
     if (spec.data == "synthetic") {
-      s.model->set_batch(synthetic_batch(s.workload, spec.batch_per_rank(), spec.seed, mpi_.rank()));
+      s.model->set_batch(synthetic_batch(s.workload, spec.batch_per_rank(), spec.seed, case_rank));
     } else {
       std::shared_ptr<const Dataset>& cached = datasets_[spec.data];
       if (!cached) cached = open_dataset(spec.data);
@@ -391,7 +395,7 @@ Runner::Setup Runner::prepare(const CaseSpec& spec, MPI_Comm comm) {
       }
       // The first batch now, so that building the network (and running out of memory doing
       // so) happens here rather than inside the timed loop.
-      s.model->set_batch(s.dataset->batch(int64_t{mpi_.rank()} * spec.batch_per_rank(), spec.batch_per_rank()));
+      s.model->set_batch(s.dataset->batch(int64_t{case_rank} * spec.batch_per_rank(), spec.batch_per_rank()));
     }
     if (s.model->grad_buffer().on_device && !s.reducer && ranks > 1) {
       // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.
@@ -424,7 +428,9 @@ Runner::Samples Runner::measure(const CaseSpec& spec, MPI_Comm comm, Setup& s) {
   const Optimizer opt = spec.make_optimizer();
   // With a real dataset every iteration trains on the next global batch, each rank on its own
   // slice of it; the copy in happens before the step's barrier, outside the timed region.
-  int64_t next_sample = int64_t{mpi_.rank()} * spec.batch_per_rank();
+  int case_rank = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &case_rank));
+  int64_t next_sample = int64_t{case_rank} * spec.batch_per_rank();
   const auto next_batch = [&] {
     if (!s.dataset) return;
     model.set_batch(s.dataset->batch(next_sample, spec.batch_per_rank()));
@@ -796,6 +802,9 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     // The reduction the steps used returned wrong sums: the case's numbers cannot be trusted.
     int64_t wrong = 0;
     for (int64_t e : microbenchmark->errors) wrong += e;
+    if (within_host) {
+      for (int64_t e : within_host->errors) wrong += e;  // rank 0's host's (the others' go unread)
+    }
     if (wrong > 0) {
       result = {Status::kError,
                 fmt::format("the all-reduce microbenchmark of this case found {} wrong elements (/allreduce, errors)",
@@ -848,10 +857,11 @@ CaseOutcome Runner::run_on(const CaseSpec& spec, MPI_Comm comm, int index, int t
     const double grad_bytes = static_cast<double>(params) * 4;
     // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
     const bool gpu_case = setup.device == DeviceType::kCuda;
-    // P up to the ranks this job has on a host stays on one host; past that it crosses hosts.
+    // Packed, P up to the ranks this job has on a host stays on one host; spread, every P > 1
+    // crosses hosts.
     const RingFit fit{microbenchmark->alpha_s, microbenchmark->beta_s_per_byte, ranks, placed_.hosts};
     ProjectionNetwork network;
-    network.ranks_per_host = mpi_.local_size();
+    network.ranks_per_host = spec.placement == Placement::kSpread ? 1 : mpi_.local_size();
     (placed_.hosts > 1 ? network.between : network.within) = fit;
     if (within_host && within_host->ranks > 1) {
       network.within = {within_host->alpha_s, within_host->beta_s_per_byte, within_host->ranks, 1};

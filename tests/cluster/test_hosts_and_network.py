@@ -96,6 +96,12 @@ class HostsAndNetwork(unittest.TestCase):
                 if key == (4, "packed"):  # two ranks on each host also measured their own links
                     self.assertIn("P <= 2: within-host fit (2 ranks on 1 host)", note)
                     self.assertIn("P > 2: between-host fit (4 ranks on 2 hosts)", note)
+            # A case trains the same function on whichever ranks it runs: each rank's data and
+            # seeds follow its place in the case, not its world rank.
+            for p in (2, 4):
+                packed, spread = (cases[(p, pl)][1]["loss"][()] for pl in ("packed", "spread"))
+                self.assertTrue(all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(packed.ravel(), spread.ravel())),
+                                (p, packed, spread))
             # Each case's own microbenchmark says where it ran.
             networks = {(attrs(g)["ranks"], attrs(g)["hosts"], attrs(g)["network"])
                         for g in f["allreduce"].values()}

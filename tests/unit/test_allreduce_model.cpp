@@ -86,7 +86,9 @@ TEST(AllreduceModel, AMissingFitIsStoodInForAndNamed) {
   between_only.ranks_per_host = 1;
   const Projection q = project_steps(0.1, 2, false, 4e6, between_only, 1, 64, 1, {1, 2});
   EXPECT_EQ(q.between_hosts, (std::vector<int64_t>{1, 1}));
-  EXPECT_NE(between_only.note().find("every P: between-host fit"), std::string::npos) << between_only.note();
+  EXPECT_NE(between_only.note().find("every P: between-host fit (2 ranks on 2 hosts), no within-host figures measured"),
+            std::string::npos)
+      << between_only.note();
 }
 
 }  // namespace
