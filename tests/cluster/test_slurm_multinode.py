@@ -6,10 +6,13 @@ munged, slurmctld on the first host, one slurmd per host, jobs across both hosts
 Exit 77 where the bed cannot be made or Slurm/munge are not installed.
 """
 
+import csv
+import io
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,8 +79,19 @@ class MultiNode(unittest.TestCase):
     def test_cpu_template_on_two_nodes(self):
         outdir = os.path.join(self.dir, "results")
         out = os.path.join(self.dir, "slurm-%j.out")
-        proc = SLURM.run(["sbatch", "--wait", "--nodes=2", f"--output={out}", CPU_TEMPLATE, *SMALL],
-                         env=dict(JOB_ENV, DLSCALE_OUT_DIR=outdir, DLSCALE_REPORT=REPORT), cwd=self.dir, timeout=240)
+        # The installed template and binary, as a site runs them (CTest names the build tree);
+        # by hand without DLSCALE_BUILD_DIR, the source tree's template and DLSCALE_BIN.
+        template, env = CPU_TEMPLATE, dict(JOB_ENV, DLSCALE_OUT_DIR=outdir, DLSCALE_REPORT=REPORT)
+        build = os.environ.get("DLSCALE_BUILD_DIR")
+        if build:
+            prefix = os.path.join(self.dir, "prefix")
+            install = subprocess.run(["cmake", "--install", build, "--prefix", prefix], capture_output=True,
+                                     text=True)
+            self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
+            template = os.path.join(prefix, "share", "dlscale", "slurm", "dlscale-cpu.sbatch")
+            env.update(DLSCALE_BIN="", DLSCALE_REPORT="")
+        proc = SLURM.run(["sbatch", "--wait", "--nodes=2", f"--output={out}", template, *SMALL],
+                         env=env, cwd=self.dir, timeout=240)
         m = re.search(r"Submitted batch job (\d+)", proc.stdout)
         self.assertIsNotNone(m, proc.stdout + proc.stderr)
         job = m.group(1)
@@ -89,6 +103,8 @@ class MultiNode(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, text + SLURM.logs())
         self.assertIn(f"job {job} on {BED.name}n[0-1]: 4 rank(s), 2 node(s)", text)
         self.assertIn(f"dlscale-cpu.sbatch: results in {outdir}/dlscale-{job}.h5", text)
+        if build:
+            self.assertIn(f"{prefix}/bin/dlscale run", text)
         self.assert_two_node_file(os.path.join(outdir, f"dlscale-{job}.h5"), job)
 
     def test_study_over_one_and_two_nodes(self):
@@ -108,6 +124,12 @@ class MultiNode(unittest.TestCase):
         self.assertIn(f"{REPORT} summary {files[0]} {files[1]}", proc.stdout)
         rows = re.findall(r"^(\S+\.h5)\s+\d{4}\s+mnist_fnn:width=16\s+libtorch\s+cpu.*$", proc.stdout, re.M)
         self.assertEqual([os.path.basename(r) for r in rows], [os.path.basename(f) for f in files], proc.stdout)
+        # Both node counts, as the report's hosts column gives them.
+        summary = subprocess.run([sys.executable, REPORT, "summary", "--format", "csv", *files], capture_output=True,
+                                 text=True)
+        self.assertEqual(summary.returncode, 0, summary.stdout + summary.stderr)
+        by_file = {os.path.basename(r["file"]): int(r["hosts"]) for r in csv.DictReader(io.StringIO(summary.stdout))}
+        self.assertEqual([by_file[os.path.basename(f)] for f in files], [1, 2], summary.stdout)
         self.assert_report_ranks(proc.stdout, files)
 
     def assert_report_ranks(self, text, files):
