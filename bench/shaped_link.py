@@ -22,10 +22,8 @@ load), the note of the change that measured them quotes them with this command.
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)

@@ -139,23 +139,37 @@ std::vector<int> parse_cpu_list(const std::string& text) {
   return cpus;
 }
 
-std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int root) {
+namespace {
+
+constexpr int kEveryRank = -1;
+
+/// Every rank's string, on `root`, or on every rank for kEveryRank (empty elsewhere).
+std::vector<std::string> collect_strings(MPI_Comm comm, const std::string& mine, int root) {
   int rank = 0, size = 0;
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
   const int len = static_cast<int>(mine.size());
   std::vector<int> lens(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
-  DLSCALE_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
+  if (root == kEveryRank) {
+    DLSCALE_CHECK_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  } else {
+    DLSCALE_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
+  }
   int total = 0;
   for (int r = 0; r < size; ++r) {
     offsets[static_cast<size_t>(r)] = total;
     total += lens[static_cast<size_t>(r)];
   }
   std::string all(static_cast<size_t>(std::max(total, 1)), '\0');
-  DLSCALE_CHECK_MPI(
-      MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, root, comm));
+  if (root == kEveryRank) {
+    DLSCALE_CHECK_MPI(
+        MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm));
+  } else {
+    DLSCALE_CHECK_MPI(
+        MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, root, comm));
+  }
   std::vector<std::string> out;
-  if (rank == root) {
+  if (root == kEveryRank || rank == root) {
     for (int r = 0; r < size; ++r) {
       out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
                                static_cast<size_t>(lens[static_cast<size_t>(r)])));
@@ -164,26 +178,14 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
   return out;
 }
 
+}  // namespace
+
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int root) {
+  return collect_strings(comm, mine, root);
+}
+
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
-  int size = 0;
-  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
-  const int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
-  DLSCALE_CHECK_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    offsets[static_cast<size_t>(r)] = total;
-    total += lens[static_cast<size_t>(r)];
-  }
-  std::string all(static_cast<size_t>(std::max(total, 1)), '\0');
-  DLSCALE_CHECK_MPI(
-      MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm));
-  std::vector<std::string> out;
-  for (int r = 0; r < size; ++r) {
-    out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
-                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
-  }
-  return out;
+  return collect_strings(comm, mine, kEveryRank);
 }
 
 std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine) {

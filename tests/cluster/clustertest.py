@@ -1,8 +1,10 @@
 """What the cluster tests share: paths, the skip rule (exit 77), a module-wide test bed."""
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import unittest
 
@@ -20,7 +22,7 @@ def main(needs_slurm=False, needs_dlscale=True):
     """unittest.main with the skip rule: exit 77 and one line when the bed cannot be made here."""
     reason = testbed.why_unavailable()
     if reason is None and needs_slurm:
-        missing = [c for c in testbed.SLURM_NEEDED if testbed.shutil.which(c) is None]
+        missing = testbed.slurm_setup.missing_commands()
         if missing:
             reason = f"Slurm/munge not installed (missing {', '.join(missing)}): apt-get install slurm-wlm munge"
     if reason is None and needs_dlscale and not os.access(DLSCALE, os.X_OK):
@@ -38,3 +40,30 @@ def main(needs_slurm=False, needs_dlscale=True):
 
 def netns_of(name):
     return [n for n in testbed._netns_list() if n.startswith(name)]
+
+
+class OnTwoHosts(unittest.TestCase):
+    """Tests that run dlscale under mpirun on a bed of two hosts, made once for the class; each
+    test has a temporary folder of its own (self.dir), where mpirun runs."""
+    bed = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bed = testbed.Cluster(hosts=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.bed is not None:
+            cls.bed.close()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_bed_")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def mpirun(self, args, ranks_per_host=2, timeout=300):
+        """dlscale ARGS on ranks_per_host ranks of each host, launched from the first; exit 0."""
+        bed = self.bed
+        r = bed.run(bed.hosts[0], bed.mpirun_args(ranks_per_host) + [DLSCALE] + args, timeout=timeout, cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+

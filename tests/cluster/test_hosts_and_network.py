@@ -12,14 +12,11 @@ import csv
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import unittest
 
 import clustertest
-from clustertest import DLSCALE, SOURCE, testbed
+from clustertest import SOURCE
 
 REPORT = os.path.join(SOURCE, "results", "dlscale-report")
 # A small network whose gradients (64 KiB) cross a 10 Mbit/s link in about 0.1 s per step,
@@ -27,33 +24,12 @@ REPORT = os.path.join(SOURCE, "results", "dlscale-report")
 NET = ["-w", "fcn5:features=64,width=96", "-d", "reference", "--batch", "4", "--threads", "1",
        "--peak", "skip", "--warmup", "1", "--iterations", "3", "--phases"]
 
-BED = None
-
-
-def setUpModule():
-    global BED
-    BED = testbed.Cluster(hosts=2)
-
-
-def tearDownModule():
-    if BED is not None:
-        BED.close()
-
 
 def attrs(group):
     return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in group.attrs.items()}
 
 
-class HostsAndNetwork(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_hosts_")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-
-    def mpirun(self, args, ranks_per_host=2, timeout=300):
-        r = BED.run(BED.hosts[0], BED.mpirun_args(ranks_per_host) + [DLSCALE] + args, timeout=timeout, cwd=self.dir)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
-
+class HostsAndNetwork(clustertest.OnTwoHosts):
     def report(self, *args):
         r = subprocess.run([sys.executable, REPORT, *args], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -67,13 +43,13 @@ class HostsAndNetwork(unittest.TestCase):
             table = f["system/ranks"][()]
             hosts = [h.decode() for h in table["host"]]
             # The bed's hostfile gives each host two slots: ranks 0, 1 on the first host.
-            self.assertEqual(hosts, [BED.hosts[0]] * 2 + [BED.hosts[1]] * 2)
+            self.assertEqual(hosts, [self.bed.hosts[0]] * 2 + [self.bed.hosts[1]] * 2)
             for r, network in enumerate(table["network"]):
-                self.assertIn(BED.addresses[hosts[r]] + "/24", network.decode())
+                self.assertIn(self.bed.addresses[hosts[r]] + "/24", network.decode())
             transport = attrs(f["system/software"])["mpi_transport"]
             # As the bed's mpirun set them (Open MPI names the subnet's interface itself).
             self.assertIn("btl=tcp,self", transport)
-            self.assertIn(f"oob_tcp_if_include={BED.subnet}", transport)
+            self.assertIn(f"oob_tcp_if_include={self.bed.subnet}", transport)
             cases = {(a["ranks"], a["placement"]): (a, f["cases"][k]) for k in f["cases"]
                      for a in [attrs(f["cases"][k])]}
             want = {(2, "packed"): ("0-1", 1), (2, "spread"): ("0,2", 2),
@@ -117,7 +93,7 @@ class HostsAndNetwork(unittest.TestCase):
         out = os.path.join(self.dir, "allreduce.h5")
         r = self.mpirun(["allreduce", "--sizes", "4096,65536", "--iterations", "3", "--warmup", "1", "--out", out])
         self.assertIn("4 ranks on 2 hosts", r.stdout)
-        self.assertIn(f"2 ranks within host {BED.hosts[0]}", r.stdout)
+        self.assertIn(f"2 ranks within host {self.bed.hosts[0]}", r.stdout)
         with h5py.File(out, "r") as f:
             groups = [attrs(g) | {"errors": list(g["errors"][()])} for g in f["allreduce"].values()]
         self.assertEqual(sorted((g["ranks"], g["hosts"], g["network"]) for g in groups),
@@ -128,16 +104,16 @@ class HostsAndNetwork(unittest.TestCase):
     def test_info_prints_each_host_and_its_network(self):
         r = self.mpirun(["info"], ranks_per_host=1)
         hosts = r.stdout[r.stdout.index("\nHosts\n"):]
-        for h in BED.hosts:
-            self.assertRegex(hosts, rf"\n  {re.escape(h)} +1 rank +eth0 {re.escape(BED.addresses[h])}/24 up")
+        for h in self.bed.hosts:
+            self.assertRegex(hosts, rf"\n  {re.escape(h)} +1 rank +eth0 {re.escape(self.bed.addresses[h])}/24 up")
         self.assertRegex(r.stdout, r"mpi_transport +.*btl=tcp,self")
 
     def test_a_slow_link_shows_as_exposed_allreduce(self):
         # The second host's link at 10 Mbit/s: P = 2 spread crosses it, P = 1 does not. Weak
         # scaling keeps the work per rank, so the step's growth is the network's.
         out = os.path.join(self.dir, "shaped.h5")
-        BED.shape(BED.hosts[1], "10mbit")
-        self.addCleanup(BED.unshape, BED.hosts[1])
+        self.bed.shape(self.bed.hosts[1], "10mbit")
+        self.addCleanup(self.bed.unshape, self.bed.hosts[1])
         self.mpirun(["run", *NET, "--ranks", "1,2", "--placement", "spread", "--out", out], ranks_per_host=1)
         rows = list(csv.DictReader(io.StringIO(self.report("diagnosis", "--format", "csv", out))))
         self.assertEqual(len(rows), 1, rows)

@@ -7,14 +7,9 @@ Exit 77 where the bed cannot be made (not root, no ip, no namespaces).
 
 import os
 import sys
-import tempfile
-import shutil
-import unittest
 
 import clustertest
-from clustertest import DLSCALE, SMALL, testbed
-
-BED = None
+from clustertest import SMALL
 
 
 def across_hosts(test, groups, ranks):
@@ -27,26 +22,7 @@ def across_hosts(test, groups, ranks):
     return full[0]
 
 
-def setUpModule():
-    global BED
-    BED = testbed.Cluster(hosts=2)
-
-
-def tearDownModule():
-    if BED is not None:
-        BED.close()
-
-
-class MultiHost(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_multihost_")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-
-    def mpirun(self, args, ranks_per_host=2, timeout=240):
-        r = BED.run(BED.hosts[0], BED.mpirun_args(ranks_per_host) + [DLSCALE] + args, timeout=timeout, cwd=self.dir)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
-
+class MultiHost(clustertest.OnTwoHosts):
     def test_run_on_two_hosts_two_ranks_each(self):
         import h5py
         out = os.path.join(self.dir, "run.h5")
@@ -56,7 +32,7 @@ class MultiHost(unittest.TestCase):
             table = f["system/ranks"][()]
             self.assertEqual(list(table["rank"]), [0, 1, 2, 3])
             hosts = [h.decode() for h in table["host"]]
-            self.assertEqual(hosts, [BED.hosts[0]] * 2 + [BED.hosts[1]] * 2)
+            self.assertEqual(hosts, [self.bed.hosts[0]] * 2 + [self.bed.hosts[1]] * 2)
             self.assertEqual(list(table["local_rank"]), [0, 1, 0, 1])
             env = dict(f["system/environment"].attrs)
             self.assertEqual(env.get("OMPI_COMM_WORLD_SIZE"), "4", env)
@@ -75,7 +51,7 @@ class MultiHost(unittest.TestCase):
                      "--sizes", "12,1000000", "--iterations", "3", "--warmup", "1", "--out", out])
         with h5py.File(out, "r") as f:
             hosts = sorted({h.decode() for h in f["system/ranks"][()]["host"]})
-            self.assertEqual(hosts, BED.hosts)
+            self.assertEqual(hosts, self.bed.hosts)
             # The run across all 4 ranks; newer builds add a group per node-local run
             # (attrs hosts = 1, network "within one host"): every group must be exact.
             groups = [f["allreduce"][g] for g in f["allreduce"]]
@@ -90,9 +66,9 @@ class MultiHost(unittest.TestCase):
     def test_allreduce_over_a_shaped_link_is_exact(self):
         # A slow link changes the times, never the sums.
         import h5py
-        BED.shape(BED.hosts[1], "100mbit")
-        self.addCleanup(BED.unshape, BED.hosts[1])
-        tc = BED.run(BED.hosts[1], ["tc", "qdisc", "show", "dev", "eth0"])
+        self.bed.shape(self.bed.hosts[1], "100mbit")
+        self.addCleanup(self.bed.unshape, self.bed.hosts[1])
+        tc = self.bed.run(self.bed.hosts[1], ["tc", "qdisc", "show", "dev", "eth0"])
         self.assertIn("tbf", tc.stdout)
         out = os.path.join(self.dir, "shaped.h5")
         self.mpirun(["allreduce", "--backend", "mpi", "--min-bytes", "1024", "--max-bytes", "1048576",

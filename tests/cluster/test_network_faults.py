@@ -181,6 +181,23 @@ class SweepFaults(unittest.TestCase):
         self.assertIn(named, counts, "the case the fault interrupted ran on resume")
         self.assertEqual(final[:len(kept)], kept, "the finished cases are as they were")
 
+    def job_ends(self, launcher, faulted, fault):
+        """mpirun ends, failed, within BOUND of the fault."""
+        try:
+            launcher.wait(timeout=max(0.0, faulted + BOUND - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.fail(f"mpirun still running {BOUND} s after {fault}:\n{read(self.stderr)}")
+        print(f"\n{fault}: the job ended {time.monotonic() - faulted:.1f} s after it", file=sys.stderr)
+        self.assertNotEqual(launcher.returncode, 0)
+
+    def interrupted_by_sigterm(self):
+        """mpirun's SIGTERM stopped the ranks in a case: (the finished cases, the case each rank's
+        one line names, the resume command it gives)."""
+        named, resume = self.check_fault_lines("SIGTERM arrived during ", "and this rank could not stop")
+        kept = self.check_finished()
+        self.assertNotIn(named, [k for k, _, _ in kept])
+        return kept, named, resume
+
     def test_link_down_in_a_case_then_resume(self):
         bed = self.bed
         launcher = self.start_sweep(1)
@@ -190,17 +207,10 @@ class SweepFaults(unittest.TestCase):
         # MPI cannot interrupt the step's all-reduce, and nothing errors on a stalled TCP
         # connection: mpirun's keepalives on its connection to the unreachable host's daemon
         # (the bed's mpirun_args) find it lost, and mpirun ends the job; rank 0 gets SIGTERM.
-        try:
-            launcher.wait(timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            self.fail(f"mpirun still running {BOUND} s after the link went down:\n{read(self.stderr)}")
-        print(f"\nlink down: the job ended {time.monotonic() - faulted:.1f} s after the fault", file=sys.stderr)
-        self.assertNotEqual(launcher.returncode, 0)
+        self.job_ends(launcher, faulted, "the link went down")
         self.assertIn("ORTE has lost communication with a remote daemon", read(self.stderr))
         self.assertEqual([p for p in dlscale_pids(bed) if p in bed.host_pids(bed.hosts[0])], [])
-        named, resume = self.check_fault_lines("SIGTERM arrived during ", "and this rank could not stop")
-        kept = self.check_finished()
-        self.assertNotIn(named, [k for k, _, _ in kept])
+        kept, named, resume = self.interrupted_by_sigterm()
         # The unreachable host's rank is left to its --case-timeout watchdog (or the next launch
         # of its daemon); the link back up, it ends.
         bed.link(bed.hosts[1], True)
@@ -215,16 +225,9 @@ class SweepFaults(unittest.TestCase):
         launcher = self.start_sweep(2)      # the crash takes 2 ranks, 2 survive
         bed.kill_host(bed.hosts[1])
         faulted = time.monotonic()
-        try:
-            launcher.wait(timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            self.fail(f"mpirun still running {BOUND} s after the host was killed:\n{read(self.stderr)}")
-        print(f"\nhost killed: the job ended {time.monotonic() - faulted:.1f} s after the fault", file=sys.stderr)
-        self.assertNotEqual(launcher.returncode, 0)
+        self.job_ends(launcher, faulted, "the host was killed")
         self.assertEqual(dlscale_pids(bed), [])
-        named, resume = self.check_fault_lines("SIGTERM arrived during ", "and this rank could not stop")
-        kept = self.check_finished()
-        self.assertNotIn(named, [k for k, _, _ in kept])
+        kept, named, resume = self.interrupted_by_sigterm()
         self.resume_completes(kept, named, resume)
 
 
@@ -232,7 +235,7 @@ class SlurmNodeCrash(unittest.TestCase):
     maxDiff = None
 
     def setUp(self):
-        missing = [c for c in testbed.SLURM_NEEDED if shutil.which(c) is None]
+        missing = testbed.slurm_setup.missing_commands()
         if missing:
             self.skipTest(f"Slurm/munge not installed (missing {', '.join(missing)})")
         self.dir = tempfile.mkdtemp(prefix="dlscale_netfault_slurm_")

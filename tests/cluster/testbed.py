@@ -46,11 +46,12 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "slurm"))
+import slurm_setup  # noqa: E402  (tests/slurm: what a test's own Slurm needs)
 RSH_AGENT = os.path.join(HERE, "rsh-agent")
 RUN_DIR = os.environ.get("DLSCALE_CLUSTER_RUN_DIR", "/run/dlscale-cluster")
 PREFIX = "dlc"                     # instance names: dlc<pid>[a-z]*; hosts <name>n<i>, switch <name>sw
 NAME_RE = re.compile(r"^dlc[0-9]+[a-z]*$")
-SLURM_NEEDED = ["munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "sinfo", "scancel"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 PR_SET_PDEATHSIG = 1
 
@@ -449,10 +450,8 @@ class Slurm:
         self.detached = detached
         self.procs = []
         self.login = cluster.hosts[0]
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_"))}
-        self.env["SLURM_CONF"] = os.path.join(self.dir, "slurm.conf")
-        self.env["PATH"] = os.path.join(self.dir, "bin") + os.pathsep + self.env.get("PATH", os.defpath)
+        os.makedirs(self.dir, exist_ok=True)
+        self.env = slurm_setup.environment(self.dir)
         # Open MPI under srun: TCP on the bed's subnet, ranks yield when idle (the hosts share CPUs).
         self.env.update({"OMPI_MCA_btl": "tcp,self", "OMPI_MCA_btl_tcp_if_include": cluster.subnet,
                          "OMPI_MCA_oob_tcp_if_include": cluster.subnet, "OMPI_MCA_mpi_yield_when_idle": "1"})
@@ -474,79 +473,21 @@ class Slurm:
         return p
 
     def start(self):
-        missing = [c for c in SLURM_NEEDED if shutil.which(c) is None]
+        missing = slurm_setup.missing_commands()
         if missing:
             raise Unavailable(f"Slurm/munge not installed (missing {', '.join(missing)}): apt-get install slurm-wlm munge")
-        for d in ("munge", "state", "spool", "log", "tmp", "bin"):
+        for d in ("state", "spool", "log", "tmp"):
             os.makedirs(self.path(d), exist_ok=True)
-        os.chmod(self.dir, 0o755)
-        os.chmod(self.path("munge"), 0o755)
-        # slurm/study and results/dlscale-report start with `#!/usr/bin/env python3`: make
-        # that python3 this interpreter (which has h5py) for everything the cluster runs.
-        with open(self.path("bin", "python3"), "w") as f:
-            f.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-        os.chmod(self.path("bin", "python3"), 0o755)
-        key = self.path("munge", "munge.key")
-        with open(key, "wb") as f:
-            f.write(os.urandom(1024))
-        os.chmod(key, 0o400)
-        sock = self.path("munge", "munge.socket")
-        self._start("munged", ["munged", "--foreground", f"--socket={sock}", f"--key-file={key}",
-                               f"--pid-file={self.path('munge', 'munged.pid')}",
-                               f"--log-file={self.path('log', 'munged.log')}",
-                               f"--seed-file={self.path('munge', 'munged.seed')}"])
-        self._wait_for(lambda: os.path.exists(sock), 10, "munged's socket")
-        probe = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, env=self.env)
-        first = probe.stdout.splitlines()[0] if probe.stdout else ""
-        hw = " ".join(f for f in first.split() if f.split("=")[0] in
-                      ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"))
-        if "CPUs=" not in hw:
-            raise RuntimeError(f"slurmd -C gave no node description: {probe.stdout!r} {probe.stderr!r}")
+        sock = slurm_setup.start_munged(self.dir, self._start, self._wait_for)
         for h in self.c.hosts:
             os.makedirs(self.path("spool", h), exist_ok=True)
             os.makedirs(self.path("tmp", h), exist_ok=True)
-        open(self.path("plugstack.conf"), "w").close()
         ctl = self.login
-        nodes = "\n".join(f"NodeName={h} NodeAddr={self.c.addresses[h]} {hw} State=UNKNOWN" for h in self.c.hosts)
-        task = "task/affinity" if _affinity_works() else "task/none"
-        self.task_plugin = task
-        conf = f"""\
-ClusterName={self.c.name}
-SlurmctldHost={ctl}({self.c.addresses[ctl]})
-SlurmctldPort=6817
-SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={sock}
-StateSaveLocation={self.path('state')}
-SlurmdSpoolDir={self.path('spool', '%n')}
-TmpFS={self.path('tmp', '%n')}
-SlurmctldPidFile={self.path('slurmctld.pid')}
-SlurmdPidFile={self.path('spool', 'slurmd-%n.pid')}
-SlurmctldLogFile={self.path('log', 'slurmctld.log')}
-SlurmdLogFile={self.path('log', 'slurmd-%n.log')}
-PlugStackConfig={self.path('plugstack.conf')}
-MailProg=/bin/true
-ProctrackType=proctrack/linuxproc
-TaskPlugin={task}
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-SchedulerType=sched/builtin
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-MinJobAge=4
-SlurmctldTimeout=30
-SlurmdTimeout=30
-{nodes}
-PartitionName=debug Nodes={','.join(self.c.hosts)} Default=YES MaxTime=INFINITE State=UP
-"""
-        with open(self.env["SLURM_CONF"], "w") as f:
-            f.write(conf)
+        self.task_plugin = "task/affinity" if slurm_setup.affinity_works() else "task/none"
+        # Fixed ports: every host has its own network stack.
+        slurm_setup.write_conf(self.env["SLURM_CONF"], name=self.c.name, controller=ctl, address=self.c.addresses[ctl],
+                               ports=(6817, 6818), sock=sock, directory=self.dir, task_plugin=self.task_plugin,
+                               nodes=[(h, self.c.addresses[h]) for h in self.c.hosts], per_node=True)
         self._start("slurmctld", ["slurmctld", "-D", "-i"], host=ctl)
         for h in self.c.hosts:
             self._start(f"slurmd-{h}", ["slurmd", "-D", "-N", h], host=h)
@@ -558,24 +499,10 @@ PartitionName=debug Nodes={','.join(self.c.hosts)} Default=YES MaxTime=INFINITE 
         return self
 
     def _wait_for(self, ready, timeout, what):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, p in self.procs:
-                if p.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {p.returncode}:\n{self.logs()}")
-            if ready():
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"timed out after {timeout} s waiting for {what}:\n{self.logs()}")
+        slurm_setup.wait_for(self.procs, ready, timeout, what, self.logs)
 
     def logs(self, lines=30):
-        text = []
-        d = self.path("log")
-        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-            with open(os.path.join(d, name), errors="replace") as f:
-                tail = f.read().splitlines()[-lines:]
-            text.append(f"--- {name}\n" + "\n".join(tail))
-        return "\n".join(text)
+        return slurm_setup.log_tails(self.path("log"), lines)
 
     def run(self, cmd, env=None, timeout=300, host=None, cwd=None):
         """A Slurm command (sbatch, srun, squeue, slurm/study...) on the first host (the login node)."""
@@ -632,13 +559,6 @@ PartitionName=debug Nodes={','.join(self.c.hosts)} Default=YES MaxTime=INFINITE 
 
     def __exit__(self, *exc):
         self.stop()
-
-
-def _affinity_works():
-    probe = subprocess.run([sys.executable, "-c",
-                            "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-                            "print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True)
-    return probe.returncode == 0 and probe.stdout.strip() == "1"
 
 
 # -- CLI ----------------------------------------------------------------------------------

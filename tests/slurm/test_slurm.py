@@ -19,7 +19,6 @@ import ctypes
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -28,6 +27,8 @@ import sys
 import tempfile
 import time
 import unittest
+
+import slurm_setup
 
 SKIP = 77
 SOURCE = os.environ.get("DLSCALE_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -38,7 +39,6 @@ STUDY = os.path.join(SOURCE, "slurm", "study")
 REPORT = os.path.join(SOURCE, "results", "dlscale-report")
 SMALL = ["-w", "mnist_fnn:width=16", "--batch", "8", "--iterations", "3", "--warmup", "1"]
 NODE = "localhost"
-NEEDED = ["munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo"]
 
 PR_SET_PDEATHSIG = 1
 
@@ -140,33 +140,14 @@ def cores_of_socket0():
                 and line.split(",")[0] == "0"})
 
 
-def affinity_works():
-    """Whether sched_setaffinity restricts a process here (task/affinity needs it)."""
-    probe = subprocess.run([sys.executable, "-c",
-                            "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-                            "print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True)
-    return probe.returncode == 0 and probe.stdout.strip() == "1"
-
-
 class Cluster:
     """munged + slurmctld + slurmd in a temporary directory."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="dlscale_slurm_")
-        os.chmod(self.dir, 0o755)     # munged wants execute permission for all on its socket path
         self.procs = []               # (name, Popen) in start order
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_"))}
-        self.env["SLURM_CONF"] = os.path.join(self.dir, "slurm.conf")
-        # slurm/study and results/dlscale-report start with `#!/usr/bin/env python3`, and the
-        # jobs run dlscale-report as DLSCALE_REPORT: make that python3 this interpreter (which
-        # has h5py) for everything the cluster runs, whatever python3 comes first on PATH.
-        os.makedirs(self.path("bin"))
-        with open(self.path("bin", "python3"), "w") as f:
-            f.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-        os.chmod(self.path("bin", "python3"), 0o755)
-        self.env["PATH"] = self.path("bin") + os.pathsep + self.env.get("PATH", os.defpath)
-        self.task_plugin = "task/affinity" if affinity_works() else "task/none"
+        self.env = slurm_setup.environment(self.dir)
+        self.task_plugin = "task/affinity" if slurm_setup.affinity_works() else "task/none"
         self.watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), self.dir],
                                          cwd="/", start_new_session=True, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -183,67 +164,12 @@ class Cluster:
         return p
 
     def start(self):
-        for d in ("munge", "state", "spool", "log", "jobs"):
+        for d in ("state", "spool", "log", "jobs"):
             os.makedirs(self.path(d))
-        os.chmod(self.path("munge"), 0o755)
-        key = self.path("munge", "munge.key")
-        with open(key, "wb") as f:
-            f.write(os.urandom(1024))
-        os.chmod(key, 0o400)
-        sock = self.path("munge", "munge.socket")
-        self._start("munged", ["munged", "--foreground", f"--socket={sock}", f"--key-file={key}",
-                               f"--pid-file={self.path('munge', 'munged.pid')}",
-                               f"--log-file={self.path('log', 'munged.log')}",
-                               f"--seed-file={self.path('munge', 'munged.seed')}"])
-        self._wait_for(lambda: os.path.exists(sock), 10, "munged's socket")
-
-        # The node as slurmd sees it: CPUs, boards, sockets, cores, threads (not RealMemory,
-        # which would drain the node if it came out a little higher than at registration).
-        probe = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, env=self.env)
-        first = probe.stdout.splitlines()[0] if probe.stdout else ""
-        hw = " ".join(f for f in first.split() if f.split("=")[0] in
-                      ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"))
-        if "CPUs=" not in hw:
-            raise RuntimeError(f"slurmd -C gave no node description: {probe.stdout!r} {probe.stderr!r}")
-        plugstack = self.path("plugstack.conf")
-        open(plugstack, "w").close()    # no site SPANK plugins
-        conf = f"""\
-ClusterName=dlscaletest
-SlurmctldHost={NODE}(127.0.0.1)
-SlurmctldPort={free_port()}
-SlurmdPort={free_port()}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={sock}
-StateSaveLocation={self.path('state')}
-SlurmdSpoolDir={self.path('spool')}
-SlurmctldPidFile={self.path('slurmctld.pid')}
-SlurmdPidFile={self.path('slurmd.pid')}
-SlurmctldLogFile={self.path('log', 'slurmctld.log')}
-SlurmdLogFile={self.path('log', 'slurmd.log')}
-PlugStackConfig={plugstack}
-MailProg=/bin/true
-ProctrackType=proctrack/linuxproc
-TaskPlugin={self.task_plugin}
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-SchedulerType=sched/builtin
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-# sbatch --wait polls every 2 s only while that is under MinJobAge/2.
-MinJobAge=4
-SlurmctldTimeout=30
-SlurmdTimeout=30
-NodeName={NODE} NodeAddr=127.0.0.1 {hw} State=UNKNOWN
-PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
-"""
-        with open(self.env["SLURM_CONF"], "w") as f:
-            f.write(conf)
+        sock = slurm_setup.start_munged(self.dir, self._start, self._wait_for)
+        slurm_setup.write_conf(self.env["SLURM_CONF"], name="dlscaletest", controller=NODE, address="127.0.0.1",
+                               ports=(free_port(), free_port()), sock=sock, directory=self.dir,
+                               task_plugin=self.task_plugin, nodes=[(NODE, "127.0.0.1")], per_node=False)
         self._start("slurmctld", ["slurmctld", "-D", "-i"])
         self._start("slurmd", ["slurmd", "-D", "-N", NODE])
 
@@ -254,25 +180,10 @@ PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
         self._wait_for(idle, 60, f"node {NODE} to become idle")
 
     def _wait_for(self, ready, timeout, what):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, p in self.procs:
-                if p.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {p.returncode}:\n{self.logs()}")
-            if ready():
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"timed out after {timeout} s waiting for {what}:\n{self.logs()}")
+        slurm_setup.wait_for(self.procs, ready, timeout, what, self.logs)
 
     def logs(self, lines=30):
-        text = []
-        for name in ("munged.out", "munged.log", "slurmctld.out", "slurmctld.log", "slurmd.out", "slurmd.log"):
-            path = self.path("log", name)
-            if os.path.exists(path):
-                with open(path, errors="replace") as f:
-                    tail = f.read().splitlines()[-lines:]
-                text.append(f"--- {name}\n" + "\n".join(tail))
-        return "\n".join(text)
+        return slurm_setup.log_tails(self.path("log"), lines)
 
     def run(self, cmd, env=None, timeout=180, cwd=None):
         e = dict(self.env)
@@ -611,7 +522,7 @@ def main():
     # munged, slurmctld and slurmd live in /usr/sbin, which a non-login PATH may lack.
     path = os.environ.get("PATH", "").split(os.pathsep)
     os.environ["PATH"] = os.pathsep.join(path + [d for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin") if d not in path])
-    missing = [c for c in NEEDED if shutil.which(c) is None]
+    missing = slurm_setup.missing_commands()
     if missing:
         print(f"SKIP: Slurm/munge not installed (missing {', '.join(missing)}): "
               "apt-get install slurm-wlm munge", file=sys.stderr)
