@@ -2,12 +2,18 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <mpi.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <vector>
@@ -18,11 +24,20 @@ namespace dlscale {
 
 namespace {
 
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+/// The link speed the driver reports (the ethtool ioctl, which answers for this process's network
+/// namespace, as /sys/class/net does not), in Mb/s; 0 when it reports none.
+uint32_t link_speed_mbps(const std::string& name) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return 0;
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  ifreq request{};
+  std::snprintf(request.ifr_name, sizeof request.ifr_name, "%s", name.c_str());
+  request.ifr_data = reinterpret_cast<char*>(&cmd);
+  const bool ok = ioctl(fd, SIOCETHTOOL, &request) == 0;
+  if (close(fd) != 0 || !ok) return 0;
+  const uint32_t speed = ethtool_cmd_speed(&cmd);
+  return speed == static_cast<uint32_t>(SPEED_UNKNOWN) ? 0 : speed;
 }
 
 int prefix_length(const sockaddr* mask) {
@@ -43,9 +58,11 @@ std::string describe_host_network() {
   if (getifaddrs(&list) != 0) return "";
   const std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> owned(list, freeifaddrs);
   std::map<std::string, std::vector<std::string>> addresses;  // interface -> "a.b.c.d/n"
+  std::map<std::string, bool> running;                        // interface -> carrier and up
   for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if ((i->ifa_flags & IFF_LOOPBACK) != 0) continue;
     std::vector<std::string>& mine = addresses[i->ifa_name];
+    running[i->ifa_name] = (i->ifa_flags & IFF_RUNNING) != 0;
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
     char text[INET_ADDRSTRLEN] = {0};
     if (inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text) ==
@@ -56,14 +73,12 @@ std::string describe_host_network() {
   }
   std::string out;
   for (const auto& [name, ips] : addresses) {
-    const std::string sys = "/sys/class/net/" + name;
     std::string entry = name;
     for (const std::string& ip : ips) entry += " " + ip;
-    const std::string state = read_line(sys + "/operstate");
-    if (!state.empty()) entry += " " + state;
-    // Virtual and down links report -1 or refuse the read: then no speed is written.
-    const std::string speed = read_line(sys + "/speed");
-    if (!speed.empty() && speed[0] != '-') entry += fmt::format(" {}Mb/s", speed);
+    entry += running[name] ? " up" : " down";
+    // Links without a speed (many virtual ones, a link that is down) get none written.
+    const uint32_t speed = link_speed_mbps(name);
+    if (speed > 0) entry += fmt::format(" {}Mb/s", speed);
     out += (out.empty() ? "" : "; ") + entry;
   }
   return out;
