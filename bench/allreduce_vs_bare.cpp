@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "suite/allreduce_bench.h"
-#include "suite/mpi_context.h"
-#include "suite/statistics.h"
+#include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/meters/statistics.h"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <fmt/format.h>
 
 #include "drivers/driver.h"
-#include "suite/mpi_context.h"
-#include "suite/runner.h"
-#include "suite/statistics.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/case/runner.h"
+#include "suite/meters/statistics.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"

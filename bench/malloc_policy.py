@@ -8,7 +8,7 @@ glibc reads its malloc settings once, at start-up, from the environment: a scrip
 import os
 import sys
 
-# What `dlscale run --malloc keep` sets with mallopt (suite/allocator.cpp), as glibc's variables.
+# What `dlscale run --malloc keep` sets with mallopt (suite/process/allocator.cpp), as glibc's variables.
 KEEP = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "2147483647"}
 CHOICES = ("keep", "system")
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "drivers/driver.h"
-#include "suite/statistics.h"
+#include "suite/meters/statistics.h"
 
 namespace dlscale::bench {
 

@@ -2,7 +2,7 @@
 // models from the same parameters and data train side by side in one job, alternating step by
 // step: one reduces its gradients with one blocking all-reduce after backward, the other in
 // buckets started as backward finishes them (--bucket-mb), progressed by the communication thread
-// (suite/gradient_allreduce.h). Per step, the slowest rank's step time and exposed all-reduce
+// (suite/comm/gradient_allreduce.h). Per step, the slowest rank's step time and exposed all-reduce
 // (the end of backward to the end of the gradient average, docs/metrics.md) are taken; the table
 // gives their medians. Goals: the exposed all-reduce with buckets at most 30% of the blocking
 // one, and the overlapped step shorter than the blocking step.
@@ -41,11 +41,11 @@
 #include <fmt/format.h>
 
 #include "bench/onednn_bench_util.h"
-#include "suite/device_binding.h"
-#include "suite/gradient_allreduce.h"
-#include "suite/mpi_context.h"
-#include "suite/runner.h"
-#include "suite/statistics.h"
+#include "suite/case/device_binding.h"
+#include "suite/comm/gradient_allreduce.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/case/runner.h"
+#include "suite/meters/statistics.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"

@@ -309,7 +309,7 @@ class Driver {
   /// The device a case runs on when the user names none.
   virtual DeviceType default_device() const { return DeviceType::kCpu; }
   /// How many devices of this type the driver sees (GPUs with CUDA_VISIBLE_DEVICES applied); 0,
-  /// with the reason in `why`, when none. The harness binds ranks to them (suite/device_binding.h).
+  /// with the reason in `why`, when none. The harness binds ranks to them (suite/case/device_binding.h).
   virtual int device_count(DeviceType device, std::string* why) const;
   /// A device for the results file: "cuda:0 NVIDIA H100 80GB HBM3 GPU-5f1c… bus 0000:1b:00.0 (79.1 GiB)".
   virtual std::string describe_device(DeviceType device, int index) const;

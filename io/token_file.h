@@ -1,6 +1,6 @@
 // Token sequences (PTB, IMDB, …) in one HDF5 file: the documented layout dlscale reads for real
 // token data. HDF5 is io/'s to touch, so this reader hands plain vectors to workloads/'
-// TokenDataset (suite/datasets.cpp joins the two).
+// TokenDataset (suite/data/datasets.cpp joins the two).
 //
 //   /tokens              int64 [N, T]  token ids in [0, vocab)
 //   /labels              int64 [N]     one class per sequence (IMDB: 0 negative, 1 positive), or

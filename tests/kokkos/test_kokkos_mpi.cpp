@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "drivers/driver.h"
-#include "suite/runner.h"
+#include "suite/case/runner.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"

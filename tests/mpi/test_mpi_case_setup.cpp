@@ -11,9 +11,9 @@
 #include <variant>
 
 #include "drivers/driver.h"
-#include "suite/mpi_context.h"
-#include "suite/progress.h"
-#include "suite/runner.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/record/progress.h"
+#include "suite/case/runner.h"
 
 namespace dlscale {
 namespace {

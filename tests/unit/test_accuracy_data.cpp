@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "suite/accuracy_data.h"
+#include "suite/data/accuracy_data.h"
 
 namespace dlscale {
 namespace {

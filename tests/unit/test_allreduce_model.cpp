@@ -2,7 +2,7 @@
 // the documented arithmetic for weak, strong and oversubscribed cases.
 #include <gtest/gtest.h>
 
-#include "suite/allreduce_bench.h"
+#include "suite/comm/allreduce_microbenchmark.h"
 
 namespace dlscale {
 namespace {

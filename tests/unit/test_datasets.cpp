@@ -15,7 +15,7 @@
 
 #include "io/h5.h"
 #include "io/token_file.h"
-#include "suite/datasets.h"
+#include "suite/data/datasets.h"
 #include "workloads/catalog.h"
 #include "workloads/data/cifar10.h"
 #include "workloads/data/dataset.h"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "suite/placement.h"
+#include "suite/matrix/placement.h"
 
 namespace dlscale {
 namespace {

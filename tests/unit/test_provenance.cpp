@@ -2,7 +2,7 @@
 // may hold a secret.
 #include <gtest/gtest.h>
 
-#include "suite/provenance.h"
+#include "suite/record/provenance.h"
 
 namespace dlscale {
 namespace {

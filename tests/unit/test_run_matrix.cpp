@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "suite/builtin_suites.h"
+#include "suite/matrix/builtin_suites.h"
 #include "suite/errors.h"
-#include "suite/run_matrix.h"
+#include "suite/matrix/run_matrix.h"
 
 namespace dlscale {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "suite/statistics.h"
+#include "suite/meters/statistics.h"
 
 namespace dlscale {
 namespace {

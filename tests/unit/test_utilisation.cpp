@@ -1,4 +1,4 @@
-// The meters of suite/utilisation.h and the peak bookkeeping of suite/peak.h: NVML absent, the
+// The meters of suite/meters/utilisation.h and the peak bookkeeping of suite/meters/peak.h: NVML absent, the
 // powercap counters on a real directory tree in sysfs's format (with a wrap), the CPU-time
 // arithmetic, every compiled driver's peak kernels, and the sum a case's share of peak uses.
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 #include <string>
 
 #include "drivers/driver.h"
-#include "suite/peak.h"
-#include "suite/utilisation.h"
+#include "suite/meters/peak.h"
+#include "suite/meters/utilisation.h"
 
 namespace dlscale {
 namespace {

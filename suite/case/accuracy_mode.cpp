@@ -1,0 +1,289 @@
+#include "suite/case/accuracy_mode.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "suite/data/accuracy_data.h"
+#include "suite/errors.h"
+#include "suite/case/runner.h"
+#include "suite/meters/statistics.h"
+#include "suite/process/stop_signals.h"
+#include "workloads/init.h"
+
+namespace dlscale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// The repeats of one case on this rank. Every method that ends in a collective is reached by
+/// every rank: a rank that failed goes on through the same calls (training on its last batch,
+/// evaluating nothing) until the next settle() ends the case on all of them together.
+class AccuracyLoop {
+ public:
+  AccuracyLoop(const CaseSpec& spec, const Workload& w, MPI_Comm comm, TrainingParts parts, const Dataset& train,
+               const Dataset& test, Progress& progress)
+      : spec_(spec), workload_(w), comm_(comm), parts_(parts), train_(train), test_(test), progress_(progress) {
+    DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank_));
+    DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks_));
+  }
+
+  AccuracyResult run() {
+    started_ = Clock::now();
+    deadline_ = deadline_after(spec_.case_timeout);
+    // The split is drawn from the case seed: every repeat holds out the same samples.
+    split_ = split_training_set(train_.size(), spec_.validation, spec_.seed);
+    result_.train_samples = static_cast<int64_t>(split_.train.size());
+    result_.validation_samples = static_cast<int64_t>(split_.validation.size());
+    result_.test_samples = test_.size();
+    const Shard v = shard_of(result_.validation_samples, rank_, ranks_);
+    validation_shard_.assign(split_.validation.begin() + v.first, split_.validation.begin() + v.first + v.count);
+    const Shard t = shard_of(test_.size(), rank_, ranks_);
+    for (int64_t i = 0; i < t.count; ++i) test_shard_.push_back(t.first + i);
+    for (int r = 0; r < spec_.repeats; ++r) {
+      if (!run_repeat(r)) return std::move(result_);
+    }
+    result_.summary = accuracy_summary(result_.repeats);
+    return std::move(result_);
+  }
+
+ private:
+  /// Sums `values` over the ranks together with whether any rank failed or was asked to stop;
+  /// false when the case ends here (result_ says why, the same on every rank). Collective.
+  bool settle(std::vector<double>& values, Outcome failed, const std::string& where) {
+    if (failed.ok() && spec_.case_timeout > 0 && seconds_since(started_) > spec_.case_timeout) {
+      failed = {Status::kTimeout, fmt::format("still training after --case-timeout {} s", spec_.case_timeout)};
+    }
+    if (!failed.ok()) failed.message = fmt::format("{}: {}", where, failed.message);
+    std::vector<double> mine = values, sum(values.size() + 2);
+    mine.push_back(failed.ok() ? 0 : 1);
+    mine.push_back(stop_signal() != 0 ? 1 : 0);
+    DLSCALE_CHECK_MPI(
+        MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, comm_));
+    if (sum[values.size()] > 0) {
+      result_.outcome = agree(comm_, failed);
+      return false;
+    }
+    if (sum[values.size() + 1] > 0) {
+      result_.interrupted = true;
+      return false;
+    }
+    std::copy(sum.begin(), sum.begin() + static_cast<std::ptrdiff_t>(values.size()), values.begin());
+    return true;
+  }
+
+  double max_over_ranks(double mine) const {
+    double out = 0;
+    DLSCALE_CHECK_MPI(MPI_Allreduce(&mine, &out, 1, MPI_DOUBLE, MPI_MAX, comm_));
+    return out;
+  }
+
+  /// Inference over this rank's `shard` of `data` in batches of the case's per-rank batch,
+  /// summed over the ranks; `seconds` the slowest rank's time from a common start. Collective.
+  bool evaluate(const Dataset& data, const std::vector<int64_t>& shard, const std::string& where, Evaluation& total,
+                double& seconds) {
+    Outcome failed;
+    Evaluation mine;
+    DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
+    const Clock::time_point start = Clock::now();
+    try {
+      const auto b = static_cast<size_t>(spec_.batch_per_rank());
+      for (size_t first = 0; first < shard.size(); first += b) {
+        const Evaluation e =
+            parts_.model.evaluate(gather_samples(data, shard.data() + first, std::min(b, shard.size() - first)));
+        mine.loss_sum += e.loss_sum;
+        mine.correct += e.correct;
+        mine.predictions += e.predictions;
+      }
+    } catch (...) {
+      failed = outcome_of(std::current_exception());
+    }
+    const double mine_s = seconds_since(start);
+    // Counts stay exact as doubles far beyond any data set (2^53).
+    std::vector<double> sums = {mine.loss_sum, static_cast<double>(mine.correct),
+                                static_cast<double>(mine.predictions)};
+    if (!settle(sums, failed, where)) return false;
+    total = {sums[0], static_cast<int64_t>(sums[1]), static_cast<int64_t>(sums[2])};
+    seconds = max_over_ranks(mine_s);
+    return true;
+  }
+
+  /// One epoch of training; `loss` the mean step loss, `seconds` the slowest rank's wall time.
+  bool train_epoch(int repeat, int epoch, double& loss, double& seconds) {
+    const std::vector<int64_t> order = epoch_order(split_.train, spec_.seed + static_cast<uint64_t>(repeat), epoch);
+    const int64_t global = spec_.global_batch(), mine = spec_.batch_per_rank();
+    // The last incomplete global batch is dropped: every step trains on full batches everywhere.
+    const int64_t steps = static_cast<int64_t>(order.size()) / global;
+    const Optimizer opt = spec_.make_optimizer();
+    const std::string label = fmt::format("repeat {}/{} epoch {}/{}", repeat + 1, spec_.repeats, epoch, spec_.epochs);
+    double loss_sum = 0;
+    if (steps > 0) {
+      // The first batch goes in before the clock starts: after an evaluation that ended on a
+      // shorter batch, set_batch() rebuilds the network for the training batch size (oneDNN's
+      // primitives, the CUDA driver's buffers), set-up that is not training. Step 1 copies the
+      // same batch again and reports any failure of it.
+      try {
+        parts_.model.set_batch(gather_samples(train_, order.data() + rank_ * mine, static_cast<size_t>(mine)));
+      } catch (...) {  // NOLINT(bugprone-empty-catch): step 1 repeats the call and records its outcome
+      }
+    }
+    DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
+    const Clock::time_point start = Clock::now();
+    for (int64_t k = 0; k < steps; ++k) {
+      const Clock::time_point step_start = Clock::now();
+      Outcome failed;
+      try {
+        parts_.model.set_batch(
+            gather_samples(train_, order.data() + k * global + rank_ * mine, static_cast<size_t>(mine)));
+      } catch (...) {
+        failed = outcome_of(std::current_exception());
+      }
+      double step_loss = 0;
+      try {
+        training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer, deadline_);
+        step_loss = parts_.model.loss();
+        if (!std::isfinite(step_loss) && failed.ok())
+          failed = {Status::kError, fmt::format("the loss is {}", step_loss)};
+      } catch (...) {
+        if (failed.ok()) failed = outcome_of(std::current_exception());
+      }
+      std::vector<double> sums = {failed.ok() ? step_loss / ranks_ : 0.0};
+      if (!settle(sums, failed, fmt::format("{} step {}", label, k + 1))) return false;
+      loss_sum += sums[0];
+      // The case's share done: its steps so far over all its repeats' steps to the epoch limit.
+      const double done_steps = static_cast<double>((repeat * spec_.epochs + epoch - 1) * steps + k + 1);
+      progress_.iteration(label.c_str(), static_cast<int>(k + 1), static_cast<int>(steps), seconds_since(step_start),
+                          done_steps / static_cast<double>(int64_t{spec_.repeats} * spec_.epochs * steps));
+    }
+    loss = loss_sum / static_cast<double>(steps);
+    seconds = max_over_ranks(seconds_since(start));
+    return true;
+  }
+
+  bool run_repeat(int repeat) {
+    const uint64_t seed = spec_.seed + static_cast<uint64_t>(repeat);
+    {
+      // Fresh parameters; load_parameters() also resets Adam's state and the batch-norm statistics.
+      Outcome failed;
+      try {
+        parts_.model.load_parameters(canonical_parameters(workload_, seed));
+      } catch (...) {
+        failed = outcome_of(std::current_exception());
+      }
+      std::vector<double> none;
+      if (!settle(none, failed, fmt::format("repeat {}: loading the parameters", repeat + 1))) return false;
+    }
+    Column epoch_c = Column::of_ints("epoch", {}), loss_c = Column::of_doubles("train_loss", {}),
+           time_c = Column::of_doubles("train_time_s", {}), cum_c = Column::of_doubles("cumulative_train_time_s", {}),
+           acc_c = Column::of_doubles("val_accuracy", {}), vloss_c = Column::of_doubles("val_loss", {}),
+           eval_c = Column::of_doubles("eval_time_s", {});
+    double cumulative = 0, time_to_target = kNaN;
+    int target_epoch = 0;
+    for (int epoch = 1; epoch <= spec_.epochs; ++epoch) {
+      double loss = 0, train_s = 0, eval_s = 0;
+      Evaluation val;
+      if (!train_epoch(repeat, epoch, loss, train_s)) return false;
+      if (!evaluate(train_, validation_shard_, fmt::format("repeat {} epoch {}: validation", repeat + 1, epoch), val,
+                    eval_s)) {
+        return false;
+      }
+      cumulative += train_s;
+      const double accuracy = static_cast<double>(val.correct) / static_cast<double>(val.predictions);
+      const double val_loss = val.loss_sum / static_cast<double>(val.predictions);
+      epoch_c.ints.push_back(epoch);
+      loss_c.doubles.push_back(loss);
+      time_c.doubles.push_back(train_s);
+      cum_c.doubles.push_back(cumulative);
+      acc_c.doubles.push_back(accuracy);
+      vloss_c.doubles.push_back(val_loss);
+      eval_c.doubles.push_back(eval_s);
+      progress_.note(
+          fmt::format("repeat {}/{} epoch {}/{}: train loss {:.4f} ({:.2f} s) | validation accuracy "
+                      "{:.4f}, loss {:.4f} ({:.2f} s)",
+                      repeat + 1, spec_.repeats, epoch, spec_.epochs, loss, train_s, accuracy, val_loss, eval_s));
+      if (std::isfinite(spec_.target_accuracy) && accuracy >= spec_.target_accuracy) {
+        time_to_target = cumulative;
+        target_epoch = epoch;
+        break;
+      }
+    }
+    Evaluation test;
+    double test_s = 0;
+    if (!evaluate(test_, test_shard_, fmt::format("repeat {}: testing", repeat + 1), test, test_s)) return false;
+    const double test_accuracy = static_cast<double>(test.correct) / static_cast<double>(test.predictions);
+    const double test_loss = test.loss_sum / static_cast<double>(test.predictions);
+    progress_.note(fmt::format(
+        "repeat {}/{}: test accuracy {:.4f}, loss {:.4f} ({:.2f} s){}", repeat + 1, spec_.repeats, test_accuracy,
+        test_loss, test_s,
+        target_epoch > 0
+            ? fmt::format(" | target reached at epoch {} after {:.2f} s of training", target_epoch, time_to_target)
+            : std::string()));
+    GroupRecord rep;
+    rep.attrs = {{"seed", static_cast<int64_t>(seed)},   {"epochs_run", static_cast<int64_t>(epoch_c.ints.size())},
+                 {"train_time_s", cumulative},           {"test_time_s", test_s},
+                 {"test_accuracy", test_accuracy},       {"test_loss", test_loss},
+                 {"time_to_target_s", time_to_target},   {"target_reached", int64_t{target_epoch > 0 ? 1 : 0}},
+                 {"target_epoch", int64_t{target_epoch}}};
+    rep.tables.emplace_back("epochs", Table{{epoch_c, loss_c, time_c, cum_c, acc_c, vloss_c, eval_c}});
+    result_.repeats.push_back(std::move(rep));
+    return true;
+  }
+
+  const CaseSpec& spec_;
+  const Workload& workload_;
+  MPI_Comm comm_;
+  TrainingParts parts_;
+  const Dataset& train_;
+  const Dataset& test_;
+  Progress& progress_;
+  int rank_ = 0, ranks_ = 1;
+  Clock::time_point started_;
+  Deadline deadline_ = Deadline::max();  ///< --case-timeout from started_: a device reduction's wait ends there
+  TrainValidationSplit split_;
+  std::vector<int64_t> validation_shard_, test_shard_;
+  AccuracyResult result_;
+};
+
+}  // namespace
+
+AccuracyResult run_accuracy(const CaseSpec& spec, const Workload& workload, MPI_Comm comm, TrainingParts parts,
+                            const Dataset& train, const Dataset& test, Progress& progress) {
+  return AccuracyLoop(spec, workload, comm, parts, train, test, progress).run();
+}
+
+Attrs accuracy_summary(const std::vector<GroupRecord>& repeats) {
+  std::vector<double> accuracy, train, test, to_target;
+  for (const GroupRecord& r : repeats) {
+    accuracy.push_back(std::get<double>(attr(r.attrs, "test_accuracy")));
+    train.push_back(std::get<double>(attr(r.attrs, "train_time_s")));
+    test.push_back(std::get<double>(attr(r.attrs, "test_time_s")));
+    if (std::get<int64_t>(attr(r.attrs, "target_reached")) != 0) {
+      to_target.push_back(std::get<double>(attr(r.attrs, "time_to_target_s")));
+    }
+  }
+  Attrs out;
+  const auto add = [&](const std::string& stem, const std::string& unit, const std::vector<double>& x) {
+    const MeanInterval m = mean_ci95(x);
+    out.emplace_back(stem + "_mean" + unit, m.mean);
+    out.emplace_back(stem + "_ci95_low" + unit, m.low);
+    out.emplace_back(stem + "_ci95_high" + unit, m.high);
+  };
+  add("test_accuracy", "", accuracy);
+  add("train_time", "_s", train);
+  add("test_time", "_s", test);
+  add("time_to_target", "_s", to_target);  // over the repeats that reached it; NaN when none did
+  out.emplace_back("targets_reached", static_cast<int64_t>(to_target.size()));
+  return out;
+}
+
+}  // namespace dlscale

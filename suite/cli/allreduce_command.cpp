@@ -1,0 +1,179 @@
+// `dlscale allreduce`: the all-reduce microbenchmark on its own, written to /allreduce/NNNN of a
+// results file with the same provenance as a training run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/cli/commands.h"
+#include "suite/case/device_binding.h"
+#include "suite/errors.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/matrix/placement.h"
+#include "suite/record/provenance.h"
+#include "suite/record/results_access.h"
+#include "suite/process/stop_signals.h"
+
+namespace dlscale {
+
+namespace {
+
+/// The driver whose reduction `--backend nccl` measures: the GPU driver's (NCCL on GPU memory).
+const Driver* gpu_driver(const Registry& drivers) {
+  for (const auto& d : drivers.all()) {
+    if (d->default_device() == DeviceType::kCuda) return d.get();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
+  // SIGTERM and SIGINT have no step boundary to wait for here: each rank ends within the grace.
+  StopDeadline deadline(mpi.rank(), mpi.host());
+  deadline.set_doing("the all-reduce microbenchmark");
+  const bool root = mpi.rank() == 0;
+  std::string problem;
+  AllreduceOptions options;
+  std::string out_path = args.out.value_or("results/allreduce.h5");
+  Registry drivers;
+  register_drivers(drivers);
+  const Driver* nccl_driver = gpu_driver(drivers);
+  int gpus = 0;
+  try {
+    if (args.backend == "nccl") {
+      if (nccl_driver == nullptr) {
+        throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset)");
+      }
+      std::string why;
+      gpus = nccl_driver->device_count(DeviceType::kCuda, &why);
+      if (gpus == 0) throw UsageError("--backend nccl: no usable CUDA GPU here (" + why + ")");
+    } else if (args.backend != "mpi") {
+      throw UsageError(fmt::format("unknown backend '{}' (expected mpi or nccl)", args.backend));
+    }
+    if (args.min_bytes < 4 || args.max_bytes < args.min_bytes || args.min_bytes % 4 != 0) {
+      throw UsageError(
+          fmt::format("sizes: need 4 <= --min-bytes <= --max-bytes, --min-bytes a multiple of 4, got {} "
+                      "and {}",
+                      args.min_bytes, args.max_bytes));
+    }
+    // The benchmark holds one buffer of the largest size (and MPI as much again): a size this
+    // node cannot hold would end in an allocation failure after the file was written.
+    const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    const int64_t largest = std::max(args.sizes.empty() || args.min_max_given ? args.max_bytes : 0,
+                                     args.sizes.empty() ? 0 : *std::max_element(args.sizes.begin(), args.sizes.end()));
+    if (memory > 0 && largest > memory / 2) {
+      throw UsageError(
+          fmt::format("sizes: {} bytes per rank, more than half of this node's {} bytes of memory", largest, memory));
+    }
+    for (int64_t s : args.sizes) {
+      if (s <= 0 || s % 4 != 0) throw UsageError(fmt::format("--sizes {}: sizes are positive multiples of 4 bytes", s));
+    }
+    if (args.iterations <= 0 || args.warmup < 0)
+      throw UsageError("--iterations must be positive, --warmup not negative");
+    options.sizes_bytes = args.sizes.empty() || args.min_max_given
+                              ? allreduce_sizes(args.min_bytes, args.max_bytes, args.sizes)
+                              : allreduce_sizes(0, -1, args.sizes);
+    options.iterations = args.iterations;
+    options.warmup = args.warmup;
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  if (report_usage_error(mpi.world(), problem)) return 2;
+
+  std::optional<ResultsFile> file;
+  try {
+    if (root) file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
+  } catch (const UsageError& e) {
+    problem = e.what();
+  }
+  if (report_usage_error(mpi.world(), problem)) return 2;
+
+  RankInfo mine = mpi.info();
+  const bool nccl = args.backend == "nccl";
+  const int device = nccl ? gpu_index_for(mpi.local_rank(), gpus) : 0;
+  if (nccl) mine.device = nccl_driver->describe_device(DeviceType::kCuda, device);
+  if (nccl && gpus_shared(mpi.world(), mpi.host(), mine.device)) {
+    problem =
+        "--backend nccl: two ranks on one host would share a GPU, which NCCL refuses (one GPU per rank; "
+        "see CUDA_VISIBLE_DEVICES and the launcher's GPU binding)";
+  }
+  if (report_usage_error(mpi.world(), problem)) return 2;
+  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
+  std::unique_ptr<GradientReducer> reducer;  // owns the communicator the transport uses
+  std::unique_ptr<AllreduceTransport> transport;
+  if (nccl) {
+    reducer = nccl_driver->make_reducer(DeviceType::kCuda, device, MpiRankGroup(mpi.world()), Deadline::max());
+    transport = reducer->transport();
+  }
+  const AllreduceResult r = run_allreduce_benchmark(mpi.world(), options, transport.get());
+  // Across hosts the figures above are the network's; then each host's ranks also measure their
+  // own links, all hosts at once (the groups are disjoint), and rank 0's host is recorded.
+  const CaseRanks everyone = case_ranks(mpi.hosts(), Placement::kPacked, mpi.size());
+  std::optional<AllreduceResult> within;
+  if (everyone.hosts > 1 && everyone.max_per_host > 1) {
+    MPI_Comm node = MPI_COMM_NULL;
+    DLSCALE_CHECK_MPI(MPI_Comm_split_type(mpi.world(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    const Communicator host_comm(node);
+    std::unique_ptr<GradientReducer> host_reducer;
+    std::unique_ptr<AllreduceTransport> host_transport;
+    if (nccl) {
+      host_reducer =
+          nccl_driver->make_reducer(DeviceType::kCuda, device, MpiRankGroup(host_comm.get()), Deadline::max());
+      host_transport = host_reducer->transport();
+    }
+    within = run_allreduce_benchmark(host_comm.get(), options, host_transport.get());
+  }
+  // The provenance and the measurements go into the file in one commit: until it, the file is
+  // as it was, and the same command runs again.
+  std::string name, within_name, error;
+  if (root) {
+    const auto writing = deadline.hold_off();
+    try {
+      ResultsFile::Update update = file->update();
+      const int64_t run = write_provenance(update, table, drivers, mpi.size(), args.command_line, "", args.resume);
+      GroupRecord group = allreduce_group(r, args.backend, "", everyone.hosts);
+      group.attrs.emplace_back("run", run);
+      name = update.append_group("allreduce", group);
+      if (within && within->ranks > 1) {
+        GroupRecord host_group = allreduce_group(*within, args.backend, "", 1);
+        host_group.attrs.emplace_back("run", run);
+        within_name = update.append_group("allreduce", host_group);
+      }
+      update.commit();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
+  // Every rank exits with the same code: 1 when any element came back wrong. Rank 0 knows the
+  // job's figures and its host's; each other host's first rank knows its host's.
+  int64_t host_wrong = 0;
+  if (within) {
+    for (int64_t e : within->errors) host_wrong += e;
+  }
+  if (!root) return allreduce_max(mpi.world(), host_wrong == 0 ? 0 : 1);
+  int64_t wrong = 0;
+  const auto print = [&](const AllreduceResult& x, const std::string& where, const std::string& group) {
+    fmt::print(
+        "dlscale allreduce: {} ranks {}, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
+        x.ranks, where, args.backend, x.warmup, x.iterations, out_path, group);
+    fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "errors");
+    for (size_t s = 0; s < x.bytes.size(); ++s) {
+      fmt::print("{:>14} {:>12.2f} {:>12.3f} {:>12.3f} {:>8}\n", x.bytes[s], x.median_s[s] * 1e6, x.algbw_gbps[s],
+                 x.busbw_gbps[s], x.errors[s]);
+      wrong += x.errors[s];
+    }
+    if (x.ranks > 1)
+      fmt::print("ring fit: alpha {:.3f} us, beta {:.4f} ns/byte\n", x.alpha_s * 1e6, x.beta_s_per_byte * 1e9);
+  };
+  print(r, everyone.hosts > 1 ? fmt::format("on {} hosts", everyone.hosts) : std::string("on one host"), name);
+  if (within && within->ranks > 1) print(*within, fmt::format("within host {}", mpi.host()), within_name);
+  return allreduce_max(mpi.world(), wrong == 0 ? 0 : 1);
+}
+
+}  // namespace dlscale

@@ -1,0 +1,68 @@
+// The five subcommands of `dlscale`. Each runs on every rank and returns the process exit
+// code, which is the same on every rank: 0 success, 1 a case failed, 2 bad input.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "suite/process/allocator.h"
+#include "suite/case/work_estimate.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/record/progress.h"
+#include "suite/matrix/run_matrix.h"
+
+namespace dlscale {
+
+struct RunArgs {
+  MatrixOverrides overrides;
+  std::optional<std::string> config, suite, out;
+  bool overwrite = false, resume = false;
+  OutputFormat format = OutputFormat::kText;    ///< how finished cases are printed
+  bool dry_run = false;                         ///< list the cases and their estimate, run nothing
+  double assume_gflops = 0;                     ///< dry run: this rate per rank instead of a probe
+  ProgressMode progress = ProgressMode::kNone;  ///< the progress line (main() picks the default)
+  std::string command_line;                     ///< argv as typed, for provenance
+  std::string peak = "measure";                 ///< measure, skip, or a file holding /peak
+  double peak_seconds = 0.2;                    ///< per measured peak
+  MallocPolicy malloc = MallocPolicy::kKeep;    ///< what glibc's malloc does with freed memory
+};
+
+struct PeakArgs {
+  std::vector<std::string> drivers, devices, precisions, threads;  ///< empty: the defaults
+  double seconds = 0.5;
+  std::optional<std::string> out;
+  bool overwrite = false;
+  std::string command_line;
+};
+
+struct AllreduceArgs {
+  std::string backend = "mpi";
+  int64_t min_bytes = 4, max_bytes = int64_t{64} << 20;
+  bool min_max_given = false;  ///< --min-bytes/--max-bytes given (else --sizes alone picks the sizes)
+  std::vector<int64_t> sizes;  ///< extra sizes in bytes
+  int iterations = 20, warmup = 5;
+  std::optional<std::string> out;
+  bool overwrite = false, resume = false;
+  std::string command_line;
+};
+
+int run_command(const MpiContext& mpi, const RunArgs& args);
+int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args);
+int peak_command(const MpiContext& mpi, const PeakArgs& args);
+/// The catalog, drivers and suites; with `json_workload`, that workload's full definition as JSON.
+int list_command(const MpiContext& mpi, const std::string& json_workload);
+int info_command(const MpiContext& mpi);
+
+/// Prints `message` as one "dlscale: error: …" line from the first rank that has one and returns
+/// true on every rank when any rank has one.
+bool report_usage_error(MPI_Comm comm, const std::string& message);
+
+/// Agrees on rank 0's attempt to update the results file (`error`: why it failed, or empty; on
+/// the other ranks always empty). On a failure rank 0 prints one line naming it, that the file
+/// is as it was and the command that continues (`resume_hint`), and every rank returns true (the
+/// command then exits with code 5). Collective over `comm`.
+bool write_failed(MPI_Comm comm, const std::string& error, const std::string& path, const std::string& resume_hint);
+
+}  // namespace dlscale

@@ -1,0 +1,244 @@
+#include "suite/comm/allreduce_microbenchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "suite/errors.h"
+#include "suite/comm/gradient_allreduce.h"
+#include "suite/meters/statistics.h"
+
+namespace dlscale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Element i of rank r: a small integer, so that sums over any realistic rank count stay exact
+/// in float32 (below 2^24).
+float input_value(size_t i, int rank) { return static_cast<float>((i + static_cast<size_t>(rank)) % 13 + 1); }
+
+/// Host memory, summed with the training step's own MPI all-reduce.
+class MpiTransport final : public AllreduceTransport {
+ public:
+  explicit MpiTransport(MPI_Comm comm) : comm_(comm) {}
+  void load(const std::vector<float>& values) override { buffer_ = values; }
+  void reduce() override { allreduce_sum_in_place(buffer_.data(), buffer_.size(), comm_); }
+  std::vector<float> read() override { return buffer_; }
+
+ private:
+  MPI_Comm comm_;
+  std::vector<float> buffer_;
+};
+
+}  // namespace
+
+std::vector<int64_t> allreduce_sizes(int64_t min_bytes, int64_t max_bytes, const std::vector<int64_t>& extra) {
+  std::vector<int64_t> sizes;
+  for (int64_t s = std::max<int64_t>(4, min_bytes); s <= max_bytes; s *= 2) sizes.push_back((s + 3) / 4 * 4);
+  for (int64_t e : extra) sizes.push_back(e);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& options, AllreduceTransport* transport) {
+  MpiTransport mpi(comm);
+  if (transport == nullptr) transport = &mpi;
+  int rank = 0, ranks = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks));
+  AllreduceResult r;
+  r.ranks = ranks;
+  r.warmup = options.warmup;
+  r.iterations = options.iterations;
+  r.bytes = options.sizes_bytes;
+  const size_t nsizes = r.bytes.size(), iters = static_cast<size_t>(options.iterations);
+  std::vector<double> mine(nsizes * iters);
+  std::vector<int64_t> my_errors(nsizes, 0);
+  for (size_t s = 0; s < nsizes; ++s) {
+    if (r.bytes[s] <= 0 || r.bytes[s] % 4 != 0) {
+      throw std::invalid_argument("all-reduce sizes must be positive multiples of 4 bytes");
+    }
+    const auto n = static_cast<size_t>(r.bytes[s] / 4);
+    std::vector<float> pristine(n);
+    for (size_t i = 0; i < n; ++i) pristine[i] = input_value(i, rank);
+    for (int it = 0; it < options.warmup + options.iterations; ++it) {
+      transport->load(pristine);
+      DLSCALE_CHECK_MPI(MPI_Barrier(comm));
+      const Clock::time_point t0 = Clock::now();
+      transport->reduce();
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (it >= options.warmup) mine[s * iters + static_cast<size_t>(it - options.warmup)] = t;
+    }
+    const std::vector<float> buffer = transport->read();
+    for (size_t i = 0; i < n; ++i) {
+      float expected = 0;
+      for (int q = 0; q < ranks; ++q) expected += input_value(i, q);
+      if (buffer[i] != expected) ++my_errors[s];
+    }
+  }
+
+  if (rank == 0) r.time_s.resize(static_cast<size_t>(ranks) * nsizes * iters);
+  DLSCALE_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, r.time_s.data(),
+                               static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm));
+  r.errors.assign(nsizes, 0);
+  DLSCALE_CHECK_MPI(
+      MPI_Reduce(my_errors.data(), r.errors.data(), static_cast<int>(nsizes), MPI_INT64_T, MPI_SUM, 0, comm));
+  if (rank != 0) return r;
+
+  for (size_t s = 0; s < nsizes; ++s) {
+    std::vector<double> slowest(iters, 0.0);
+    for (int q = 0; q < ranks; ++q) {
+      for (size_t i = 0; i < iters; ++i) {
+        slowest[i] = std::max(slowest[i], r.time_s[(static_cast<size_t>(q) * nsizes + s) * iters + i]);
+      }
+    }
+    const double t = median(slowest);
+    const double algbw = static_cast<double>(r.bytes[s]) / t / 1e9;
+    r.median_s.push_back(t);
+    r.algbw_gbps.push_back(algbw);
+    r.busbw_gbps.push_back(algbw * 2.0 * (ranks - 1) / ranks);
+  }
+  if (ranks > 1 && r.bytes.size() >= 2) fit_ring(r.bytes, r.median_s, ranks, &r.alpha_s, &r.beta_s_per_byte);
+  return r;
+}
+
+GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case,
+                            int hosts) {
+  GroupRecord g;
+  g.attrs = {{"backend", backend},
+             {"ranks", int64_t{r.ranks}},
+             {"dtype", std::string("float32")},
+             {"warmup", int64_t{r.warmup}},
+             {"iterations", int64_t{r.iterations}},
+             {"case", for_case},
+             {"alpha_s", r.alpha_s},
+             {"beta_s_per_byte", r.beta_s_per_byte},
+             {"hosts", int64_t{hosts}},
+             {"network", std::string(hosts > 1 ? "between hosts" : "within one host")}};
+  const auto n = static_cast<uint64_t>(r.bytes.size());
+  DatasetRecord bytes{"bytes", {n}, {}, r.bytes, true};
+  DatasetRecord times{
+      "time_s", {static_cast<uint64_t>(r.ranks), n, static_cast<uint64_t>(r.iterations)}, r.time_s, {}, false};
+  DatasetRecord algbw{"algbw_gbps", {n}, r.algbw_gbps, {}, false};
+  DatasetRecord busbw{"busbw_gbps", {n}, r.busbw_gbps, {}, false};
+  DatasetRecord errors{"errors", {n}, {}, r.errors, true};
+  g.datasets = {bytes, times, algbw, busbw, errors};
+  return g;
+}
+
+const RingFit& ProjectionNetwork::fit_for(int64_t p, bool* between_hosts) const {
+  const bool crosses = p > ranks_per_host;
+  const bool use_between = crosses ? between.measured() || !within.measured() : !within.measured();
+  *between_hosts = use_between;
+  return use_between ? between : within;
+}
+
+std::string ProjectionNetwork::note() const {
+  const auto fit = [](const char* name, const RingFit& f) {
+    return fmt::format("{} fit ({} ranks on {} host{})", name, f.ranks, f.hosts, f.hosts == 1 ? "" : "s");
+  };
+  const std::string w = within.measured() ? fit("within-host", within) : "";
+  const std::string b = between.measured() ? fit("between-host", between) : "";
+  if (!between.measured()) {
+    return fmt::format("P <= {}: {}; P > {}: {} too, no between-host figures measured", ranks_per_host, w,
+                       ranks_per_host, w);
+  }
+  if (!within.measured()) {
+    return fmt::format("every P: {}, no within-host figures measured", b);
+  }
+  return fmt::format("P <= {}: {}; P > {}: {}", ranks_per_host, w, ranks_per_host, b);
+}
+
+GroupRecord projection_group(const Projection& p, const RingFit& fit, const ProjectionNetwork& network,
+                             double compute_s, double grad_bytes, const std::string& scaling) {
+  GroupRecord g;
+  g.attrs = {{"model", std::string("ring")},
+             {"alpha_s", fit.alpha_s},
+             {"beta_s_per_byte", fit.beta_s_per_byte},
+             {"fit_ranks", int64_t{fit.ranks}},
+             {"hosts", int64_t{fit.hosts}},
+             {"ranks_per_host", int64_t{network.ranks_per_host}},
+             {"within_alpha_s", network.within.alpha_s},
+             {"within_beta_s_per_byte", network.within.beta_s_per_byte},
+             {"between_alpha_s", network.between.alpha_s},
+             {"between_beta_s_per_byte", network.between.beta_s_per_byte},
+             {"network_note", network.note()},
+             {"compute_s", compute_s},
+             {"grad_bytes", grad_bytes},
+             {"scaling", scaling}};
+  const auto k = static_cast<uint64_t>(p.ranks.size());
+  g.datasets = {DatasetRecord{"ranks", {k}, {}, p.ranks, true}, DatasetRecord{"step_s", {k}, p.step_s, {}, false},
+                DatasetRecord{"efficiency", {k}, p.efficiency, {}, false},
+                DatasetRecord{"between_hosts", {k}, {}, p.between_hosts, true}};
+  return g;
+}
+
+double ring_allreduce_s(double alpha_s, double beta_s_per_byte, int ranks, double bytes) {
+  if (ranks <= 1) return 0;
+  return 2.0 * (ranks - 1) * alpha_s + 2.0 * (ranks - 1) / ranks * bytes * beta_s_per_byte;
+}
+
+void fit_ring(const std::vector<int64_t>& bytes, const std::vector<double>& median_s, int ranks, double* alpha_s,
+              double* beta_s_per_byte) {
+  // t = a*x + b*y with x = 2(P-1), y = 2(P-1)/P * n: weighted normal equations, weight 1/t^2.
+  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const double t = median_s[i], w = 1.0 / (t * t);
+    const double x = 2.0 * (ranks - 1), y = 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes[i]);
+    sxx += w * x * x;
+    sxy += w * x * y;
+    syy += w * y * y;
+    sxt += w * x * t;
+    syt += w * y * t;
+  }
+  const double det = sxx * syy - sxy * sxy;
+  if (bytes.size() < 2 || det <= 0) throw std::invalid_argument("the ring fit needs at least two distinct sizes");
+  // Negative estimates mean the data cannot tell a term apart from zero; clamp and refit the other.
+  double a = (sxt * syy - syt * sxy) / det, b = (syt * sxx - sxt * sxy) / det;
+  if (a < 0) {
+    a = 0;
+    b = syt / syy;
+  } else if (b < 0) {
+    b = 0;
+    a = sxt / sxx;
+  }
+  *alpha_s = a;
+  *beta_s_per_byte = b;
+}
+
+Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes,
+                         const ProjectionNetwork& network, int threads_per_rank, int cpus_per_node, int ranks_per_node,
+                         const std::vector<int64_t>& targets) {
+  // Ranks beyond the cores of a node time-share them. The step waits for the slowest rank, which
+  // shares its core with the most others: ceil(threads on the node / cores) of them.
+  const auto crowding = [&](int64_t p) {
+    const int64_t busy = std::min<int64_t>(p, ranks_per_node) * threads_per_rank;
+    const int64_t cpus = std::max(1, cpus_per_node);
+    return static_cast<double>(std::max<int64_t>(1, (busy + cpus - 1) / cpus));
+  };
+  const auto compute_at = [&](int64_t p) {
+    const double work = strong ? static_cast<double>(measured_ranks) / static_cast<double>(p) : 1.0;
+    return compute_s * work * crowding(p) / crowding(measured_ranks);
+  };
+  const double t1 = compute_at(1);
+  Projection out;
+  for (int64_t p : targets) {
+    bool between = false;
+    const RingFit& fit = network.fit_for(p, &between);
+    const double step =
+        compute_at(p) + ring_allreduce_s(fit.alpha_s, fit.beta_s_per_byte, static_cast<int>(p), grad_bytes);
+    out.ranks.push_back(p);
+    out.between_hosts.push_back(between ? 1 : 0);
+    out.step_s.push_back(step);
+    out.efficiency.push_back(strong ? t1 / (static_cast<double>(p) * step) : t1 / step);
+  }
+  return out;
+}
+
+}  // namespace dlscale

@@ -1,0 +1,173 @@
+#include "suite/comm/gradient_allreduce.h"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+#include "suite/errors.h"
+
+namespace dlscale {
+
+void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm) {
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min<size_t>(count - done, INT_MAX);
+    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
+    done += n;
+  }
+}
+
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
+  int size = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
+  if (size == 1) return;
+  if (grads.on_device) {
+    throw std::runtime_error("gradients live on a GPU: the MPI all-reduce needs host memory (GPU drivers use NCCL)");
+  }
+  allreduce_sum_in_place(grads.data, grads.count, comm);
+  const float scale = 1.0f / static_cast<float>(size);
+  float* g = grads.data;
+  const auto n = static_cast<int64_t>(grads.count);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+}
+
+BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb)
+    : data_(grads.data), comm_(comm) {
+  if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
+  const auto elems = static_cast<size_t>(bucket_mb * 1e6 / sizeof(float));
+  bucket_elems_ = std::clamp<size_t>(elems, 1, INT_MAX);
+  for (size_t first = 0; first < grads.count; first += bucket_elems_) {
+    const size_t count = std::min(bucket_elems_, grads.count - first);
+    buckets_.push_back({first, count, count});
+  }
+  next_ = buckets_.size();
+  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  int level = MPI_THREAD_SINGLE;
+  DLSCALE_CHECK_MPI(MPI_Query_thread(&level));
+  if (level >= MPI_THREAD_SERIALIZED) thread_ = std::thread([this] { communicate(); });
+}
+
+BucketedAllreduce::~BucketedAllreduce() {
+  if (thread_.joinable()) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();  // it completes every bucket it started before it returns
+  }
+  // Never leave a collective in flight (only possible when a step failed halfway).
+  for (MPI_Request& r : requests_) {
+    if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
+  }
+}
+
+bool BucketedAllreduce::follow(Model& model) {
+  return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
+}
+
+void BucketedAllreduce::start_step() {
+  for (Bucket& b : buckets_) b.pending = b.count;
+  next_ = buckets_.size();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  completed_ = 0;
+}
+
+void BucketedAllreduce::start(size_t index) {
+  const Bucket& b = buckets_[index];
+  if (thread_.joinable()) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      to_start_.push_back(index);
+    }
+    wake_.notify_one();
+    return;
+  }
+  DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM, comm_,
+                                   &requests_[index]));
+}
+
+void BucketedAllreduce::communicate() {
+  std::vector<size_t> in_flight;
+  std::vector<size_t> starting;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    if (in_flight.empty()) wake_.wait(lock, [&] { return stop_ || !to_start_.empty(); });
+    if (stop_ && to_start_.empty() && in_flight.empty()) return;
+    starting.swap(to_start_);
+    lock.unlock();
+    size_t finished = 0;
+    try {
+      for (size_t i : starting) {
+        const Bucket& b = buckets_[i];
+        DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM,
+                                         comm_, &requests_[i]));
+        in_flight.push_back(i);
+      }
+      for (auto it = in_flight.begin(); it != in_flight.end();) {
+        int done = 0;
+        DLSCALE_CHECK_MPI(MPI_Test(&requests_[*it], &done, MPI_STATUS_IGNORE));
+        if (done) {
+          it = in_flight.erase(it);
+          ++finished;
+        } else {
+          ++it;
+        }
+      }
+    } catch (const std::exception& e) {
+      // An MPI error with MPI_ERRORS_RETURN: hand it to finish(), which throws it on the main
+      // thread; the communicator is then unusable, and the case with it.
+      lock.lock();
+      error_ = e.what();
+      in_flight.clear();
+      to_start_.clear();
+      done_.notify_all();
+      wake_.wait(lock, [&] { return stop_; });
+      return;
+    }
+    starting.clear();
+    // Nothing completed: let the compute threads have the core before the next poll.
+    if (finished == 0 && !in_flight.empty()) std::this_thread::yield();
+    lock.lock();
+    completed_ += finished;
+    if (finished > 0) done_.notify_all();
+  }
+}
+
+void BucketedAllreduce::ready(size_t first, size_t count) {
+  const size_t end = first + count;
+  for (size_t i = first / bucket_elems_; i < buckets_.size() && buckets_[i].first < end; ++i) {
+    Bucket& b = buckets_[i];
+    const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
+    b.pending -= std::min(b.pending, overlap);
+  }
+  // Strictly from the last bucket down: the collectives must start in the same order on every
+  // rank, whichever order its model reports them in (several buckets of one layer come in one
+  // report), and also on a rank whose backward failed half-way and starts the rest in finish().
+  while (next_ > 0 && buckets_[next_ - 1].pending == 0) start(--next_);
+  if (thread_.joinable()) return;
+  // No communication thread: give MPI one chance to progress here.
+  int done = 0;
+  DLSCALE_CHECK_MPI(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
+}
+
+void BucketedAllreduce::finish() {
+  // The buckets not started yet, in the order of ready() (the last first), so that a rank whose
+  // backward failed half-way starts them in the order the others do.
+  while (next_ > 0) start(--next_);
+  if (thread_.joinable()) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return completed_ == buckets_.size() || !error_.empty(); });
+    if (!error_.empty()) throw std::runtime_error("bucketed all-reduce: " + error_);
+  } else {
+    DLSCALE_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  }
+  const float scale = 1.0f / static_cast<float>(size_);
+  const auto n = static_cast<int64_t>(buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count);
+  float* g = data_;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+}
+
+}  // namespace dlscale

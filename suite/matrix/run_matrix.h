@@ -1,0 +1,187 @@
+// The run matrix: what a user asks for (CLI flags, a TOML file or a built-in suite) and its
+// expansion into cases, the cartesian product of the list-valued fields. Every field is an axis
+// declared once (run_matrix.cpp, `axes()`): its name (the TOML key), CLI flag, parser and printer,
+// which the command line, the TOML reader, the expansion, the case key and the recorded config all
+// use.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "drivers/driver.h"
+#include "suite/matrix/placement.h"
+
+namespace dlscale {
+
+enum class Scaling { kWeak, kStrong };
+
+/// What a case measures: seconds per training step (timing), or how accurate the network gets
+/// in how much time, over epochs of real data (accuracy; docs/running.md, "Accuracy runs").
+enum class RunMode { kTiming, kAccuracy };
+
+/// "timing", "accuracy".
+const char* run_mode_name(RunMode m);
+/// The learning rate a case gets when none is given: 0.01 for SGD, 0.001 for Adam (the
+/// defaults of Keras and of torch.optim.Adam).
+double default_learning_rate(OptimizerKind k);
+
+/// "weak", "strong".
+const char* scaling_name(Scaling s);
+/// "cpu", "cuda".
+const char* device_name(DeviceType d);
+
+/// One run matrix. List fields expand as a cartesian product; 0 threads means "the size of the
+/// rank's CPU set".
+struct MatrixSpec {
+  std::vector<std::string> workloads;
+  std::vector<std::string> drivers{"libtorch"};
+  std::vector<DeviceType> devices;  ///< empty: each driver's own device (cuda for cuda, else cpu)
+  std::vector<Precision> precisions{Precision::kFp32};
+  std::vector<Denormals> denormals;  ///< empty: each device's default (default_denormals)
+  std::vector<Scaling> scalings{Scaling::kWeak};
+  std::vector<int64_t> batches{64};
+  std::vector<int> threads{0};
+  std::vector<std::string> data{"synthetic"};             ///< "synthetic" or a dataset spec (suite/data/datasets.h)
+  std::vector<int> ranks;                                 ///< ranks per case; empty: every rank of the job
+  std::vector<Placement> placements{Placement::kPacked};  ///< which ranks (suite/matrix/placement.h)
+  std::vector<double> bucket_mb{0};                       ///< gradient bucket size; 0: one all-reduce after backward
+  std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
+  std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
+  int warmup = 2;
+  double case_timeout = 0;  ///< seconds a case may train; 0: no limit
+  int iterations = 10;
+  uint64_t seed = 42;
+  bool phases = false;
+  bool allow_emulation = false;
+  RunMode mode = RunMode::kTiming;
+  int epochs = 5;           ///< accuracy mode: the epoch limit
+  double validation = 0.2;  ///< accuracy mode: the fraction of the training set held out
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
+  int repeats = 1;  ///< accuracy mode: independent repeats, seeds seed, seed + 1, …
+};
+
+/// One benchmark case: everything needed to run it and to rerun it.
+struct CaseSpec {
+  std::string workload, driver;
+  DeviceType device = DeviceType::kCpu;
+  bool device_from_driver = false;  ///< no device was asked for: assign_defaults() sets it
+  Precision precision = Precision::kFp32;
+  Denormals denormals = Denormals::kFlush;
+  bool denormals_from_device = false;  ///< none was asked for: assign_defaults() sets the device's
+  Scaling scaling = Scaling::kWeak;
+  std::string data = "synthetic";  ///< or a dataset spec such as "mnist:data/mnist"
+  int64_t batch = 0;               ///< per rank (weak) or global (strong), as the user gave it
+  int threads = 0;                 ///< 0: the rank's CPU set size
+  int warmup = 0, iterations = 0;
+  double case_timeout = 0;  ///< seconds; 0: no limit (not part of the case key)
+  uint64_t seed = 0;
+  bool phases = false;
+  /// Runs a precision the driver's library only emulates on this CPU (ComputeIsa), recorded as
+  /// emulated; otherwise such a case is `unsupported`.
+  bool allow_emulation = false;
+  int ranks = 1;                             ///< ranks this case runs on
+  Placement placement = Placement::kPacked;  ///< which of the job's ranks (suite/matrix/placement.h)
+  double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double learning_rate = 0.01;
+  RunMode mode = RunMode::kTiming;
+  int epochs = 5;
+  double validation = 0.2;
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
+  int repeats = 1;
+
+  /// The optimiser training_step() applies.
+  Optimizer make_optimizer() const {
+    Optimizer o;
+    o.kind = optimizer;
+    o.learning_rate = learning_rate;
+    return o;
+  }
+
+  int64_t batch_per_rank() const { return scaling == Scaling::kStrong ? batch / ranks : batch; }
+  int64_t global_batch() const { return scaling == Scaling::kStrong ? batch : batch * ranks; }
+  /// A `dlscale run …` command line that reruns exactly this case (also its key for --resume).
+  std::string command() const;
+};
+
+/// What TOML value one item of an axis must be.
+enum class TomlKind { kString, kInteger, kNumber, kBoolean, kIntegerOrAuto };
+
+/// One field of the run matrix, declared once: how it is named, asked for, parsed and printed.
+struct Axis {
+  const char* name;  ///< the TOML key and the CaseSpec field ("bucket_mb")
+  const char* flag;  ///< the CLI option(s), CLI11 syntax ("--bucket-mb", "-w,--workload")
+  std::string help;
+  TomlKind kind;
+  bool list;                 ///< several values expand into several cases; else one value for the matrix
+  bool flag_only = false;    ///< a CLI flag without a value (--phases)
+  int command_position = 0;  ///< where the case's command line names it (the case key's order)
+  /// How one CLI item splits into values; nullptr: at commas (workloads keep their overrides'
+  /// commas: split_workload_list; a --data item stays whole).
+  std::function<std::vector<std::string>(const std::string& item)> split;
+  /// Sets the field of `m` from its textual items (a CLI list, or TOML values as text); throws
+  /// UsageError naming a bad item and the field as `what` (the flag, or the TOML key as written).
+  std::function<void(MatrixSpec& m, const std::vector<std::string>& items, const std::string& what)> set;
+  /// Copies the field from one matrix to another (command-line overrides).
+  std::function<void(const MatrixSpec& from, MatrixSpec& to)> copy;
+  /// List axes: how many values `m` holds (0: one case with the field's "unset" meaning).
+  std::function<size_t(const MatrixSpec& m)> count;
+  /// Puts value `i` (scalars: the value) of `m` into a case.
+  std::function<void(const MatrixSpec& m, size_t i, CaseSpec& c)> pick;
+  /// The case's value as text (command line, recorded config).
+  std::function<std::string(const CaseSpec& c)> print;
+  /// Whether the case's command line names this axis (defaults such as fp32 are left out).
+  std::function<bool(const CaseSpec& c)> in_command;
+  /// The long CLI option ("--workload" of "-w,--workload").
+  std::string long_flag() const;
+};
+
+/// Every axis, in expansion order (the first varies slowest).
+const std::vector<Axis>& axes();
+
+/// Fields given explicitly on the command line; they override every matrix of a config file or
+/// suite.
+struct MatrixOverrides {
+  MatrixSpec values;
+  std::vector<const Axis*> given;
+  /// Parses `items` for `axis` into the overrides; throws UsageError naming a bad item.
+  void set(const Axis& axis, const std::vector<std::string>& items);
+  void apply(MatrixSpec& m) const;
+};
+
+/// Splits a comma-separated workload list where a workload may carry several overrides:
+/// "fcn5:features=64,width=32,mnist_fnn" -> {"fcn5:features=64,width=32", "mnist_fnn"} (an
+/// item with '=' but no ':' continues the previous workload's overrides).
+std::vector<std::string> split_workload_list(const std::string& text);
+/// "a,,b" -> {"a", "", "b"}: every comma separates, so that an empty item can be refused.
+std::vector<std::string> split_at_commas(const std::string& text);
+
+/// Parses a TOML run matrix: top-level keys form one matrix, or the defaults of each
+/// [[matrix]] table when there are some. Throws UsageError "SOURCE:LINE: problem".
+std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::string& source);
+
+/// Expands matrices into cases for a job of `world_size` ranks, in matrix order, then axis order.
+std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size);
+
+/// Gives every case without a device its driver's default device (cases of unknown drivers are
+/// left for validate() to report), then every case without a floating-point mode its device's.
+void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers);
+
+/// Checks what the request alone decides (workloads, drivers, sizes, ranks against the job's);
+/// throws UsageError naming the first problem. Reads no file and touches no device.
+void validate_request(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size);
+/// Checks what this machine decides: that a case's device exists here and that its data set
+/// reads and fits the workload (which reads the data). Cases must have passed validate_request.
+/// `devices_here` false (a dry run, which may describe a job for other nodes): a request whose
+/// cases all need a device this machine lacks is not an error.
+void check_devices_and_data(const std::vector<CaseSpec>& cases, const Registry& drivers, bool devices_here = true);
+/// Both, in that order: every check before any benchmark work.
+void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here = true);
+
+/// The expanded cases as TOML (one [[case]] table each), stored in the results file.
+std::string cases_to_toml(const std::vector<CaseSpec>& cases);
+
+}  // namespace dlscale

@@ -1,0 +1,147 @@
+// Opening the results file (checked before any benchmark work) and writing its provenance;
+// shared by `dlscale run` and `dlscale allreduce`.
+#include "suite/record/results_access.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "suite/errors.h"
+#include "suite/record/provenance.h"
+
+namespace dlscale {
+
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a plain file";
+}
+
+}  // namespace
+
+ResultsFile open_results(const std::string& path, bool overwrite, bool resume, bool default_path, int world_size) {
+  if (overwrite && resume) throw UsageError("--overwrite and --resume exclude each other");
+  const std::string dir = parent_dir(path);
+  if (default_path && !is_dir(dir) && ::mkdir(dir.c_str(), 0777) != 0) {
+    throw UsageError(fmt::format("cannot create directory {} for the results: {}", dir, std::strerror(errno)));
+  }
+  if (!is_dir(dir)) throw UsageError(fmt::format("--out {}: directory {} does not exist", path, dir));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("--out {}: directory {} is not writable", path, dir));
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;  // through a symbolic link
+  if (exists && is_dir(path)) throw UsageError(fmt::format("--out {}: is a directory", path));
+  // --overwrite replaces the name by renaming a finished copy over it: a FIFO, a device or a
+  // socket there is something else's, never a results file.
+  if (exists && !S_ISREG(st.st_mode)) {
+    throw UsageError(fmt::format("--out {}: not a regular file ({})", path, file_kind(st.st_mode)));
+  }
+  if (exists && ::access(path.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("--out {}: file is not writable", path));
+  try {
+    if (resume) {
+      if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
+      ResultsFile f = ResultsFile::open(path, true);
+      f.check_complete();
+      const int64_t old_size = std::get<int64_t>(attr(f.read_root(), "world_size"));
+      if (old_size != world_size) {
+        throw UsageError(
+            fmt::format("--resume: {} was written by {} ranks, this job has {}", path, old_size, world_size));
+      }
+      return f;
+    }
+    if (exists && !overwrite) {
+      throw UsageError(
+          fmt::format("{} already exists: pass --overwrite to replace it or --resume to add missing cases", path));
+    }
+    return ResultsFile::create(path, overwrite);
+  } catch (const FileBusy& e) {
+    throw UsageError(e.what());
+  } catch (const h5::H5Error& e) {
+    // Name the file once: most of the reader's messages begin with it, a failed HDF5 call's not.
+    const std::string what = e.what();
+    const std::string flag = resume ? "--resume" : "--out";
+    throw UsageError(what.rfind(path + ":", 0) == 0 ? fmt::format("{}: {}", flag, what)
+                                                    : fmt::format("{} {}: {}", flag, path, what));
+  }
+}
+
+std::set<std::string> finished_case_keys(const ResultsFile& file) {
+  std::set<std::string> done;
+  try {
+    for (const std::string& name : file.case_names()) {
+      const Attrs a = file.read_attrs("cases/" + name);
+      if (std::get<std::string>(attr(a, "status")) == "ok") done.insert(std::get<std::string>(attr(a, "case_key")));
+    }
+  } catch (const std::exception& e) {  // H5Error, a missing attribute, one of another type
+    throw UsageError(fmt::format("--resume: {}: not a complete dlscale file ({})", file.path(), e.what()));
+  }
+  return done;
+}
+
+Table rank_table(const std::vector<RankInfo>& rows) {
+  Column rank = Column::of_ints("rank", {}), host = Column::of_strings("host", {}),
+         local = Column::of_ints("local_rank", {}), cpus = Column::of_strings("cpu_affinity", {}),
+         numa = Column::of_ints("numa_node", {}), device = Column::of_strings("device", {}),
+         threads = Column::of_ints("threads", {}), network = Column::of_strings("network", {});
+  for (const RankInfo& r : rows) {
+    rank.ints.push_back(r.rank);
+    host.strings.push_back(r.host);
+    local.ints.push_back(r.local_rank);
+    cpus.strings.push_back(r.cpu_affinity);
+    numa.ints.push_back(r.numa_node);
+    device.strings.push_back(r.device);
+    threads.ints.push_back(r.threads);
+    network.strings.push_back(r.network);
+  }
+  return {{rank, host, local, cpus, numa, device, threads, network}};
+}
+
+int64_t write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
+                         int world_size, const std::string& command_line, const std::string& config, bool resume) {
+  const Table ranks = rank_table(table);
+  const Attrs software = software_attributes(drivers), environment = environment_attributes();
+  const std::string started = utc_now();
+  if (!resume) {
+    file.write_root({{"schema", std::string(kSchemaVersion)},
+                     {"dlscale_version", dlscale_version()},
+                     {"git_commit", git_commit()},
+                     {"created_utc", started},
+                     {"command_line", command_line},
+                     {"world_size", int64_t{world_size}},
+                     {"config", config}});
+    file.write_system(ranks, software, environment);
+  }
+  // A resume may run another matrix, on other hosts or another build: its cases are then
+  // described by this record, never by the root's.
+  const std::string run = file.append_run({{"started_utc", started},
+                                           {"resumed", int64_t{resume ? 1 : 0}},
+                                           {"command_line", command_line},
+                                           {"config", config},
+                                           {"world_size", int64_t{world_size}},
+                                           {"dlscale_version", dlscale_version()},
+                                           {"git_commit", git_commit()}},
+                                          ranks, software, environment);
+  return std::stoll(run);
+}
+
+}  // namespace dlscale
