@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 
 #include "drivers/driver.h"
+#include "suite/case/training_step.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/case/runner.h"
 #include "suite/meters/statistics.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"

@@ -42,9 +42,9 @@
 
 #include "bench/onednn_bench_util.h"
 #include "suite/case/device_binding.h"
+#include "suite/case/training_step.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/case/runner.h"
 #include "suite/meters/statistics.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "io/fault_injection.h"
+
 namespace dlscale {
 
 using h5::Dataset;
@@ -233,19 +235,7 @@ void sync_path(const std::string& path, bool directory) {
   }
 }
 
-/// Test-only (docs/running.md, "Fault tests"): DLSCALE_TEST_STALL=STAGE:N stops the process
-/// for ten minutes at STAGE (written, synced or renamed) of its commit number N (0: the first),
-/// after saying so on stderr, so that the fault tests can kill it at that point. Any other
-/// value is ignored.
-void test_stall(const char* stage, int commit) {
-  const char* want = std::getenv("DLSCALE_TEST_STALL");
-  if (want == nullptr || std::string(want) != std::string(stage) + ":" + std::to_string(commit)) return;
-  std::fprintf(stderr, "dlscale: test stall: %s, commit %d (DLSCALE_TEST_STALL)\n", stage, commit);
-  std::fflush(stderr);
-  std::this_thread::sleep_for(std::chrono::minutes(10));
-}
-
-int g_commits = 0;  // commits made by this process, for test_stall
+int g_commits = 0;  // commits made by this process, for fault_injection::stall_at_commit
 
 /// Removes the copy a killed job left (none is the usual case).
 void remove_stale_copy(const std::string& tmp) {
@@ -631,7 +621,7 @@ void ResultsFile::Update::commit() {
   const std::string& path = owner_->path_;
   const std::string tmp = temp_path(path);
   const int commit = g_commits++;
-  test_stall("written", commit);
+  fault_injection::stall_at_commit("written", commit);
   // HDF5 writes what it still caches when the file closes: a full disk shows here.
   if (H5Fclose(file_.release()) < 0) {
     std::string detail;
@@ -643,14 +633,14 @@ void ResultsFile::Update::commit() {
     throw WriteError("cannot write " + tmp + ": " + detail);
   }
   sync_path(tmp, false);
-  test_stall("synced", commit);
+  fault_injection::stall_at_commit("synced", commit);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     throw WriteError("cannot rename " + tmp + " to " + path + ": " + errno_text());
   }
   committed_ = true;
   owner_->exists_ = true;
   sync_path(parent_of(path), true);
-  test_stall("renamed", commit);
+  fault_injection::stall_at_commit("renamed", commit);
 }
 
 }  // namespace dlscale

@@ -13,7 +13,8 @@ import numpy as np
 
 from .schema import ReportError, load_case
 
-# Attribute names of the summary group, in the order the C++ side writes them.
+# Attribute names of the summary group, in the order the C++ side writes them (its field table
+# kStepSummary in suite/record/case_fields.cpp; tests/unit/test_schema.cpp checks that they agree).
 SUMMARY_KEYS = (
     "step_median_s", "step_p05_s", "step_p95_s", "step_mean_s", "step_std_s",
     "step_cv", "ci95_low_s", "ci95_high_s", "ci_coverage", "samples_per_s",

@@ -9,9 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "suite/case/outcome.h"
+#include "suite/case/run_mode.h"
+#include "suite/case/training_step.h"
 #include "suite/data/accuracy_data.h"
 #include "suite/errors.h"
-#include "suite/case/runner.h"
+#include "suite/exit_code.h"
+#include "suite/meters/host_memory.h"
 #include "suite/meters/statistics.h"
 #include "suite/process/stop_signals.h"
 #include "workloads/init.h"
@@ -285,5 +289,42 @@ Attrs accuracy_summary(const std::vector<GroupRecord>& repeats) {
   out.emplace_back("targets_reached", static_cast<int64_t>(to_target.size()));
   return out;
 }
+
+namespace {
+
+class AccuracyMode final : public CaseMode {
+ public:
+  explicit AccuracyMode(const CaseContext& ctx) : ctx_(ctx) {}
+
+  void measure(PreparedCase& p) override {
+    reset_memory_mark(ctx_.progress);
+    try {
+      result_ =
+          run_accuracy(ctx_.c.spec, ctx_.c.workload, ctx_.comm,
+                       {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get()}, *p.dataset, *p.test, ctx_.progress);
+    } catch (const MpiError&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Outside any step (the loop's own failures are agreed in it): the ranks may be apart.
+      fmt::print(stderr, "dlscale: rank {}: case {} failed while training and MPI cannot recover: {}\n",
+                 ctx_.mpi.rank(), ctx_.c.key, e.what());
+      MPI_Abort(MPI_COMM_WORLD, exit_code(ExitCode::kFatal));
+    }
+  }
+  Outcome outcome() const override { return result_.outcome; }
+  bool interrupted() const override { return result_.interrupted; }
+  RankMemory memory(const PreparedCase& p) const override {
+    return {peak_rss_bytes(), p.model ? p.model->memory().device_peak_bytes : 0};
+  }
+  void record(PreparedCase&, CaseResult& r) override { r.accuracy = std::move(result_); }
+
+ private:
+  const CaseContext& ctx_;
+  AccuracyResult result_;
+};
+
+}  // namespace
+
+std::unique_ptr<CaseMode> make_accuracy_mode(const CaseContext& ctx) { return std::make_unique<AccuracyMode>(ctx); }
 
 }  // namespace dlscale

@@ -1,7 +1,7 @@
 // Accuracy mode (docs/running.md, "Accuracy runs"; docs/metrics.md): per repeat, epochs over the
 // training set in global batches with the same training_step() as timing mode, validation on the
 // held-out part after each epoch, testing after the last, every accuracy global over the ranks.
-// The runner builds the model and the reduction (Runner::prepare) and calls this for accuracy
+// The runner builds the model and the reduction (prepare_case) and AccuracyMode calls this for accuracy
 // cases; what comes back is the same on every rank of the case.
 #pragma once
 
@@ -13,8 +13,8 @@
 #include "drivers/driver.h"
 #include "io/results_file.h"
 #include "suite/comm/gradient_allreduce.h"
-#include "suite/record/progress.h"
 #include "suite/matrix/run_matrix.h"
+#include "suite/record/progress.h"
 #include "workloads/data/dataset.h"
 
 namespace dlscale {

@@ -16,60 +16,9 @@
 
 namespace dlscale {
 
-OutputFormat parse_output_format(const std::string& name) {
-  if (name == "text") return OutputFormat::kText;
-  if (name == "json") return OutputFormat::kJson;
-  throw UsageError(fmt::format("--format {}: expected text or json", name));
-}
-
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_value(const AttrValue& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) return json_string(*s);
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  const double d = std::get<double>(v);
-  return std::isfinite(d) ? fmt::format("{}", d) : "null";  // {} is the shortest exact form
-}
-
-}  // namespace
-
-std::string case_json(const std::string& name, const CaseRecord& r) {
-  std::string out = "{\"case\": " + json_string(name);
-  for (const Attrs* attrs : {&r.attrs, &r.summary, &r.accuracy_summary}) {
-    for (const auto& [key, value] : *attrs) out += ", " + json_string(key) + ": " + json_value(value);
-  }
-  return out + "}";
-}
-
-double training_flops_per_rank(const CaseSpec& c, const DatasetSize& set_size) {
-  const FlopCounts flops = flops_per_sample(make_workload(c.workload));
+double training_flops_per_rank(const ResolvedCase& rc, const DatasetSize& set_size) {
+  const CaseSpec& c = rc.spec;
+  const FlopCounts flops = flops_per_sample(rc.workload);
   const auto batch = static_cast<double>(c.batch_per_rank());
   if (c.mode == RunMode::kTiming) return flops.train() * batch * (c.warmup + c.iterations);
   // What suite/case/accuracy_mode.cpp does: full global batches of the samples not held out, every
@@ -111,20 +60,20 @@ double measure_rate(const Driver& driver, const DriverContext& ctx) {
 
 }  // namespace
 
-std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, const Registry& drivers,
-                                         int default_threads, double given_gflops, const DatasetSize& set_size,
-                                         std::vector<std::string>* notes) {
+std::vector<CaseEstimate> estimate_cases(const std::vector<ResolvedCase>& cases, double given_gflops,
+                                         const DatasetSize& set_size, std::vector<std::string>* notes) {
   using Key = std::tuple<std::string, DeviceType, Precision, Denormals, int>;
   std::map<Key, double> rates;  // FLOP/s per rank; 0: unknown
   std::vector<CaseEstimate> out;
-  for (const CaseSpec& c : cases) {
-    const int threads = c.threads > 0 ? c.threads : default_threads;
+  for (const ResolvedCase& rc : cases) {
+    const CaseSpec& c = rc.spec;
+    const int threads = rc.threads;
     const Key key{c.driver, c.device, c.precision, c.denormals, threads};
     auto it = rates.find(key);
     if (it == rates.end()) {
       double rate = given_gflops * 1e9;
       if (given_gflops <= 0) {
-        const Driver& d = *drivers.find(c.driver);
+        const Driver& d = *rc.driver;
         const std::string what = fmt::format("{} {} {} {} t={}", c.driver, device_name(c.device),
                                              precision_name(c.precision), denormals_name(c.denormals), threads);
         try {
@@ -146,7 +95,7 @@ std::vector<CaseEstimate> estimate_cases(const std::vector<CaseSpec>& cases, con
     }
     CaseEstimate e;
     e.rate_flops = it->second;
-    if (e.rate_flops > 0) e.seconds = training_flops_per_rank(c, set_size) / e.rate_flops;
+    if (e.rate_flops > 0) e.seconds = training_flops_per_rank(rc, set_size) / e.rate_flops;
     out.push_back(e);
   }
   return out;

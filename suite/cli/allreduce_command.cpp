@@ -8,15 +8,16 @@
 
 #include <fmt/format.h>
 
-#include "suite/comm/allreduce_microbenchmark.h"
-#include "suite/cli/commands.h"
 #include "suite/case/device_binding.h"
-#include "suite/errors.h"
+#include "suite/cli/commands.h"
+#include "suite/comm/allreduce_microbenchmark.h"
 #include "suite/comm/mpi_context.h"
+#include "suite/errors.h"
+#include "suite/exit_code.h"
 #include "suite/matrix/placement.h"
+#include "suite/process/stop_signals.h"
 #include "suite/record/provenance.h"
 #include "suite/record/results_access.h"
-#include "suite/process/stop_signals.h"
 
 namespace dlscale {
 
@@ -83,7 +84,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   } catch (const UsageError& e) {
     problem = e.what();
   }
-  if (report_usage_error(mpi.world(), problem)) return 2;
+  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
 
   std::optional<ResultsFile> file;
   try {
@@ -91,7 +92,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   } catch (const UsageError& e) {
     problem = e.what();
   }
-  if (report_usage_error(mpi.world(), problem)) return 2;
+  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
 
   RankInfo mine = mpi.info();
   const bool nccl = args.backend == "nccl";
@@ -102,7 +103,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
         "--backend nccl: two ranks on one host would share a GPU, which NCCL refuses (one GPU per rank; "
         "see CUDA_VISIBLE_DEVICES and the launcher's GPU binding)";
   }
-  if (report_usage_error(mpi.world(), problem)) return 2;
+  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
   std::unique_ptr<GradientReducer> reducer;  // owns the communicator the transport uses
   std::unique_ptr<AllreduceTransport> transport;
@@ -149,7 +150,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
       error = e.what();
     }
   }
-  if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
+  if (write_failed(mpi.world(), error, out_path, args.command_line)) return exit_code(ExitCode::kWriteFailed);
   // Every rank exits with the same code: 1 when any element came back wrong. Rank 0 knows the
   // job's figures and its host's; each other host's first rank knows its host's.
   int64_t host_wrong = 0;

@@ -1,5 +1,5 @@
 // The five subcommands of `dlscale`. Each runs on every rank and returns the process exit
-// code, which is the same on every rank: 0 success, 1 a case failed, 2 bad input.
+// code, which is the same on every rank (suite/exit_code.h).
 #pragma once
 
 #include <cstdint>
@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "suite/process/allocator.h"
-#include "suite/case/work_estimate.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/record/progress.h"
 #include "suite/matrix/run_matrix.h"
+#include "suite/process/allocator.h"
+#include "suite/record/progress.h"
+#include "suite/record/reporters.h"
 
 namespace dlscale {
 

@@ -4,9 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "suite/matrix/builtin_suites.h"
-#include "suite/cli/commands.h"
 #include "suite/case/device_binding.h"
+#include "suite/cli/commands.h"
+#include "suite/exit_code.h"
+#include "suite/matrix/builtin_suites.h"
 #include "suite/record/provenance.h"
 #include "workloads/catalog.h"
 
@@ -78,7 +79,7 @@ int list_command(const MpiContext& mpi, const std::string& json_workload) {
       fmt::print("{}", workload_json(make_workload(json_workload)));
     } catch (const std::invalid_argument& e) {
       fmt::print(stderr, "dlscale: error: {}\n", e.what());
-      return 2;
+      return exit_code(ExitCode::kUsage);
     }
     return 0;
   }

@@ -9,13 +9,14 @@
 
 #include <fmt/format.h>
 
-#include "suite/cli/commands.h"
 #include "suite/case/device_binding.h"
+#include "suite/cli/commands.h"
 #include "suite/errors.h"
+#include "suite/exit_code.h"
 #include "suite/meters/peak.h"
+#include "suite/process/stop_signals.h"
 #include "suite/record/provenance.h"
 #include "suite/record/results_access.h"
-#include "suite/process/stop_signals.h"
 
 namespace dlscale {
 
@@ -106,7 +107,7 @@ int peak_command(const MpiContext& mpi, const PeakArgs& args) {
   } catch (const UsageError& e) {
     problem = e.what();
   }
-  if (report_usage_error(mpi.world(), problem)) return 2;
+  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
 
   std::optional<ResultsFile> file;
   try {
@@ -114,7 +115,7 @@ int peak_command(const MpiContext& mpi, const PeakArgs& args) {
   } catch (const UsageError& e) {
     problem = e.what();
   }
-  if (report_usage_error(mpi.world(), problem)) return 2;
+  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
 
   const bool gpu_keys =
       std::any_of(keys.begin(), keys.end(), [](const PeakKey& k) { return k.device == DeviceType::kCuda; });
@@ -141,7 +142,7 @@ int peak_command(const MpiContext& mpi, const PeakArgs& args) {
       error = e.what();
     }
   }
-  if (write_failed(mpi.world(), error, out_path, args.command_line)) return 5;
+  if (write_failed(mpi.world(), error, out_path, args.command_line)) return exit_code(ExitCode::kWriteFailed);
   if (!root) return 0;
   fmt::print("dlscale peak: {} rank(s), {} s per measurement -> {} /peak/{}\n", mpi.size(), args.seconds, out_path,
              name);

@@ -19,16 +19,19 @@
 #include <fmt/format.h>
 
 #include "io/results_file.h"
-#include "suite/matrix/builtin_suites.h"
+#include "suite/case/device_binding.h"
+#include "suite/case/runner.h"
+#include "suite/case/work_estimate.h"
 #include "suite/cli/commands.h"
 #include "suite/data/datasets.h"
-#include "suite/case/device_binding.h"
 #include "suite/errors.h"
+#include "suite/exit_code.h"
+#include "suite/matrix/builtin_suites.h"
 #include "suite/meters/peak.h"
-#include "suite/record/provenance.h"
-#include "suite/record/results_access.h"
-#include "suite/case/runner.h"
 #include "suite/process/stop_signals.h"
+#include "suite/record/provenance.h"
+#include "suite/record/reporters.h"
+#include "suite/record/results_access.h"
 
 namespace dlscale {
 
@@ -125,20 +128,91 @@ bool write_failed(MPI_Comm comm, const std::string& error, const std::string& pa
 
 namespace {
 
+/// What `dlscale run` resolved from its request before anything runs.
+struct RunPlan {
+  std::vector<ResolvedCase> cases;
+  std::string out_path;
+  std::optional<ResultsFile> file;  ///< rank 0's, locked (not with --dry-run)
+  std::vector<char> skip;           ///< 1: --resume found the case done
+  std::vector<PeakRow> peak_rows;   ///< --peak FILE's, on rank 0
+  std::string peak_where;
+  bool made_default_dir = false;
+};
+
+/// The run matrices the request names: --config, --suite (the study when nothing is named), or
+/// the flags alone; the flags given override every matrix.
+std::vector<MatrixSpec> requested_matrices(const RunArgs& args, std::string& suite_name) {
+  const bool workloads_given = std::any_of(args.overrides.given.begin(), args.overrides.given.end(),
+                                           [](const Axis* a) { return std::string(a->name) == "workload"; });
+  std::vector<MatrixSpec> matrices;
+  if (args.config) {
+    matrices = parse_matrix_toml(read_text_file(*args.config), *args.config);
+  } else if (args.suite || !workloads_given) {
+    suite_name = args.suite.value_or("study");
+    matrices = parse_matrix_toml(find_suite(suite_name).toml, "suite " + suite_name);
+  } else {
+    matrices = {MatrixSpec{}};
+  }
+  for (MatrixSpec& m : matrices) args.overrides.apply(m);
+  return matrices;
+}
+
+/// Resolves the request into cases and checks everything a user can get wrong (throws
+/// UsageError). Rank 0 takes the results file's lock (and checks what --resume continues) before
+/// anything that can wait or take long (data, devices, other ranks), so that a second writer is
+/// refused at once; nothing is written before the first commit.
+void plan_run(const MpiContext& mpi, const RunArgs& args, const Registry& drivers, RunPlan& plan) {
+  std::string suite_name;
+  std::vector<CaseSpec> specs = expand(requested_matrices(args, suite_name), mpi.size());
+  assign_defaults(specs, drivers);
+  validate_request(specs, drivers, mpi.size());
+  plan.cases = resolve_cases(specs, drivers, mpi.default_threads(), mpi.hosts());
+  plan.out_path = args.out.value_or(default_out(args, suite_name));
+  plan.skip.assign(specs.size(), 0);
+  if (!(args.peak_seconds > 0 && std::isfinite(args.peak_seconds))) {
+    throw UsageError(fmt::format("--peak-seconds must be a positive number, got {}", args.peak_seconds));
+  }
+  const bool root = mpi.rank() == 0;
+  if (args.peak != "measure" && args.peak != "skip") {
+    if (args.peak.empty()) throw UsageError("--peak: an empty path");
+    if (root) plan.peak_rows = read_peak_file(args.peak, &plan.peak_where);
+  }
+  if (root && !args.dry_run) {
+    plan.made_default_dir = !args.out && !is_directory(default_dir);
+    plan.file.emplace(open_results(plan.out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
+    if (args.resume) {
+      // A case is done when the file holds it with status ok; anything else runs again.
+      const std::set<std::string> done = finished_case_keys(*plan.file);
+      for (size_t i = 0; i < specs.size(); ++i) plan.skip[i] = done.count(plan.cases[i].key) ? 1 : 0;
+    }
+  }
+  // Reads the data sets (and asks the drivers about devices): after the lock.
+  check_devices_and_data(specs, drivers, !args.dry_run);
+}
+
+/// The others wait asleep: a spinning barrier would take the cores a probe is timed on.
+void wait_for_rank_zero(MPI_Comm world) {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  DLSCALE_CHECK_MPI(MPI_Ibarrier(world, &barrier));
+  for (int done = 0; !done;) {
+    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
+    if (!done) usleep(2000);
+  }
+}
+
 /// --dry-run: the cases a real run would record, each with its pasteable command and estimated
 /// duration, then the total; nothing is run or written. Rank 0 measures and prints.
-int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSpec>& cases, const Registry& drivers,
-            const std::string& out_path) {
+ExitCode dry_run(const MpiContext& mpi, const RunArgs& args, const RunPlan& plan) {
   if (mpi.rank() == 0) {
     std::vector<std::string> notes;
-    const std::vector<CaseEstimate> est =
-        estimate_cases(cases, drivers, mpi.default_threads(), args.assume_gflops, DatasetSizes(), &notes);
-    fmt::print("dlscale: dry run: {} case(s) on {} rank(s) -> {} (not created)\n", cases.size(), mpi.size(), out_path);
+    const std::vector<CaseEstimate> est = estimate_cases(plan.cases, args.assume_gflops, DatasetSizes(), &notes);
+    fmt::print("dlscale: dry run: {} case(s) on {} rank(s) -> {} (not created)\n", plan.cases.size(), mpi.size(),
+               plan.out_path);
     double total = 0;
     bool unknown = false;
-    for (size_t i = 0; i < cases.size(); ++i) {
+    for (size_t i = 0; i < plan.cases.size(); ++i) {
       const std::string when = est[i].seconds >= 0 ? fmt::format("about {:.3g} s", est[i].seconds) : "no estimate";
-      fmt::print("{:04} {}   # {}\n", i, cases[i].command(), when);
+      fmt::print("{:04} {}   # {}\n", i, plan.cases[i].key, when);
       if (est[i].seconds >= 0) total += est[i].seconds;
       unknown |= est[i].seconds < 0;
     }
@@ -151,14 +225,160 @@ int dry_run(const MpiContext& mpi, const RunArgs& args, const std::vector<CaseSp
                                : std::string("at the rates measured on rank 0"));
     std::fflush(stdout);
   }
-  // The others wait asleep: a spinning barrier would take the cores the probe is timed on.
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  DLSCALE_CHECK_MPI(MPI_Ibarrier(mpi.world(), &barrier));
-  for (int done = 0; !done;) {
-    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
-    if (!done) usleep(2000);
+  wait_for_rank_zero(mpi.world());
+  return ExitCode::kOk;
+}
+
+/// Rank 0's attempt at one change of the results file (`write`), agreed by every rank; false
+/// when it failed (rank 0 has said why, and the run must end with ExitCode::kWriteFailed).
+template <class Write>
+bool write_agreed(const MpiContext& mpi, const RunPlan& plan, const std::string& resume_hint, Write write) {
+  std::string error;
+  if (mpi.rank() == 0) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
-  return 0;
+  return !write_failed(mpi.world(), error, plan.out_path, resume_hint);
+}
+
+/// The rank table, with each rank's GPU where the run has GPU cases (asking the drivers about
+/// GPUs initialises CUDA on every rank, so only then), and rank 0's warnings about it.
+std::vector<RankInfo> rank_table_of_run(const MpiContext& mpi, const RunPlan& plan, const Registry& drivers,
+                                        Progress& progress) {
+  RankInfo mine = mpi.info();
+  if (std::any_of(plan.cases.begin(), plan.cases.end(), [](const ResolvedCase& c) { return c.gpu(); })) {
+    if (const int gpus = visible_gpus(drivers); gpus > 0) {
+      mine.device = describe_gpu(drivers, gpu_index_for(mpi.local_rank(), gpus));
+    }
+  }
+  std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
+  if (mpi.rank() == 0) {
+    for (const std::string& w : provenance_warnings(detect_loaded_math())) progress.warn(w);
+    for (const std::string& w : shared_core_warnings(table)) progress.warn(w);
+    for (const std::string& w : shared_gpu_warnings(table)) progress.warn(w);
+  }
+  return table;
+}
+
+/// The peaks every case is compared with, outside any case: measured now on every rank (and
+/// recorded in the file as /peak/NNNN), read from a --peak file, or skipped. nullopt: the
+/// measurement could not be written.
+std::optional<PeakLookup> peaks_for_run(const MpiContext& mpi, const RunArgs& args, RunPlan& plan,
+                                        const Registry& drivers, int64_t run_number, StopDeadline& deadline,
+                                        const std::string& resume_hint) {
+  // A resume with every case done measures nothing.
+  const bool measure = args.peak == "measure" && std::find(plan.skip.begin(), plan.skip.end(), 0) != plan.skip.end();
+  if (!measure) {
+    if (args.peak != "skip" && mpi.rank() == 0) return PeakLookup(std::move(plan.peak_rows), plan.peak_where);
+    return PeakLookup({}, "", "--peak skip: no peak was measured or given");
+  }
+  std::set<PeakKey> unique;
+  std::vector<PeakKey> keys;
+  bool gpu_cases = false;
+  for (size_t i = 0; i < plan.cases.size(); ++i) {
+    if (plan.skip[i]) continue;
+    const ResolvedCase& c = plan.cases[i];
+    const PeakKey key{c.spec.driver, c.spec.device, c.spec.precision, c.threads};
+    if (unique.insert(key).second) keys.push_back(key);
+    gpu_cases = gpu_cases || c.gpu();
+  }
+  const int gpu = gpu_cases ? gpu_index_for(mpi.local_rank(), visible_gpus(drivers)) : 0;
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.peak_seconds, gpu);
+  std::string name;
+  const bool written = write_agreed(mpi, plan, resume_hint, [&] {
+    const auto writing = deadline.hold_off();
+    ResultsFile::Update update = plan.file->update();
+    GroupRecord group = peak_group(rows, "measured by this run", args.peak_seconds);
+    group.attrs.emplace_back("run", run_number);
+    name = update.append_group("peak", group);
+    update.commit();
+  });
+  if (!written) return std::nullopt;
+  if (mpi.rank() != 0) return PeakLookup({}, "", "--peak skip: no peak was measured or given");
+  fmt::print(stderr, "dlscale: peak: {} measurement(s) per rank in {:.1f} s -> /peak/{} (--peak skip omits them)\n",
+             rows.size() / static_cast<size_t>(mpi.size()),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), name);
+  return PeakLookup(std::move(rows), fmt::format("/peak/{} of this file", name));
+}
+
+/// This run's record, /runs/NNNN (and for a new file its provenance), committed by rank 0;
+/// its number, or nullopt when it could not be written (every rank).
+std::optional<int64_t> write_run_record(const MpiContext& mpi, const RunArgs& args, RunPlan& plan,
+                                        const Registry& drivers, const std::vector<RankInfo>& table,
+                                        StopDeadline& deadline, const std::string& resume_hint) {
+  std::vector<CaseSpec> specs;
+  for (const ResolvedCase& c : plan.cases) specs.push_back(c.spec);
+  int64_t run_number = 0;  // rank 0's: the /runs record this run's cases name
+  const bool written = write_agreed(mpi, plan, resume_hint, [&] {
+    const auto writing = deadline.hold_off();
+    ResultsFile::Update update = plan.file->update();
+    run_number =
+        write_provenance(update, table, drivers, mpi.size(), args.command_line, cases_to_toml(specs), args.resume);
+    update.commit();
+  });
+  return written ? std::optional<int64_t>(run_number) : std::nullopt;
+}
+
+/// A run stopped by a signal: rank 0 says where the `done` finished cases are and how to run
+/// the rest.
+ExitCode stopped(const MpiContext& mpi, const RunPlan& plan, size_t done, const std::string& resume_hint) {
+  const int signal = allreduce_max(mpi.world(), stop_signal());
+  if (mpi.rank() == 0) {
+    fmt::print(stderr,
+               "dlscale: stopped by {} after {} finished case(s); they are in {}. To run the rest, under the "
+               "same launcher:\n"
+               "  {}\n",
+               stop_signal_name(signal), done, plan.out_path, resume_hint);
+  }
+  return ExitCode::kStopped;
+}
+
+/// How the case loop ended.
+enum class LoopEnd { kDone, kStopped, kWriteFailed };
+
+/// Runs the cases in order, handing each finished one to the reporters (rank 0); a stop signal
+/// between or inside cases ends the loop on every rank, the unfinished case unwritten.
+LoopEnd run_cases(const MpiContext& mpi, RunPlan& plan, Runner& runner, ResultsFileReporter* file,
+                  const std::vector<Reporter*>& reporters, Tally& tally, StopDeadline& deadline, int64_t run_number,
+                  const std::string& allocator, const std::string& resume_hint, std::FILE* text_out, size_t& done) {
+  const bool root = mpi.rank() == 0;
+  for (size_t i = 0; i < plan.cases.size(); ++i) {
+    // A stop signal between cases (or on a rank outside the last case) stops here, on every rank.
+    if (allreduce_max(mpi.world(), stop_signal()) != 0) return LoopEnd::kStopped;
+    if (plan.skip[i]) {
+      if (root) fmt::print(text_out, "# skipped (already in {}): {}\n", plan.out_path, plan.cases[i].key);
+      tally.skipped();
+      continue;
+    }
+    deadline.set_doing(fmt::format("case {}", plan.cases[i].key));
+    CaseResult result = runner.run(plan.cases[i], static_cast<int>(i), static_cast<int>(plan.cases.size()));
+    if (allreduce_max(mpi.world(), result.interrupted ? 1 : 0) != 0) return LoopEnd::kStopped;
+    result.allocator = allocator;
+    result.run = run_number;
+    if (root) result.group = file->next_group();
+    // The file first: a case printed is a case recorded.
+    if (!write_agreed(mpi, plan, resume_hint, [&] { file->case_finished(result); })) return LoopEnd::kWriteFailed;
+    ++done;
+    if (root) {
+      for (Reporter* r : reporters) r->case_finished(result);
+    }
+  }
+  return LoopEnd::kDone;
+}
+
+/// Rejects the request with one line and leaves nothing behind, not even the default folder it
+/// made for its file; true when it was refused.
+bool refused(const MpiContext& mpi, RunPlan& plan, const std::string& problem) {
+  if (!report_usage_error(mpi.world(), problem)) return false;
+  if (plan.made_default_dir) {
+    plan.file.reset();
+    ::rmdir(default_dir);
+  }
+  return true;
 }
 
 }  // namespace
@@ -169,234 +389,55 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   Registry drivers;
   register_drivers(drivers);
   const bool root = mpi.rank() == 0;
-  const bool workloads_given = std::any_of(args.overrides.given.begin(), args.overrides.given.end(),
-                                           [](const Axis* a) { return std::string(a->name) == "workload"; });
-  const bool nothing_given = !args.config && !args.suite && !workloads_given;
-
-  std::vector<CaseSpec> cases;
-  std::string suite_name, out_path;
-  std::optional<ResultsFile> file;
-  std::vector<char> skip;
-  std::vector<PeakRow> peak_rows;
-  std::string peak_where;
+  RunPlan plan;
   std::string problem;
-  bool made_default_dir = false;
   try {
-    std::vector<MatrixSpec> matrices;
-    if (args.config) {
-      matrices = parse_matrix_toml(read_text_file(*args.config), *args.config);
-    } else if (args.suite || nothing_given) {
-      suite_name = args.suite.value_or("study");
-      matrices = parse_matrix_toml(find_suite(suite_name).toml, "suite " + suite_name);
-    } else {
-      matrices = {MatrixSpec{}};
-    }
-    for (MatrixSpec& m : matrices) args.overrides.apply(m);
-    cases = expand(matrices, mpi.size());
-    assign_defaults(cases, drivers);
-    validate_request(cases, drivers, mpi.size());
-    out_path = args.out.value_or(default_out(args, suite_name));
-    skip.assign(cases.size(), 0);
-    if (!(args.peak_seconds > 0 && std::isfinite(args.peak_seconds))) {
-      throw UsageError(fmt::format("--peak-seconds must be a positive number, got {}", args.peak_seconds));
-    }
-    if (args.peak != "measure" && args.peak != "skip") {
-      if (args.peak.empty()) throw UsageError("--peak: an empty path");
-      if (root) peak_rows = read_peak_file(args.peak, &peak_where);
-    }
-    // Rank 0 takes the results file's lock (and checks what --resume continues) before the
-    // ranks agree and before anything that can wait or take long (peaks, data, other ranks), so
-    // that a second writer is refused at once. Nothing is written before the first commit,
-    // after this agreement: a problem only another rank sees (an unreadable --config, say)
-    // leaves an existing file as it was.
-    if (root && !args.dry_run) {
-      made_default_dir = !args.out && !is_directory(default_dir);
-      file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
-      if (args.resume) {
-        // A case is done when the file holds it with status ok; anything else runs again.
-        const std::set<std::string> done = finished_case_keys(*file);
-        for (size_t i = 0; i < cases.size(); ++i) skip[i] = done.count(cases[i].command()) ? 1 : 0;
-      }
-    }
-    // Reads the data sets (and asks the drivers about devices): after the lock.
-    check_devices_and_data(cases, drivers, !args.dry_run);
+    plan_run(mpi, args, drivers, plan);
   } catch (const UsageError& e) {
     problem = e.what();
   }
-  if (report_usage_error(mpi.world(), problem)) {
-    // A refused run leaves nothing behind: not even the default folder it made for its file.
-    if (made_default_dir) {
-      file.reset();
-      ::rmdir(default_dir);
-    }
-    return 2;
-  }
-  if (args.dry_run) return dry_run(mpi, args, cases, drivers, out_path);
-  DLSCALE_CHECK_MPI(MPI_Bcast(skip.data(), static_cast<int>(skip.size()), MPI_CHAR, 0, mpi.world()));
+  if (refused(mpi, plan, problem)) return exit_code(ExitCode::kUsage);
+  if (args.dry_run) return exit_code(dry_run(mpi, args, plan));
+  DLSCALE_CHECK_MPI(MPI_Bcast(plan.skip.data(), static_cast<int>(plan.skip.size()), MPI_CHAR, 0, mpi.world()));
 
-  const bool json = args.format == OutputFormat::kJson;
   // With --format json stdout carries the case objects only; everything else goes to stderr.
-  std::FILE* const text_out = json ? stderr : stdout;
+  std::FILE* const text_out = args.format == OutputFormat::kJson ? stderr : stdout;
   Progress progress(root, args.progress, text_out);
-  RankInfo mine = mpi.info();
-  // Only runs with GPU cases ask the drivers about GPUs (that initialises CUDA on every rank).
-  if (std::any_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; })) {
-    if (const int gpus = visible_gpus(drivers); gpus > 0) {
-      mine.device = describe_gpu(drivers, gpu_index_for(mpi.local_rank(), gpus));
-    }
-  }
-  const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
-  if (root) {
-    for (const std::string& w : provenance_warnings(detect_loaded_math())) progress.warn(w);
-    for (const std::string& w : shared_core_warnings(table)) progress.warn(w);
-    for (const std::string& w : shared_gpu_warnings(table)) progress.warn(w);
-  }
-  const std::string resume_hint = fmt::format("{} --resume", resume_command(args.command_line, out_path));
-  deadline.set_hint(
-      fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {}", out_path, resume_hint));
-  int64_t run_number = 0;  // rank 0's: the /runs record this run's cases name
-  {
-    std::string error;
-    if (root) {
-      const auto writing = deadline.hold_off();
-      try {
-        ResultsFile::Update update = file->update();
-        run_number =
-            write_provenance(update, table, drivers, mpi.size(), args.command_line, cases_to_toml(cases), args.resume);
-        update.commit();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
-  }
-  if (root) fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", cases.size(), mpi.size(), out_path);
+  const std::vector<RankInfo> table = rank_table_of_run(mpi, plan, drivers, progress);
+  const std::string resume_hint = fmt::format("{} --resume", resume_command(args.command_line, plan.out_path));
+  const std::string where_and_how = fmt::format(
+      "Every finished case is in {}; to run the rest, under the same launcher: {}", plan.out_path, resume_hint);
+  deadline.set_hint(where_and_how);
+  const std::optional<int64_t> run_number = write_run_record(mpi, args, plan, drivers, table, deadline, resume_hint);
+  if (!run_number) return exit_code(ExitCode::kWriteFailed);
+  if (root)
+    fmt::print(text_out, "dlscale: {} case(s) on {} rank(s) -> {}\n", plan.cases.size(), mpi.size(), plan.out_path);
   // Before the peaks and every case, on every rank: each case is measured under it.
   apply_malloc_policy(args.malloc);
-  const std::string allocator = describe_allocator(args.malloc);
-
-  // The peaks every case is compared with, outside any case: measured now on every rank (and
-  // recorded in the file), read from a file, or skipped.
-  PeakLookup peaks({}, "", "--peak skip: no peak was measured or given");
-  // A resume with every case done measures nothing.
-  if (args.peak == "measure" && std::find(skip.begin(), skip.end(), 0) != skip.end()) {
-    std::set<PeakKey> unique;
-    std::vector<PeakKey> keys;
-    bool gpu_cases = false;
-    for (size_t i = 0; i < cases.size(); ++i) {
-      if (skip[i]) continue;
-      const CaseSpec& c = cases[i];
-      const PeakKey key{c.driver, c.device, c.precision, c.threads > 0 ? c.threads : mpi.default_threads()};
-      if (unique.insert(key).second) keys.push_back(key);
-      gpu_cases = gpu_cases || c.device == DeviceType::kCuda;
-    }
-    const int gpu = gpu_cases ? gpu_index_for(mpi.local_rank(), visible_gpus(drivers)) : 0;
-    const auto started = std::chrono::steady_clock::now();
-    std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.peak_seconds, gpu);
-    std::string name, error;
-    if (root) {
-      const auto writing = deadline.hold_off();
-      try {
-        ResultsFile::Update update = file->update();
-        GroupRecord group = peak_group(rows, "measured by this run", args.peak_seconds);
-        group.attrs.emplace_back("run", run_number);
-        name = update.append_group("peak", group);
-        update.commit();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
-    if (root) {
-      fmt::print(stderr, "dlscale: peak: {} measurement(s) per rank in {:.1f} s -> /peak/{} (--peak skip omits them)\n",
-                 rows.size() / static_cast<size_t>(mpi.size()),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), name);
-      peaks = PeakLookup(std::move(rows), fmt::format("/peak/{} of this file", name));
-    }
-  } else if (args.peak != "skip" && root) {
-    peaks = PeakLookup(std::move(peak_rows), peak_where);
-  }
+  std::optional<PeakLookup> peaks = peaks_for_run(mpi, args, plan, drivers, *run_number, deadline, resume_hint);
+  if (!peaks) return exit_code(ExitCode::kWriteFailed);
 
   std::vector<double> work;
   DatasetSizes set_sizes;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    work.push_back(skip[i] ? 0.0 : training_flops_per_rank(cases[i], std::ref(set_sizes)));
+  for (size_t i = 0; i < plan.cases.size(); ++i) {
+    work.push_back(plan.skip[i] ? 0.0 : training_flops_per_rank(plan.cases[i], std::ref(set_sizes)));
   }
   progress.run_started(std::move(work));
-  Runner runner(
-      mpi, drivers, progress,
-      fmt::format("Every finished case is in {}; to run the rest, under the same launcher: {}", out_path, resume_hint),
-      std::move(peaks));
-  int failed = 0;
+  Runner runner(mpi, progress, where_and_how, std::move(*peaks));
+  std::optional<ResultsFileReporter> file;
+  if (root) file.emplace(*plan.file, deadline);
+  ProgressReporter progress_display(progress);
+  CaseLineReporter lines(args.format, stdout);
+  Tally tally;
   size_t done = 0;
-  bool stopped = false;
-  for (size_t i = 0; i < cases.size() && !stopped; ++i) {
-    // A stop signal between cases (or on a rank outside the last case) stops here, on every rank.
-    if (allreduce_max(mpi.world(), stop_signal()) != 0) {
-      stopped = true;
-      break;
-    }
-    if (skip[i]) {
-      if (root) fmt::print(text_out, "# skipped (already in {}): {}\n", out_path, cases[i].command());
-      continue;
-    }
-    deadline.set_doing(fmt::format("case {}", cases[i].command()));
-    const CaseOutcome outcome = runner.run(cases[i], static_cast<int>(i), static_cast<int>(cases.size()));
-    if (allreduce_max(mpi.world(), outcome.interrupted ? 1 : 0) != 0) {
-      stopped = true;  // the unfinished case is not written: a resume runs it again
-      break;
-    }
-    CaseRecord rec = outcome.record;
-    rec.attrs.emplace_back("allocator", allocator);
-    rec.attrs.emplace_back("run", run_number);
-    // The case, its microbenchmark and its projection replace the file together: a kill leaves
-    // either all of them or none (and a resume runs the case again).
-    std::string name, error;
-    if (root) {
-      const auto writing = deadline.hold_off();
-      try {
-        ResultsFile::Update update = file->update();
-        name = update.write_case(rec);
-        if (outcome.allreduce) {
-          GroupRecord allreduce = *outcome.allreduce;
-          for (auto& [key, value] : allreduce.attrs) {
-            if (key == "case") value = name;
-          }
-          allreduce.attrs.emplace_back("run", run_number);
-          update.append_group("allreduce", allreduce);
-        }
-        if (outcome.projection) update.write_group("cases/" + name + "/projection", *outcome.projection);
-        if (outcome.utilisation) update.write_group("cases/" + name + "/utilisation", *outcome.utilisation);
-        update.commit();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    if (write_failed(mpi.world(), error, out_path, resume_hint)) return 5;
-    ++done;
-    if (root) {
-      if (json) {
-        progress.case_finished(case_json(name, rec), stdout);
-      } else {
-        progress.case_finished(fmt::format("{} {}", name, summary_line(rec)), stdout);
-      }
-      if (std::get<std::string>(attr(rec.attrs, "status")) == "error") failed = 1;
-    }
-  }
+  const LoopEnd end = run_cases(mpi, plan, runner, file ? &*file : nullptr, {&progress_display, &lines, &tally}, tally,
+                                deadline, *run_number, describe_allocator(args.malloc), resume_hint, text_out, done);
   deadline.set_doing("the end of the run");
-  if (stopped) {
-    const int signal = allreduce_max(mpi.world(), stop_signal());
-    if (root) {
-      fmt::print(stderr,
-                 "dlscale: stopped by {} after {} finished case(s); they are in {}. To run the rest, under the "
-                 "same launcher:\n"
-                 "  {}\n",
-                 stop_signal_name(signal), done, out_path, resume_hint);
-    }
-    return 3;
-  }
-  if (root) fmt::print(text_out, "dlscale: results in {}\n", out_path);
-  return allreduce_max(mpi.world(), failed);
+  if (end == LoopEnd::kWriteFailed) return exit_code(ExitCode::kWriteFailed);
+  if (root) fmt::print(text_out, "{}\n", tally.line());
+  if (end == LoopEnd::kStopped) return exit_code(stopped(mpi, plan, done, resume_hint));
+  if (root) fmt::print(text_out, "dlscale: results in {}\n", plan.out_path);
+  return exit_code(allreduce_max(mpi.world(), tally.any_error() ? 1 : 0) != 0 ? ExitCode::kCaseFailed : ExitCode::kOk);
 }
 
 }  // namespace dlscale

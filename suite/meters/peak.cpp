@@ -11,10 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "suite/errors.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/record/provenance.h"
+#include "suite/errors.h"
 #include "suite/matrix/run_matrix.h"
+#include "suite/record/fields.h"
+#include "suite/record/provenance.h"
 
 namespace dlscale {
 
@@ -144,29 +145,27 @@ std::vector<PeakRow> measure_peaks(MPI_Comm comm, const std::vector<PeakKey>& ke
   return all;
 }
 
-Table peak_table(const std::vector<PeakRow>& rows) {
-  Column kind = Column::of_strings("kind", {}), driver = Column::of_strings("driver", {}),
-         device = Column::of_strings("device_type", {}), precision = Column::of_strings("precision", {}),
-         threads = Column::of_ints("threads", {}), rank = Column::of_ints("rank", {}),
-         size = Column::of_ints("size", {}), runs = Column::of_ints("runs", {}),
-         seconds = Column::of_doubles("seconds", {}), rate = Column::of_doubles("rate", {}),
-         status = Column::of_strings("status", {}), method = Column::of_strings("method", {});
-  for (const PeakRow& r : rows) {
-    kind.strings.push_back(r.kind);
-    driver.strings.push_back(r.key.driver);
-    device.strings.push_back(device_name(r.key.device));
-    precision.strings.push_back(precision_name(r.key.precision));
-    threads.ints.push_back(r.key.threads);
-    rank.ints.push_back(r.rank);
-    size.ints.push_back(r.size);
-    runs.ints.push_back(r.runs);
-    seconds.doubles.push_back(r.seconds);
-    rate.doubles.push_back(r.rate);
-    status.strings.push_back(r.status);
-    method.strings.push_back(r.method);
-  }
-  return {{kind, driver, device, precision, threads, rank, size, runs, seconds, rate, status, method}};
-}
+namespace {
+
+/// /peak/NNNN/rates: one row per rank and measurement.
+const ColumnField<PeakRow> kPeakColumns[] = {
+    {"kind", [](const PeakRow& r, size_t) -> AttrValue { return r.kind; }},
+    {"driver", [](const PeakRow& r, size_t) -> AttrValue { return r.key.driver; }},
+    {"device_type", [](const PeakRow& r, size_t) -> AttrValue { return std::string(device_name(r.key.device)); }},
+    {"precision", [](const PeakRow& r, size_t) -> AttrValue { return std::string(precision_name(r.key.precision)); }},
+    {"threads", [](const PeakRow& r, size_t) -> AttrValue { return int64_t{r.key.threads}; }},
+    {"rank", [](const PeakRow& r, size_t) -> AttrValue { return r.rank; }},
+    {"size", [](const PeakRow& r, size_t) -> AttrValue { return r.size; }},
+    {"runs", [](const PeakRow& r, size_t) -> AttrValue { return r.runs; }},
+    {"seconds", [](const PeakRow& r, size_t) -> AttrValue { return r.seconds; }},
+    {"rate", [](const PeakRow& r, size_t) -> AttrValue { return r.rate; }},
+    {"status", [](const PeakRow& r, size_t) -> AttrValue { return r.status; }},
+    {"method", [](const PeakRow& r, size_t) -> AttrValue { return r.method; }},
+};
+
+}  // namespace
+
+Table peak_table(const std::vector<PeakRow>& rows) { return table_of(rows, kPeakColumns); }
 
 std::vector<PeakRow> peak_rows(const Table& t) {
   std::vector<PeakRow> rows(t.rows());

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "suite/exit_code.h"
+
 namespace dlscale {
 
 namespace {
@@ -29,7 +31,7 @@ extern "C" void remember_signal(int signal) {
 void install_stop_signals() {
   if (sem_init(&g_wake, 0, 0) != 0) {
     std::fprintf(stderr, "dlscale: fatal: sem_init: %s\n", std::strerror(errno));
-    std::exit(1);
+    std::exit(exit_code(ExitCode::kFatal));
   }
   struct sigaction action {};
   action.sa_handler = remember_signal;
@@ -37,7 +39,7 @@ void install_stop_signals() {
   action.sa_flags = SA_RESTART;  // MPI's and the backends' blocking calls go on
   if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
     std::fprintf(stderr, "dlscale: fatal: sigaction: %s\n", std::strerror(errno));
-    std::exit(1);
+    std::exit(exit_code(ExitCode::kFatal));
   }
 }
 
@@ -114,7 +116,7 @@ void StopDeadline::watch() {
   const std::lock_guard<std::mutex> writing(writing_);  // a commit in progress ends first
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
-  std::_Exit(3);
+  std::_Exit(exit_code(ExitCode::kStopped));
 }
 
 }  // namespace dlscale

@@ -86,14 +86,12 @@ void Progress::iteration(const char* phase, int done, int total, double last_ste
   std::fflush(stderr);
 }
 
-void Progress::case_finished(const std::string& line, std::FILE* to) {
+void Progress::case_finished() {
   if (!enabled_) return;
   if (line_open_) fmt::print(stderr, "\r\033[K");
   line_open_ = false;
   std::fflush(stderr);
   if (static_cast<size_t>(index_) < work_.size()) work_done_ += work_[static_cast<size_t>(index_)];
-  fmt::print(to, "{}\n", line);
-  std::fflush(to);
 }
 
 void Progress::note(const std::string& line) {

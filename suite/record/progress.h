@@ -32,8 +32,9 @@ class Progress {
   /// epoch e/E"). `case_fraction`: the share of the case's work done, when the steps shown are not
   /// the whole case (an accuracy run's epoch); by default 0 during warm-up, else done / total.
   void iteration(const char* phase, int done, int total, double last_step_s, double case_fraction = -1);
-  /// Ends the progress line and prints `line` (the summary line, or the case as JSON) to `to`.
-  void case_finished(const std::string& line, std::FILE* to);
+  /// Ends the progress line (the case's line follows it, suite/record/reporters.h) and counts
+  /// the case's work as done.
+  void case_finished();
   void warn(const std::string& message);
   /// A line of progress that stays (an accuracy run's epoch: its loss, accuracy and times) on
   /// stderr, above the progress line; left out with ProgressMode::kNone.

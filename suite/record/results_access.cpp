@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "suite/errors.h"
+#include "suite/record/fields.h"
 #include "suite/record/provenance.h"
 
 namespace dlscale {
@@ -98,23 +99,23 @@ std::set<std::string> finished_case_keys(const ResultsFile& file) {
   return done;
 }
 
-Table rank_table(const std::vector<RankInfo>& rows) {
-  Column rank = Column::of_ints("rank", {}), host = Column::of_strings("host", {}),
-         local = Column::of_ints("local_rank", {}), cpus = Column::of_strings("cpu_affinity", {}),
-         numa = Column::of_ints("numa_node", {}), device = Column::of_strings("device", {}),
-         threads = Column::of_ints("threads", {}), network = Column::of_strings("network", {});
-  for (const RankInfo& r : rows) {
-    rank.ints.push_back(r.rank);
-    host.strings.push_back(r.host);
-    local.ints.push_back(r.local_rank);
-    cpus.strings.push_back(r.cpu_affinity);
-    numa.ints.push_back(r.numa_node);
-    device.strings.push_back(r.device);
-    threads.ints.push_back(r.threads);
-    network.strings.push_back(r.network);
-  }
-  return {{rank, host, local, cpus, numa, device, threads, network}};
-}
+namespace {
+
+/// /system/ranks and /runs/NNNN/ranks: one row per world rank.
+const ColumnField<RankInfo> kRankColumns[] = {
+    {"rank", [](const RankInfo& r, size_t) -> AttrValue { return int64_t{r.rank}; }},
+    {"host", [](const RankInfo& r, size_t) -> AttrValue { return r.host; }},
+    {"local_rank", [](const RankInfo& r, size_t) -> AttrValue { return int64_t{r.local_rank}; }},
+    {"cpu_affinity", [](const RankInfo& r, size_t) -> AttrValue { return r.cpu_affinity; }},
+    {"numa_node", [](const RankInfo& r, size_t) -> AttrValue { return int64_t{r.numa_node}; }},
+    {"device", [](const RankInfo& r, size_t) -> AttrValue { return r.device; }},
+    {"threads", [](const RankInfo& r, size_t) -> AttrValue { return int64_t{r.threads}; }},
+    {"network", [](const RankInfo& r, size_t) -> AttrValue { return r.network; }},
+};
+
+}  // namespace
+
+Table rank_table(const std::vector<RankInfo>& rows) { return table_of(rows, kRankColumns); }
 
 int64_t write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>& table, const Registry& drivers,
                          int world_size, const std::string& command_line, const std::string& config, bool resume) {

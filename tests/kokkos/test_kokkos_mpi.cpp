@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "drivers/driver.h"
-#include "suite/case/runner.h"
+#include "suite/case/training_step.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"

@@ -11,9 +11,10 @@
 #include <variant>
 
 #include "drivers/driver.h"
+#include "suite/case/resolved_case.h"
+#include "suite/case/runner.h"
 #include "suite/comm/mpi_context.h"
 #include "suite/record/progress.h"
-#include "suite/case/runner.h"
 
 namespace dlscale {
 namespace {
@@ -39,13 +40,6 @@ class GpuOnRankOneDriver final : public Driver {
   }
   std::map<std::string, std::string> versions() const override { return {}; }
 };
-
-std::string attr(const Attrs& attrs, const std::string& name) {
-  for (const auto& [key, value] : attrs) {
-    if (key == name) return std::get<std::string>(value);
-  }
-  return "";
-}
 
 /// How many ranks reached this call (collective): all of them, unless one hangs in a collective
 /// the others left.
@@ -76,17 +70,18 @@ TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
   registry.add(std::make_unique<GpuOnRankOneDriver>());
   const MpiContext mpi(MPI_COMM_WORLD);
   Progress progress(false);
-  Runner runner(mpi, registry, progress);
+  Runner runner(mpi, progress);
   CaseSpec spec = two_rank_case("gpu_on_rank_1", 1);
   spec.device = DeviceType::kCuda;
-  const CaseOutcome outcome = runner.run(spec, 0, 1);
+  const std::vector<ResolvedCase> cases = resolve_cases({spec}, registry, mpi.default_threads(), mpi.hosts());
+  const CaseResult outcome = runner.run(cases[0], 0, 1);
 
   // Every rank got here, each having seen the same agreed status; rank 0 records it.
   EXPECT_EQ(ranks_here(), size);
   if (world_rank() == 0) {
-    EXPECT_EQ(attr(outcome.record.attrs, "status"), "unsupported");
+    EXPECT_STREQ(status_name(outcome.outcome.status), "unsupported");
     // The refusing rank named once, with its own reason.
-    EXPECT_EQ(attr(outcome.record.attrs, "message"), "rank 0: no GPU on this rank (test driver)");
+    EXPECT_EQ(outcome.outcome.message, "rank 0: no GPU on this rank (test driver)");
   }
 }
 
@@ -160,17 +155,20 @@ TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
   register_drivers(registry);
   const MpiContext mpi(MPI_COMM_WORLD);
   Progress progress(false);
-  Runner runner(mpi, registry, progress);
+  Runner runner(mpi, progress);
   CaseSpec spec = two_rank_case("reducer_gives_up", 2);
   spec.case_timeout = 60;
-  const CaseOutcome given_up = runner.run(spec, 0, 2);
-  spec.driver = "reference";
-  const CaseOutcome next = runner.run(spec, 1, 2);
+  CaseSpec next_spec = spec;
+  next_spec.driver = "reference";
+  const std::vector<ResolvedCase> cases =
+      resolve_cases({spec, next_spec}, registry, mpi.default_threads(), mpi.hosts());
+  const CaseResult given_up = runner.run(cases[0], 0, 2);
+  const CaseResult next = runner.run(cases[1], 1, 2);
 
   EXPECT_EQ(ranks_here(), size);
   if (world_rank() == 0) {
-    EXPECT_EQ(attr(given_up.record.attrs, "status"), "timeout");
-    const std::string message = attr(given_up.record.attrs, "message");
+    EXPECT_STREQ(status_name(given_up.outcome.status), "timeout");
+    const std::string message = given_up.outcome.message;
     if (GetParam() == GivesUp::kSetUp) {
       EXPECT_EQ(message,
                 "rank 1: set-up of the gradient reduction (given 60 s): the others never joined (test reducer)");
@@ -180,7 +178,7 @@ TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
     } else {
       EXPECT_EQ(message, "rank 1: warm-up step 1: the all-reduce never completed (test reducer)");
     }
-    EXPECT_EQ(attr(next.record.attrs, "status"), "ok") << attr(next.record.attrs, "message");
+    EXPECT_STREQ(status_name(next.outcome.status), "ok") << next.outcome.message;
   }
 }
 

@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "drivers/driver.h"
+#include "suite/case/training_step.h"
 #include "suite/comm/gradient_allreduce.h"
-#include "suite/case/runner.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"

@@ -1,7 +1,7 @@
 // Real training data in host memory behind one interface. A Dataset hands out batches in the
 // same Batch form as the synthetic generator, so the runner and the drivers cannot tell the two
 // apart. The file-format readers live beside it (mnist.h, cifar10.h); token files are HDF5 and
-// so are read by io/ (io/token_file.h), which workloads/ may not include: suite/datasets.h turns
+// so are read by io/ (io/token_file.h), which workloads/ may not include: suite/data/datasets.h turns
 // a spec string such as "mnist:data/mnist" into a Dataset.
 #pragma once
 

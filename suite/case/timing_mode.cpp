@@ -1,0 +1,367 @@
+// Timing mode: seconds per training step. Warm-up steps, then timed steps, each ending with one
+// all-reduce of the loss and of whether it failed anywhere; the meters read at the two ends of
+// the timed region; every rank's samples gathered on the case's rank 0 and summarised there.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "io/fault_injection.h"
+#include "suite/case/outcome.h"
+#include "suite/case/run_mode.h"
+#include "suite/case/training_step.h"
+#include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/errors.h"
+#include "suite/exit_code.h"
+#include "suite/meters/case_utilisation.h"
+#include "suite/meters/host_memory.h"
+#include "suite/meters/statistics.h"
+#include "suite/process/stop_signals.h"
+
+namespace dlscale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// A driver's reducer that leaves out one average() unless `skipped` says it was done already
+/// (fault_injection::skip_reduction_rank).
+class SkipsOneReduction final : public GradientReducer {
+ public:
+  SkipsOneReduction(GradientReducer& reducer, bool& skipped) : reducer_(reducer), skipped_(skipped) {}
+  bool bind(Model& model, double bucket_mb) override { return reducer_.bind(model, bucket_mb); }
+  void average(const GradBuffer& grads) override {
+    if (!skipped_) {
+      skipped_ = true;
+      return;
+    }
+    reducer_.average(grads);
+  }
+  void start_step(Deadline deadline) override { reducer_.start_step(deadline); }
+  void wait() override { reducer_.wait(); }
+  std::unique_ptr<AllreduceTransport> transport() override { return reducer_.transport(); }
+
+ private:
+  GradientReducer& reducer_;
+  bool& skipped_;
+};
+
+/// The meters of the timed region: opened before it, read at its two ends only (the GPU's
+/// sampling thread wakes every 100 ms), on every rank. The packages' energy counters are the
+/// host's: its first rank reads them, so that the ranks' energies add up.
+class RegionMeters {
+ public:
+  RegionMeters(const CaseContext& ctx, int gpu) : host_(ctx.mpi.host()) {
+    if (ctx.mpi.local_rank() == 0) rapl_.emplace();
+    if (ctx.c.gpu()) {
+      gpu_.emplace(process_nvml(), pci_bus_id_of(ctx.c.driver->describe_device(DeviceType::kCuda, gpu)));
+    } else {
+      gpu_.emplace("a CPU case has no GPU");
+    }
+  }
+  void start() {
+    if (rapl_) rapl_->start();
+    gpu_->start();
+    cpu_.start();
+  }
+  RankUtilisation stop() {
+    const CpuUsage cpu = cpu_.stop();
+    const GpuUsage gpu = gpu_->stop();
+    const Energy energy =
+        rapl_ ? rapl_->stop()
+              : Energy{kNotMeasured,
+                       fmt::format("unavailable: the CPU packages of host {} are read by its first rank (local rank 0)",
+                                   host_)};
+    return {MeterReadings(cpu, energy, gpu), energy.source, gpu.source};
+  }
+
+ private:
+  std::string host_;
+  std::optional<RaplMeter> rapl_;
+  std::optional<GpuMonitor> gpu_;
+  CpuMeter cpu_;
+};
+
+/// What one step gave on every rank: its times and the mean loss over the ranks.
+struct StepResult {
+  StepTimes times;
+  double mean_loss = 0;
+};
+
+class TimingMode final : public CaseMode {
+ public:
+  TimingMode(const CaseContext& ctx, const PeakLookup& peaks, bool& reduction_skipped)
+      : ctx_(ctx), spec_(ctx.c.spec), peaks_(peaks), reduction_skipped_(reduction_skipped) {}
+
+  void measure(PreparedCase& p) override;
+  Outcome outcome() const override { return outcome_; }
+  bool interrupted() const override { return interrupted_; }
+  RankMemory memory(const PreparedCase& p) const override { return memory_; }
+  void record(PreparedCase& p, CaseResult& r) override;
+
+ private:
+  /// One step, warm-up or timed: every rank goes through the barrier and the step's collectives
+  /// whatever failed before them on it (the step then trains on the previous batch, and its
+  /// result is discarded), then the ranks agree on whether it failed or was interrupted.
+  StepResult guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed);
+  /// The timed steps' samples of every rank on the case's rank 0.
+  StepSamples gather_samples(bool ok) const;
+  /// The all-reduce microbenchmark at the case's gradient size through the reduction the steps
+  /// used, and within each host where the case spans several (--phases on more than one rank).
+  void run_microbenchmarks(PreparedCase& p, std::optional<AllreduceResult>& across,
+                           std::optional<AllreduceResult>& within) const;
+  /// Rank 0: the summary and utilisation of a case that succeeded.
+  void summarise(CaseResult& r, std::vector<RankUtilisation> meters) const;
+
+  const CaseContext& ctx_;
+  const CaseSpec& spec_;
+  const PeakLookup& peaks_;
+  bool& reduction_skipped_;
+  const Optimizer optimizer_ = spec_.make_optimizer();
+  Outcome outcome_;
+  bool interrupted_ = false;
+  Clock::time_point started_;
+  Deadline deadline_ = Deadline::max();
+  int64_t next_sample_ = 0;
+  std::vector<double> times_, phase_times_, losses_, exposed_;
+  RankUtilisation meters_;
+  RankMemory memory_;  ///< -1 host peak: not prepared, nothing measured
+};
+
+StepResult TimingMode::guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed) {
+  Outcome failed;
+  StepResult out;
+  try {
+    // With a real dataset every iteration trains on the next global batch, each rank on its own
+    // slice of it; the copy in happens before the step's barrier, outside the timed region.
+    if (p.dataset) {
+      p.model->set_batch(p.dataset->batch(next_sample_, spec_.batch_per_rank()));
+      next_sample_ += spec_.global_batch();
+    }
+  } catch (...) {
+    failed = outcome_of(std::current_exception());
+  }
+  DLSCALE_CHECK_MPI(MPI_Barrier(ctx_.comm));  // every rank starts the step together
+  double loss = 0;
+  try {
+    out.times = training_step(*p.model, ctx_.comm, optimizer_, spec_.phases, p.buckets.get(), p.timer.get(), reducer,
+                              deadline_);
+    loss = p.model->loss();
+    if (!std::isfinite(loss) && failed.ok()) failed = {Status::kError, fmt::format("the loss is {}", loss)};
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+    if (spec_.case_timeout > 0 && failed.ok() && elapsed > spec_.case_timeout) {
+      failed = {Status::kTimeout, fmt::format("still training after --case-timeout {} s", spec_.case_timeout)};
+    }
+  } catch (...) {
+    if (failed.ok()) failed = outcome_of(std::current_exception());
+  }
+  if (!failed.ok()) {
+    failed.message = fmt::format("{} {}: {}", timed ? "iteration" : "warm-up step", iteration, failed.message);
+  }
+  double mine[3] = {failed.ok() ? loss / spec_.ranks : 0.0, failed.ok() ? 0.0 : 1.0, stop_signal() != 0 ? 1.0 : 0.0};
+  double sum[3] = {0, 0, 0};
+  DLSCALE_CHECK_MPI(MPI_Allreduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, ctx_.comm));
+  if (sum[1] > 0) outcome_ = agree(ctx_.comm, failed);
+  interrupted_ = sum[2] > 0;
+  out.mean_loss = sum[0];
+  return out;
+}
+
+void TimingMode::measure(PreparedCase& p) {
+  GradientReducer* reducer = p.reducer.get();
+  std::optional<SkipsOneReduction> skipping;
+  if (reducer != nullptr && ctx_.mpi.rank() == fault_injection::skip_reduction_rank()) {
+    reducer = &skipping.emplace(*reducer, reduction_skipped_);
+  }
+  reset_memory_mark(ctx_.progress);
+  // A failure anywhere (out of memory in any iteration, a library error, a non-finite loss, a
+  // dataset read, a device collective past the case's deadline) ends the case on every rank,
+  // recorded with its status, and the sweep goes on. Only a lost rank or a broken communicator
+  // ends the job.
+  started_ = Clock::now();
+  deadline_ = deadline_after(spec_.case_timeout);
+  next_sample_ = int64_t{ctx_.case_rank} * spec_.batch_per_rank();
+  RegionMeters meters(ctx_, p.gpu);
+  const int sleeper = fault_injection::sleep_rank();
+  double slept = 0;
+  try {
+    for (int i = 0; i < spec_.warmup && outcome_.ok() && !interrupted_; ++i) {
+      const StepResult step = guarded_step(p, reducer, i + 1, false);
+      if (outcome_.ok()) ctx_.progress.iteration("warm-up", i + 1, spec_.warmup, step.times.total);
+    }
+    // A case that trains until its --case-timeout may ask for billions of steps: reserve what a
+    // case usually records, not that.
+    times_.reserve(static_cast<size_t>(std::min(spec_.iterations, 1 << 16)));
+    meters.start();
+    for (int i = 0; i < spec_.iterations && outcome_.ok() && !interrupted_; ++i) {
+      const StepResult step = guarded_step(p, reducer, i + 1, true);
+      if (ctx_.mpi.rank() == sleeper) {
+        usleep(static_cast<useconds_t>(step.times.total * 1e6));
+        slept += step.times.total;
+      }
+      if (!outcome_.ok() || interrupted_) break;
+      times_.push_back(step.times.total);
+      if (spec_.ranks > 1) exposed_.push_back(step.times.exposed_allreduce);
+      if (spec_.phases) phase_times_.insert(phase_times_.end(), step.times.phase, step.times.phase + kPhaseCount);
+      losses_.push_back(step.mean_loss);
+      ctx_.progress.iteration("iteration", i + 1, spec_.iterations, step.times.total);
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "dlscale: rank {}: case {} failed while training and MPI cannot recover: {}\n", ctx_.mpi.rank(),
+               ctx_.c.key, e.what());
+    MPI_Abort(MPI_COMM_WORLD, exit_code(ExitCode::kFatal));
+  }
+  meters_ = meters.stop();
+  if (ctx_.mpi.rank() == sleeper) {
+    fmt::print(stderr, "dlscale: test: rank {} slept {:.6f} s of its {:.6f} s timed region (DLSCALE_TEST_SLEEP_RANK)\n",
+               ctx_.mpi.rank(), slept, meters_.meters.wall_s);
+  }
+  memory_ = {peak_rss_bytes(), p.model->memory().device_peak_bytes};
+}
+
+StepSamples TimingMode::gather_samples(bool ok) const {
+  const int ranks = spec_.ranks;
+  const int iters = ok ? spec_.iterations : 0;
+  const bool root = ctx_.case_rank == 0;
+  const auto gather = [&](const std::vector<double>& mine, int per_rank, std::vector<double>& all) {
+    if (root) all.resize(static_cast<size_t>(ranks) * static_cast<size_t>(per_rank));
+    DLSCALE_CHECK_MPI(MPI_Gather(mine.data(), per_rank, MPI_DOUBLE, all.data(), per_rank, MPI_DOUBLE, 0, ctx_.comm));
+  };
+  StepSamples s;
+  s.iterations = iters;
+  gather(times_, iters, s.iter_time_s);
+  if (spec_.phases && iters > 0) gather(phase_times_, iters * kPhaseCount, s.phase_time_s);
+  if (ranks > 1 && iters > 0) gather(exposed_, iters, s.exposed_allreduce_s);
+  s.loss = losses_;
+  return s;
+}
+
+/// Every rank's meter readings on the case's rank 0 (collective, whatever the outcome).
+std::vector<RankUtilisation> gather_meters(const CaseContext& ctx, const RankUtilisation& mine) {
+  const bool root = ctx.case_rank == 0;
+  std::vector<MeterReadings> all(root ? static_cast<size_t>(ctx.c.spec.ranks) : 0);
+  DLSCALE_CHECK_MPI(MPI_Gather(&mine.meters, kMeterReadingCount, MPI_DOUBLE, all.data(), kMeterReadingCount, MPI_DOUBLE,
+                               0, ctx.comm));
+  const std::vector<std::string> cpu_sources = gather_strings(ctx.comm, mine.cpu_energy_source);
+  const std::vector<std::string> gpu_sources = gather_strings(ctx.comm, mine.gpu_source);
+  std::vector<RankUtilisation> ranks;
+  for (size_t r = 0; r < all.size(); ++r) ranks.push_back({all[r], cpu_sources[r], gpu_sources[r]});
+  return ranks;
+}
+
+void TimingMode::run_microbenchmarks(PreparedCase& p, std::optional<AllreduceResult>& across,
+                                     std::optional<AllreduceResult>& within) const {
+  const int64_t params = ctx_.c.params;
+  AllreduceOptions options;
+  // Powers of two up to the gradient size, for the fit; starting at most at a quarter of it so
+  // that even a tiny model gets at least two sizes.
+  options.sizes_bytes = allreduce_sizes(std::min<int64_t>(1024, params), params * 4, {params * 4});
+  options.warmup = 2;
+  options.iterations = 5;
+  std::unique_ptr<AllreduceTransport> transport;
+  if (p.reducer) {
+    p.model.reset();  // its memory is measured; the microbenchmark may need the room
+    transport = p.reducer->transport();
+  }
+  across = run_allreduce_benchmark(ctx_.comm, options, transport.get());
+  // Across hosts the fit above is the network's; the case's ranks that share a host measure
+  // their own links too (each host's at once: the groups are disjoint), so that the projection
+  // has both. On host memory through MPI only: a driver's reducer spans the whole case.
+  const CaseRanks& placed = ctx_.c.placed;
+  if (placed.hosts > 1 && placed.max_per_host > 1 && !p.reducer) {
+    MPI_Comm node = MPI_COMM_NULL;
+    DLSCALE_CHECK_MPI(MPI_Comm_split_type(ctx_.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    const Communicator host_comm(node);
+    within = run_allreduce_benchmark(host_comm.get(), options, nullptr);
+  }
+}
+
+/// Wrong sums from the reduction the steps used (rank 0 sees its own host's within-host run
+/// only): the case's numbers cannot be trusted.
+int64_t wrong_elements(const AllreduceResult& across, const std::optional<AllreduceResult>& within) {
+  int64_t wrong = 0;
+  for (int64_t e : across.errors) wrong += e;
+  if (within) {
+    for (int64_t e : within->errors) wrong += e;
+  }
+  return wrong;
+}
+
+/// The step-time projection built on the case's microbenchmark (`within`: its ranks' own
+/// within-host one, where it spanned hosts); `local_size`: the job's ranks on this host.
+CaseProjection case_projection(const ResolvedCase& c, const AllreduceResult& across,
+                               const std::optional<AllreduceResult>& within, double compute_s, int local_size) {
+  std::vector<int64_t> targets{1, 2, 3, 4, 5, 6, 7, 8};
+  for (int64_t p = 16; p <= 1024; p *= 2) targets.push_back(p);
+  CaseProjection out;
+  out.compute_s = compute_s;
+  out.grad_bytes = static_cast<double>(c.grad_bytes());
+  // Packed, P up to the ranks this job has on a host stays on one host; spread, every P > 1
+  // crosses hosts.
+  out.fit = RingFit{across.alpha_s, across.beta_s_per_byte, c.spec.ranks, c.placed.hosts};
+  out.network.ranks_per_host = c.spec.placement == Placement::kSpread ? 1 : local_size;
+  (c.placed.hosts > 1 ? out.network.between : out.network.within) = out.fit;
+  if (within && within->ranks > 1) out.network.within = {within->alpha_s, within->beta_s_per_byte, within->ranks, 1};
+  // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
+  const int threads = c.gpu() ? 1 : c.threads;
+  const int cpus = c.gpu() ? local_size : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  out.projection = project_steps(compute_s, c.spec.ranks, c.spec.scaling == Scaling::kStrong, out.grad_bytes,
+                                 out.network, threads, cpus, local_size, targets);
+  return out;
+}
+
+void TimingMode::summarise(CaseResult& r, std::vector<RankUtilisation> meters) const {
+  const int ranks = spec_.ranks;
+  const auto iters = static_cast<int>(r.steps.iterations);
+  StepSummary s;
+  s.stats = step_stats(r.steps.iter_time_s, ranks, iters);
+  s.samples_per_s = static_cast<double>(spec_.global_batch()) / s.stats.median;
+  s.achieved_flops = ctx_.c.train_flops_per_step / s.stats.median;
+  if (!r.steps.exposed_allreduce_s.empty()) {
+    s.exposed_allreduce_median_s = median(slowest_rank(r.steps.exposed_allreduce_s, ranks, iters, 1, {0}));
+  }
+  if (spec_.phases) {
+    std::array<double, kPhaseCount> phase{};
+    for (int k = 0; k < kPhaseCount; ++k) {
+      phase[static_cast<size_t>(k)] = median(slowest_rank(r.steps.phase_time_s, ranks, iters, kPhaseCount, {k}));
+    }
+    s.phase_median_s = phase;
+  }
+  r.utilisation = case_utilisation(ctx_.c, peaks_, std::move(meters), s.achieved_flops);
+  r.summary = s;
+}
+
+void TimingMode::record(PreparedCase& p, CaseResult& r) {
+  r.steps = gather_samples(r.outcome.ok());
+  std::vector<RankUtilisation> meters = gather_meters(ctx_, meters_);
+  std::optional<AllreduceResult> across, within;
+  if (r.outcome.ok() && spec_.phases && spec_.ranks > 1) run_microbenchmarks(p, across, within);
+  if (ctx_.case_rank != 0) return;
+  if (across) {
+    if (const int64_t wrong = wrong_elements(*across, within); wrong > 0) {
+      r.outcome = {
+          Status::kError,
+          fmt::format("the all-reduce microbenchmark of this case found {} wrong elements (/allreduce, errors)",
+                      wrong)};
+    }
+    const double compute_s =
+        median(slowest_rank(r.steps.phase_time_s, spec_.ranks, static_cast<int>(r.steps.iterations), kPhaseCount,
+                            {kForward, kBackward, kUpdate}));
+    r.allreduce = CaseAllreduce{*across, ctx_.c.gpu() ? "nccl" : "mpi", ctx_.c.placed.hosts};
+    r.projection = case_projection(ctx_.c, *across, within, compute_s, ctx_.mpi.local_size());
+  }
+  if (r.outcome.ok()) summarise(r, std::move(meters));
+}
+
+}  // namespace
+
+std::unique_ptr<CaseMode> make_timing_mode(const CaseContext& ctx, const PeakLookup& peaks, bool& reduction_skipped) {
+  return std::make_unique<TimingMode>(ctx, peaks, reduction_skipped);
+}
+
+}  // namespace dlscale

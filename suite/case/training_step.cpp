@@ -1,0 +1,100 @@
+#include "suite/case/training_step.h"
+
+#include <chrono>
+#include <exception>
+
+#include "suite/errors.h"
+
+namespace dlscale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+class HostStepTimer final : public StepTimer {
+ public:
+  explicit HostStepTimer(Model& model) : model_(model) {}
+  void mark(int i) override {
+    model_.synchronize();
+    marks_[static_cast<size_t>(i)] = Clock::now();
+  }
+  double seconds(int from, int to) override {
+    return seconds_between(marks_[static_cast<size_t>(from)], marks_[static_cast<size_t>(to)]);
+  }
+
+ private:
+  Model& model_;
+  Clock::time_point marks_[kPhaseCount + 1];
+};
+
+}  // namespace
+
+std::unique_ptr<StepTimer> make_host_step_timer(Model& model) { return std::make_unique<HostStepTimer>(model); }
+
+Deadline deadline_after(double seconds) {
+  if (seconds <= 0) return Deadline::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases, BucketedAllreduce* buckets,
+                        StepTimer* timer, GradientReducer* reducer, Deadline deadline) {
+  std::unique_ptr<StepTimer> host;
+  if (timer == nullptr) {
+    host = make_host_step_timer(model);
+    timer = host.get();
+  }
+  StepTimes t;
+  int ranks = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks));
+  // The exposed all-reduce is always measured where there is one: two more marks, which cost a
+  // host clock read (CPU models synchronise nothing) or a GPU event.
+  const bool time_allreduce = time_phases || ranks > 1;
+  if (buckets != nullptr) buckets->start_step();
+  if (reducer != nullptr) reducer->start_step(deadline);
+  timer->mark(0);
+  // A rank whose forward or backward fails (out of memory, a library error) still takes part in
+  // the gradient reduction below, which is collective, so that the other ranks do not wait
+  // forever; it then rethrows, and the ranks agree on the failure after the step (measure()).
+  std::exception_ptr failure;
+  try {
+    model.forward();
+    if (time_phases) timer->mark(1);
+    model.backward();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (time_allreduce && !failure) timer->mark(2);
+  if (reducer != nullptr) {
+    try {
+      reducer->average(model.grad_buffer());
+    } catch (...) {
+      // A reduction that failed in backward (its communicator abandoned) fails here again: the
+      // first failure is the one to report.
+      if (!failure) throw;
+    }
+  } else if (buckets != nullptr) {
+    buckets->finish();
+  } else {
+    allreduce_gradients(model.grad_buffer(), comm);
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (time_allreduce) timer->mark(3);
+  model.update(opt);
+  const int last = time_phases ? kPhaseCount : 1;
+  timer->mark(last);
+  // After the whole step is queued, so that the device never idles for the host; reading the
+  // timer below then waits for no collective.
+  if (reducer != nullptr) reducer->wait();
+  t.total = timer->seconds(0, last);
+  if (time_phases) {
+    for (int p = 0; p < kPhaseCount; ++p) t.phase[p] = timer->seconds(p, p + 1);
+  }
+  if (ranks > 1) t.exposed_allreduce = timer->seconds(2, 3);
+  return t;
+}
+
+}  // namespace dlscale

@@ -1,0 +1,41 @@
+// One timed training step, the same on every backend and in every run mode: forward, backward,
+// the gradient average, the update, each phase timed on the model's own timer or the host clock.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "drivers/driver.h"
+#include "suite/comm/gradient_allreduce.h"
+#include "suite/record/case_result.h"
+
+namespace dlscale {
+
+struct StepTimes {
+  double total = 0;
+  double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
+  /// From the end of backward to the end of the gradient average: the all-reduce time the
+  /// step did not hide (waiting for slower ranks included); 0 on one rank.
+  double exposed_allreduce = 0;
+};
+
+/// One timed training step, the same on every backend: forward, backward, the gradient average,
+/// the update, timed by `timer` (mark 0 at the start; with `time_phases` mark 1 after forward;
+/// marks 2 and 3 around the gradient average whenever there is one to time; then the last). `timer` nullptr: the host
+/// clock read after model.synchronize(), as CPU models are timed. The average is `reducer`'s (a driver's own, e.g. NCCL
+/// on a GPU stream), else the MPI `buckets` (started during backward where the driver reports finished gradients), else
+/// one blocking MPI all-reduce over `comm`. A reducer's queued reductions are waited for, once the whole step is
+/// queued, until `deadline` (GradientReducer::wait: Timeout past it).
+StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
+                        BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
+                        GradientReducer* reducer = nullptr, Deadline deadline = Deadline::max());
+
+/// `seconds` from now, or Deadline::max() for 0 (no limit): how long a case's set-up, and then
+/// its training, may wait for its devices and peers (--case-timeout).
+Deadline deadline_after(double seconds);
+
+/// The host clock after model.synchronize(): how CPU models are timed.
+std::unique_ptr<StepTimer> make_host_step_timer(Model& model);
+
+}  // namespace dlscale

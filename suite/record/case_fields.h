@@ -1,0 +1,34 @@
+// The schema of a case, declared once (suite/record/fields.h): the field tables of its
+// attributes, of its summary and of its per-rank tables, and the conversion of a typed
+// CaseResult into what the results file holds. docs/schema.md describes each field.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/results_file.h"
+#include "suite/record/case_result.h"
+
+namespace dlscale {
+
+/// /cases/NNNN's attributes, in the order they are written.
+Attrs case_attrs(const CaseResult& r);
+
+/// /cases/NNNN/summary's attributes (a timing case that succeeded; empty otherwise).
+Attrs summary_attrs(const CaseResult& r);
+
+/// The whole case group as the results file writes it (attributes, samples, memory, summary,
+/// an accuracy case's repeats).
+CaseRecord case_record(const CaseResult& r);
+
+/// /cases/NNNN/utilisation.
+GroupRecord utilisation_group(const CaseUtilisation& u);
+
+/// The names of the summary's step statistics, in order: what the Python reader recomputes
+/// (results/dlscale_report/stats.py, SUMMARY_KEYS).
+std::vector<std::string> step_summary_keys();
+
+/// The names of the summary's per-phase medians, in order (stats.py, PHASE_SUMMARY_KEYS).
+std::vector<std::string> phase_summary_keys();
+
+}  // namespace dlscale

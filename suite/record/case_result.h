@@ -1,0 +1,84 @@
+// What one case gave, typed from the moment it is measured until a reporter writes or prints it
+// (suite/record/reporters.h): the results file, the text and JSON lines and the progress display
+// all read this, never strings read back.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drivers/driver.h"
+#include "suite/case/accuracy_mode.h"
+#include "suite/case/resolved_case.h"
+#include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/meters/case_utilisation.h"
+#include "suite/meters/statistics.h"
+
+namespace dlscale {
+
+/// Phase indices of a step's phase times.
+enum Phase { kForward = 0, kBackward = 1, kAllreduce = 2, kUpdate = 3, kPhaseCount = 4 };
+
+/// One rank's memory peaks over the case.
+struct RankMemory {
+  int64_t host_peak_rss_bytes = -1, device_peak_bytes = 0;
+};
+
+/// A timing case's samples, every rank's, on the case's rank 0.
+struct StepSamples {
+  int64_t iterations = 0;                   ///< timed iterations recorded (0 unless the case succeeded)
+  std::vector<double> iter_time_s;          ///< [ranks][iterations]
+  std::vector<double> phase_time_s;         ///< [ranks][iterations][kPhaseCount], with --phases
+  std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], on more than one rank
+  std::vector<double> loss;                 ///< [iterations]: the mean over ranks
+};
+
+/// The summary of a timing case that succeeded (docs/metrics.md).
+struct StepSummary {
+  StepStats stats;
+  double samples_per_s = 0, achieved_flops = 0;
+  std::optional<double> exposed_allreduce_median_s;               ///< on more than one rank
+  std::optional<std::array<double, kPhaseCount>> phase_median_s;  ///< with --phases
+};
+
+/// The all-reduce microbenchmark a case ran at its gradient size (--phases, more than one rank).
+struct CaseAllreduce {
+  AllreduceResult result;
+  std::string backend;  ///< "nccl" or "mpi"
+  int hosts = 1;
+};
+
+/// The projection built on it (suite/comm/allreduce_microbenchmark.h).
+struct CaseProjection {
+  Projection projection;
+  RingFit fit;
+  ProjectionNetwork network;
+  double compute_s = 0, grad_bytes = 0;
+};
+
+struct CaseResult {
+  const ResolvedCase* c = nullptr;
+  std::string started_utc;
+  std::string isa;  ///< the instruction set the driver computes with ("avx512_core_bf16"), "" where unknown
+  Outcome outcome;  ///< agreed by every rank of the case
+  /// A stop signal reached a rank of the case: it ended after the step in progress, and the
+  /// result must not be written (a resume runs the case again).
+  bool interrupted = false;
+  bool overlap = false, progress_thread = false;
+  double wall_s = 0;
+  std::vector<RankMemory> memory;  ///< [ranks], on the case's rank 0
+  StepSamples steps;               ///< timing cases
+  std::optional<StepSummary> summary;
+  std::optional<CaseUtilisation> utilisation;
+  std::optional<CaseAllreduce> allreduce;
+  std::optional<CaseProjection> projection;
+  std::optional<AccuracyResult> accuracy;  ///< accuracy cases
+  // Given by the run that writes it:
+  int64_t run = 0;        ///< the /runs record of the run
+  std::string allocator;  ///< --malloc as in effect
+  std::string group;      ///< the case's group in the results file ("0003")
+};
+
+}  // namespace dlscale

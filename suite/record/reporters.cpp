@@ -1,0 +1,173 @@
+#include "suite/record/reporters.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "suite/errors.h"
+#include "suite/meters/utilisation.h"
+#include "suite/record/case_fields.h"
+
+namespace dlscale {
+
+std::string ResultsFileReporter::next_group() const { return fmt::format("{:04}", file_.case_names().size()); }
+
+void ResultsFileReporter::case_finished(const CaseResult& r) {
+  const auto writing = deadline_.hold_off();
+  ResultsFile::Update update = file_.update();
+  const std::string name = update.write_case(case_record(r));
+  if (name != r.group) throw std::logic_error(fmt::format("case written as {}, announced as {}", name, r.group));
+  if (r.allreduce) {
+    GroupRecord allreduce = allreduce_group(r.allreduce->result, r.allreduce->backend, name, r.allreduce->hosts);
+    allreduce.attrs.emplace_back("run", r.run);
+    update.append_group("allreduce", allreduce);
+  }
+  if (r.projection) {
+    const CaseProjection& p = *r.projection;
+    update.write_group(
+        "cases/" + name + "/projection",
+        projection_group(p.projection, p.fit, p.network, p.compute_s, p.grad_bytes, scaling_name(r.c->spec.scaling)));
+  }
+  if (r.utilisation) update.write_group("cases/" + name + "/utilisation", utilisation_group(*r.utilisation));
+  update.commit();
+}
+
+OutputFormat parse_output_format(const std::string& name) {
+  if (name == "text") return OutputFormat::kText;
+  if (name == "json") return OutputFormat::kJson;
+  throw UsageError(fmt::format("--format {}: expected text or json", name));
+}
+
+void CaseLineReporter::case_finished(const CaseResult& r) {
+  const std::string line =
+      format_ == OutputFormat::kJson ? case_json(r) : fmt::format("{} {}", r.group, summary_line(r));
+  fmt::print(out_, "{}\n", line);
+  std::fflush(out_);
+}
+
+std::string Tally::line() const {
+  int64_t total = 0;
+  for (int64_t n : counts_) total += n;
+  std::string line = fmt::format("dlscale: {} case(s): {} ok, {} unsupported, {} oom, {} timeout, {} error", total,
+                                 counts_[0], counts_[1], counts_[2], counts_[3], counts_[4]);
+  return skipped_ > 0 ? line + fmt::format(", {} skipped (already in the file)", skipped_) : line;
+}
+
+namespace {
+
+/// " | optimizer … | test accuracy M [L, H] | train … | test … | target …": an accuracy case's
+/// part of its summary line (means and 95% CIs over its repeats).
+std::string accuracy_summary_text(const CaseResult& r) {
+  const Attrs& summary = r.accuracy->summary;
+  const auto num = [&](const std::string& n) { return std::get<double>(attr(summary, n)); };
+  const auto interval = [&](const std::string& stem, const std::string& unit, const char* format) {
+    return fmt::format(fmt::runtime(format), num(stem + "_mean" + unit), num(stem + "_ci95_low" + unit),
+                       num(stem + "_ci95_high" + unit));
+  };
+  const CaseSpec& spec = r.c->spec;
+  const int64_t reached = std::get<int64_t>(attr(summary, "targets_reached"));
+  std::string line =
+      fmt::format(" | {} lr {} | test accuracy {} | training {} | testing {}", optimizer_name(spec.optimizer),
+                  spec.learning_rate, interval("test_accuracy", "", "{:.4f} [{:.4f}, {:.4f}]"),
+                  interval("train_time", "_s", "{:.2f} s [{:.2f}, {:.2f}]"),
+                  interval("test_time", "_s", "{:.3f} s [{:.3f}, {:.3f}]"));
+  if (std::isfinite(spec.target_accuracy)) {
+    line += reached > 0
+                ? fmt::format(" | time to {} {} ({}/{} reached)", spec.target_accuracy,
+                              interval("time_to_target", "_s", "{:.2f} s [{:.2f}, {:.2f}]"), reached, spec.repeats)
+                : fmt::format(" | time to {}: not reached in {} epochs", spec.target_accuracy, spec.epochs);
+  }
+  return line + fmt::format(" | {} repeat(s) | ok", spec.repeats);
+}
+
+/// " | cpu … | contended: … | N% of peak | J/sample | ok": a timing case's utilisation part.
+std::string utilisation_text(const CaseUtilisation& u) {
+  std::string line = fmt::format(" | cpu {:.2f} busy {:.2f} kernel {:.0f}% {:.3g} faults/step", u.cpu_utilisation,
+                                 u.busy_cores, u.system_share * 100, u.page_faults_per_step);
+  if (u.contended) {
+    std::vector<std::string> why;
+    if (std::isfinite(u.cpu_wait_share)) {
+      why.push_back(fmt::format("{:.0f}% of runnable time waiting for a core", u.cpu_wait_share * 100));
+    }
+    if (std::isfinite(u.cpu_steal_share) && u.cpu_steal_share >= kContendedStealShare) {
+      why.push_back(fmt::format("{:.0f}% stolen by the hypervisor", u.cpu_steal_share * 100));
+    }
+    line += fmt::format(" | contended: {}", fmt::join(why, ", "));
+  }
+  const std::string& above = u.peak_share_note;
+  line += std::isfinite(u.peak_share) ? fmt::format(" | {:.1f}% of peak{}", u.peak_share * 100,
+                                                    above.empty() ? "" : " (above it: " + above + ")")
+                                      : std::string(" | peak unavailable");
+  line += std::isfinite(u.energy_j_per_sample) ? fmt::format(" | {:.3g} J/sample", u.energy_j_per_sample)
+                                               : std::string(" | energy unavailable");
+  return line + " | ok";
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_value(const AttrValue& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return json_string(*s);
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  const double d = std::get<double>(v);
+  return std::isfinite(d) ? fmt::format("{}", d) : "null";  // {} is the shortest exact form
+}
+
+}  // namespace
+
+std::string summary_line(const CaseResult& r) {
+  const ResolvedCase& c = *r.c;
+  const CaseSpec& s = c.spec;
+  std::string line =
+      fmt::format("{:<10} {:<9} {:<4} {}{} {} {} P={} b={}/{} t={}", s.workload, s.driver, device_name(s.device),
+                  precision_name(s.precision), r.isa.empty() ? "" : "@" + r.isa, denormals_name(s.denormals),
+                  scaling_name(s.scaling), s.ranks, s.batch_per_rank(), s.global_batch(), c.threads);
+  if (!r.outcome.ok()) return line + fmt::format(" | {}: {}", status_name(r.outcome.status), r.outcome.message);
+  if (r.accuracy) return line + accuracy_summary_text(r);
+  const StepSummary& m = *r.summary;
+  line += fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s", m.stats.median * 1e3,
+                      m.stats.ci95_low * 1e3, m.stats.ci95_high * 1e3, m.samples_per_s, m.achieved_flops / 1e9);
+  if (m.exposed_allreduce_median_s) {
+    line += fmt::format(" | exposed all-reduce {:.2f} ms", *m.exposed_allreduce_median_s * 1e3);
+  }
+  return line + utilisation_text(*r.utilisation);
+}
+
+std::string case_json(const CaseResult& r) {
+  std::string out = "{\"case\": " + json_string(r.group);
+  const Attrs empty;
+  const Attrs& accuracy = r.accuracy && r.outcome.ok() ? r.accuracy->summary : empty;
+  for (const Attrs& attrs : {case_attrs(r), summary_attrs(r), accuracy}) {
+    for (const auto& [key, value] : attrs) out += ", " + json_string(key) + ": " + json_value(value);
+  }
+  return out + "}";
+}
+
+}  // namespace dlscale
