@@ -7,7 +7,7 @@ and spread placements; its label names the placement where the cases of the
 mode have both, or where some case's ranks spanned several hosts. Each point
 keeps the hosts its ranks spanned ("4 (2 hosts)"). Its baseline P0 is the smallest
 rank count with an ok case; T(P) is the median step time recomputed from the
-raw samples (stats.compute_stats), as in DESIGN.md:
+raw samples (stats.compute_stats), as docs/metrics.md defines them:
 
   speedup     S(P) = X(P)/X(P0), X = samples/s = global batch / T
                 strong: S = T(P0)/T(P)     weak: S = (P/P0)·T(P0)/T(P) (scaled speedup)

@@ -1,4 +1,4 @@
-// Step-time statistics exactly as DESIGN.md and docs/metrics.md define them; results/ recomputes
+// Step-time statistics exactly as docs/metrics.md defines them; results/ recomputes
 // the same numbers from the raw samples in Python, and the tests hold the two together.
 #pragma once
 

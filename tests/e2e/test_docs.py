@@ -1,11 +1,15 @@
 """The docs cannot drift from the code: every flag of `dlscale run`, every TOML key and every
 attribute, dataset and software entry that a real run writes must have its line in
 docs/running.md or docs/schema.md, and every flag and key documented must exist. A new flag,
-key or attribute without its doc line fails here, naming it.
+key or attribute without its doc line fails here, naming it. Nor can they point past the
+project: every file a doc links to, names in backquotes or cites as NAME.md must be in the
+repository (DocPaths).
 
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
 """
 
+import fnmatch
+import glob
 import os
 import re
 import shutil
@@ -172,6 +176,108 @@ class SchemaMd(unittest.TestCase):
             group = f["allreduce"][sorted(f["allreduce"])[0]]
             names = set(group.attrs.keys()) | set(group.keys())
         self.assert_documented(names, "### `/allreduce/NNNN` (all-reduce microbenchmarks)", "all-reduce entries")
+
+
+class DocPaths(unittest.TestCase):
+    """Every relative link, backquoted repository path and cited NAME.md of the project's markdown
+    files names something in the repository; a failure lists each one as DOC:LINE."""
+
+    DOCS = ["README.md", *sorted(glob.glob("docs/*.md", root_dir=SOURCE)),
+            *sorted(glob.glob("*/README.md", root_dir=SOURCE))]
+
+    @classmethod
+    def setUpClass(cls):
+        # What the .gitignore files ignore is made by a build, a run or pip (build/, data/,
+        # results/*.h5, results/*-report/, results/build/, ...): the docs may name it, but it is
+        # not a repository path, so it is not checked. (folder, pattern) of each of their lines.
+        cls.ignore = []
+        for folder in ["", *sorted(os.listdir(SOURCE))]:
+            path = os.path.join(SOURCE, folder, ".gitignore")
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    patterns = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+                assert not any(p.startswith("!") for p in patterns), f"{path}: a negation, which ignored() does not know"
+                cls.ignore += [(folder, p) for p in patterns]
+        # A backquoted path is a repository path when it starts with one of the repository's
+        # top-level folders and a slash, or is a top-level file (`CMakeLists.txt`).
+        cls.top = {n for n in os.listdir(SOURCE) if n != ".git" and not cls.ignored(n)}
+        cls.anchors = {}
+
+    @classmethod
+    def ignored(cls, path):
+        """Whether a .gitignore pattern matches the path or a folder above it, as git matches them:
+        a pattern with a slash before its end is anchored at its .gitignore's folder, one without
+        matches any single name along the path."""
+        for folder, pattern in cls.ignore:
+            if folder and not path.startswith(folder + "/"):
+                continue
+            parts = path[len(folder) + 1 if folder else 0:].strip("/").split("/")
+            if "/" in pattern.rstrip("/"):
+                if any(fnmatch.fnmatchcase("/".join(parts[:k]), pattern.strip("/")) for k in range(1, len(parts) + 1)):
+                    return True
+            elif any(fnmatch.fnmatchcase(part, pattern.rstrip("/")) for part in parts):
+                return True
+        return False
+
+    @staticmethod
+    def prose(doc):
+        """The doc's text with its fenced code blocks blanked (their lines kept, so that offsets
+        still give line numbers): what a code block shows is not a reference."""
+        lines, fenced = [], False
+        with open(os.path.join(SOURCE, doc), encoding="utf-8") as f:
+            for line in f:
+                fence = line.lstrip().startswith("```")
+                lines.append("\n" if fenced or fence else line)
+                fenced ^= fence
+        return "".join(lines)
+
+    def headings(self, doc):
+        """GitHub's anchors of a markdown file's headings: lower case, punctuation but - and _
+        dropped, spaces to -, a repeated one numbered."""
+        if doc not in self.anchors:
+            seen = {}
+            for heading in re.findall(r"^#{1,6} (.+)$", self.prose(doc), re.M):
+                slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+                seen[slug] = seen.get(slug, -1) + 1
+                seen[f"{slug}-{seen[slug]}" if seen[slug] else slug] = 0
+            self.anchors[doc] = set(seen)
+        return self.anchors[doc]
+
+    def problems(self, doc):
+        """'DOC:LINE: PATH: why' for each path of the doc that names nothing in the repository."""
+        text, here, found = self.prose(doc), os.path.dirname(doc), []
+        # Relative links: the file part relative to the doc, the anchor among its headings.
+        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+            target = m.group(1)
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            file, _, anchor = target.partition("#")
+            linked = os.path.normpath(os.path.join(here, file)) if file else doc
+            if not os.path.exists(os.path.join(SOURCE, linked)):
+                found.append((m.start(), linked, f"link ({target}) to a file that does not exist"))
+            elif anchor and linked.endswith(".md") and anchor not in self.headings(linked):
+                found.append((m.start(), f"{linked}#{anchor}", f"link ({target}) to a heading that does not exist"))
+        # Backquoted repository paths; of a command, its first word (`slurm/study --nodes 1,2`).
+        # A placeholder (`tests/unit/test_<name>_driver.cpp`) names no file; a glob must match one.
+        for m in re.finditer(r"`([^`]+)`", text):
+            path = m.group(1).split()[0]
+            if path.split("/")[0] not in self.top or ("/" not in path and path not in self.top):
+                continue
+            if not re.search(r"<[^>]+>", path) and not self.ignored(path) and not glob.glob(path, root_dir=SOURCE):
+                found.append((m.start(), path, "backquoted path that does not exist"))
+        # A NAME.md cited in the text, beside the doc or from the root: DESIGN.md, outside the
+        # repository, was cited so. (Link targets are checked above.)
+        for m in re.finditer(r"[\w./-]+\.md\b", re.sub(r"\]\([^)]*\)", lambda t: " " * len(t.group()), text)):
+            if not any(os.path.isfile(os.path.join(SOURCE, where, m.group())) for where in (here, "")):
+                found.append((m.start(), m.group(), "markdown file that is not in the repository"))
+        # One line per path and doc line: a backquoted NAME.md is found by two of the rules.
+        lines = {(text.count("\n", 0, at) + 1, path): why for at, path, why in sorted(found, reverse=True)}
+        return [f"{doc}:{line}: {path}: {why}" for (line, path), why in sorted(lines.items())]
+
+    def test_every_path_a_doc_names_exists(self):
+        missing = [line for doc in self.DOCS for line in self.problems(doc)]
+        if missing:
+            self.fail("paths the docs name that are not in the repository:\n" + "\n".join(missing))
 
 
 if __name__ == "__main__":
