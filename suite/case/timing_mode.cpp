@@ -101,7 +101,7 @@ class TimingMode final : public CaseMode {
   void measure(PreparedCase& p) override;
   Outcome outcome() const override { return outcome_; }
   bool interrupted() const override { return interrupted_; }
-  RankMemory memory(const PreparedCase& p) const override { return memory_; }
+  RankMemory memory(const PreparedCase&) const override { return memory_; }
   void record(PreparedCase& p, CaseResult& r) override;
 
  private:

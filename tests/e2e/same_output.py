@@ -41,6 +41,8 @@ MEASURED = (
     "*_gbps",
     "rate",
     "rates.seconds",
+    # How many times a peak's product ran: as many as fit in --peak-seconds.
+    "rates.runs",
     "peak_share",
     # Why a share of peak is above 1, or empty: chosen by the measured share.
     "peak_share_note",
