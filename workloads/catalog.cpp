@@ -1,4 +1,4 @@
-// The named networks of WORKLOADS.md. Each builder takes its size overrides from a key/value
+// The named networks of docs/workloads.md. Each builder takes its size overrides from a key/value
 // map so that tests can run small variants with the same structure; defaults are the papers'.
 #include "workloads/catalog.h"
 

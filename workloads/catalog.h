@@ -1,4 +1,4 @@
-// The catalog of named networks from the seed papers (WORKLOADS.md) and the parser for size
+// The catalog of named networks from the seed papers (docs/workloads.md) and the parser for size
 // overrides such as "fcn5:width=256", which give tests small variants of the same structure.
 #pragma once
 

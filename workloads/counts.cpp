@@ -1,5 +1,5 @@
 // Parameter layout, shape inference and analytic counts, derived from the layer list alone so
-// that the catalog can be checked against WORKLOADS.md without building any network.
+// that the catalog can be checked against docs/workloads.md without building any network.
 #include <cmath>
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-"""What the end-to-end tests of several drivers share (imported, not a test): WORKLOADS.md's
+"""What the end-to-end tests of several drivers share (imported, not a test): docs/workloads.md's
 parameter counts, and one run of every catalog network at batch 2 through the dlscale binary
 under a real mpiexec (DLSCALE_BIN and MPIEXEC from CTest).
 """
@@ -8,7 +8,7 @@ import subprocess
 
 import h5py
 
-# WORKLOADS.md's parameter counts (biases included): the specification, independent of the
+# docs/workloads.md's parameter counts (biases included): the specification, independent of the
 # catalog code.
 WORKLOADS_MD_PARAMS = {
     "fcn5": 117997696, "fcn8": 130586752, "alexnet": 61100840, "resnet50": 25557032,
@@ -19,7 +19,7 @@ WORKLOADS_MD_PARAMS = {
 
 def train_catalog(test, driver, ranks, out):
     """Trains every catalog network one step at batch 2 on `driver` and `ranks` ranks into `out`,
-    checks each case (status ok, the driver, WORKLOADS.md's parameter count, the rank count, the
+    checks each case (status ok, the driver, docs/workloads.md's parameter count, the rank count, the
     batch, one positive loss) as subtests of `test`, and returns /system/software's attributes."""
     cmd = [os.environ.get("MPIEXEC", "mpiexec"), "-n", str(ranks), os.environ["DLSCALE_BIN"], "run",
            "-w", ",".join(WORKLOADS_MD_PARAMS), "-d", driver, "--batch", "2", "--warmup", "0", "--iterations", "1",

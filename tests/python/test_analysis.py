@@ -4,7 +4,7 @@ Run: /usr/bin/python3 -m unittest discover -s tests/python
 
 Files are written with test_report.write_results. Expected values are
 computed here from the raw samples with numpy and the definitions of
-DESIGN.md, independently of the package's code paths.
+docs/metrics.md, independently of the package's code paths.
 """
 
 import csv

@@ -252,7 +252,7 @@ class Tables(Study):
                 if p == 1:
                     self.assertEqual((num(r["speedup"]), num(r["efficiency"])), (1.0, 1.0))
                     continue
-                # DESIGN.md: weak E(P) = T(P0)/T(P); scaled speedup (P/P0)·E(P).
+                # docs/metrics.md: weak E(P) = T(P0)/T(P); scaled speedup (P/P0)·E(P).
                 self.assertClose(num(r["efficiency"]), t0 / t)
                 self.assertClose(num(r["efficiency_low"]), lo0 / hi)
                 self.assertClose(num(r["efficiency_high"]), hi0 / lo)
@@ -287,7 +287,7 @@ class Tables(Study):
         t2 = step_stats(self.raw[(rows[1]["file"], rows[1]["case"])]["iter"])
         self.assertEqual([int(r["global_batch"]) for r in rows], [16, 16])
         self.assertEqual([int(r["batch_per_rank"]) for r in rows], [16, 8])
-        # DESIGN.md: S = T(P0)/T(P), E = T(P0)·P0/(P·T(P)).
+        # docs/metrics.md: S = T(P0)/T(P), E = T(P0)·P0/(P·T(P)).
         self.assertClose(num(rows[1]["speedup"]), t0[0] / t2[0])
         self.assertClose(num(rows[1]["efficiency"]), t0[0] * 1 / (2 * t2[0]))
         self.assertClose(num(rows[1]["speedup_low"]), t0[1] / t2[2])
