@@ -15,6 +15,7 @@
 #include <string>
 
 #include "drivers/driver.h"
+#include "tests/common/relative_error.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -48,15 +49,6 @@ std::vector<float> gradients_of_one_step(Model& m) {
   m.forward();
   m.backward();
   return m.export_gradients();
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 // One small variant per code path: Linear; convolution through im2col and overlapping padded

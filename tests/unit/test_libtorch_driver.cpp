@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "drivers/driver.h"
+#include "tests/common/relative_error.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -58,15 +59,6 @@ Reference stock_autograd(const Workload& w, const std::vector<float>& params, co
     r.grads.insert(r.grads.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
   }
   return r;
-}
-
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 class LibTorchDriverTest : public ::testing::TestWithParam<std::string> {
