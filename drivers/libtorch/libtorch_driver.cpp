@@ -256,6 +256,7 @@ class LibTorchModel final : public Model {
   }
 
   void forward() override {
+    if (!input_.defined()) throw std::logic_error("libtorch driver: forward() before set_batch()");
     out_of_memory_as_such([&] {
       const auto scope = cpu_mode();
       const at::Tensor logits = run_layers(/*training=*/true);
