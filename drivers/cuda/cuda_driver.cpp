@@ -54,7 +54,7 @@ class CudaModel final : public Model {
     DLSCALE_CHECK_CUDA(cublasSetStream(cublas_, stream_));
     // After cublasSetStream, which resets the handle to cuBLAS's own pool: a fixed workspace of
     // ours means cuBLAS never allocates during a timed step.
-    cublas_workspace_ = DeviceBuffer(kCublasWorkspace, &memory_);
+    cublas_workspace_ = gpu::DeviceBuffer(kCublasWorkspace, &memory_);
     DLSCALE_CHECK_CUDA(cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspace));
     DLSCALE_CHECK_CUDA(cublasSetMathMode(
         cublas_, ctx.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -158,8 +158,8 @@ class CudaModel final : public Model {
     if (adam_m_.get() == nullptr) {
       // At the first Adam update, so that SGD cases hold no moments (the padding's stay zero,
       // as its gradients do, and leave the padding's parameters at zero).
-      adam_m_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
-      adam_v_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+      adam_m_ = gpu::DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+      adam_v_ = gpu::DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
     }
     ++adam_steps_;
     // The scalars in double on the host, as torch.optim.Adam computes them in Python.
@@ -180,7 +180,7 @@ class CudaModel final : public Model {
 
   MemoryStats memory() const override { return {memory_.peak}; }
 
-  std::unique_ptr<StepTimer> make_step_timer() override { return make_event_timer(stream_.get(), device_.index); }
+  std::unique_ptr<StepTimer> make_step_timer() override { return gpu::make_event_timer(stream_.get(), device_.index); }
 
   /// The stream all of this model's work is queued on (the NCCL reducer queues there too).
   cudaStream_t stream() const { return stream_.get(); }
@@ -267,9 +267,9 @@ class CudaModel final : public Model {
       ready_ranges_[li] = {static_cast<size_t>(offsets[li].front()), static_cast<size_t>(end - offsets[li].front())};
       end = offsets[li].front();
     }
-    params_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
-    grads_ = DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
-    if (ctx_.precision == Precision::kBf16) params16_ = DeviceBuffer(static_cast<size_t>(total_) * 2, &memory_);
+    params_ = gpu::DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+    grads_ = gpu::DeviceBuffer(static_cast<size_t>(total_) * 4, &memory_);
+    if (ctx_.precision == Precision::kBf16) params16_ = gpu::DeviceBuffer(static_cast<size_t>(total_) * 2, &memory_);
     lay_out_running_statistics();
     for (size_t li = 0; li < offsets.size(); ++li) {
       LayerParams& p = layer_params_[li];
@@ -301,7 +301,7 @@ class CudaModel final : public Model {
       floats += 2 * channels;
     }
     if (floats == 0) return;
-    running_ = DeviceBuffer(static_cast<size_t>(floats) * 4, &memory_);
+    running_ = gpu::DeviceBuffer(static_cast<size_t>(floats) * 4, &memory_);
     for (size_t i = 0; i < norms.size(); ++i) {
       float* mean = running_.as() + running_offsets_[i];
       layer_params_[norms[i].first].running.insert(layer_params_[norms[i].first].running.end(),
@@ -318,9 +318,9 @@ class CudaModel final : public Model {
     grads_of_acts_.clear();
     batch_ = 0;
     const std::vector<std::vector<int64_t>> shapes = activation_shapes(workload_);
-    const auto floats = [&](int64_t count) { return DeviceBuffer(static_cast<size_t>(count) * 4, &memory_); };
+    const auto floats = [&](int64_t count) { return gpu::DeviceBuffer(static_cast<size_t>(count) * 4, &memory_); };
     if (workload_.input_kind == InputKind::kTokens) {
-      tokens_ = DeviceBuffer(static_cast<size_t>(n * workload_.input_size()) * 8, &memory_);
+      tokens_ = gpu::DeviceBuffer(static_cast<size_t>(n * workload_.input_size()) * 8, &memory_);
     } else {
       input_ = floats(n * workload_.input_size());
     }
@@ -355,12 +355,12 @@ class CudaModel final : public Model {
     const int64_t classes = workload_.num_classes;
     row_loss_ = floats(rows);
     row_correct_ = floats(rows);
-    loss_ = DeviceBuffer(sizeof(double), &memory_);
-    evaluation_ = DeviceBuffer(2 * sizeof(double), &memory_);
+    loss_ = gpu::DeviceBuffer(sizeof(double), &memory_);
+    evaluation_ = gpu::DeviceBuffer(2 * sizeof(double), &memory_);
     if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
       labels_ = floats(rows);
     } else {
-      labels_ = DeviceBuffer(static_cast<size_t>(rows) * 8, &memory_);
+      labels_ = gpu::DeviceBuffer(static_cast<size_t>(rows) * 8, &memory_);
       log_probs_ = floats(rows * classes);
       DLSCALE_CHECK_CUDA(cudnnSetTensor4dDescriptor(logits_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                                                     static_cast<int>(rows), static_cast<int>(classes), 1, 1));
@@ -372,13 +372,13 @@ class CudaModel final : public Model {
   /// Runs every layer's algorithm search with scratch memory, then allocates the one workspace
   /// the chosen algorithms need.
   void choose_algorithms() {
-    workspace_ = DeviceBuffer();
+    workspace_ = gpu::DeviceBuffer();
     size_t free_bytes = 0, total_bytes = 0;
     DLSCALE_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
     size_t needed = 0;
     {
       // Not counted in the memory peak: it is freed before training and training never needs it.
-      const DeviceBuffer search(std::min(kSearchWorkspaceMax, free_bytes / 2), nullptr);
+      const gpu::DeviceBuffer search(std::min(kSearchWorkspaceMax, free_bytes / 2), nullptr);
       ctx_.search_workspace = search.get();
       ctx_.search_workspace_bytes = search.bytes();
       for (size_t i = 0; i < layers_.size(); ++i) {
@@ -388,7 +388,7 @@ class CudaModel final : public Model {
       ctx_.search_workspace = nullptr;
       ctx_.search_workspace_bytes = 0;
     }
-    workspace_ = DeviceBuffer(needed, &memory_);
+    workspace_ = gpu::DeviceBuffer(needed, &memory_);
     ctx_.workspace = workspace_.get();
     ctx_.workspace_bytes = workspace_.bytes();
     DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
@@ -402,12 +402,12 @@ class CudaModel final : public Model {
     if (batch_ == 0) throw std::logic_error("cuda driver: set_batch() must come before training");
   }
 
-  void copy_in(const DeviceBuffer& to, const void* from, size_t bytes) {
+  void copy_in(const gpu::DeviceBuffer& to, const void* from, size_t bytes) {
     if (bytes > to.bytes()) throw std::invalid_argument("cuda driver: batch larger than the network was built for");
     DLSCALE_CHECK_CUDA(cudaMemcpyAsync(to.get(), from, bytes, cudaMemcpyHostToDevice, stream_));
   }
 
-  std::vector<float> to_canonical(const DeviceBuffer& buffer) {
+  std::vector<float> to_canonical(const gpu::DeviceBuffer& buffer) {
     std::vector<float> driver(static_cast<size_t>(total_));
     DLSCALE_CHECK_CUDA(
         cudaMemcpyAsync(driver.data(), buffer.get(), driver.size() * 4, cudaMemcpyDeviceToHost, stream_));
@@ -426,7 +426,7 @@ class CudaModel final : public Model {
   struct DeviceSelection {
     explicit DeviceSelection(int device) : index(device) {
       std::string why;
-      const int count = visible_gpu_count(&why);
+      const int count = gpu::visible_gpu_count(&why);
       if (device < 0 || device >= count) {
         throw std::invalid_argument(
             fmt::format("cuda driver: GPU {} requested, {} visible{}", device, count, why.empty() ? "" : ": " + why));
@@ -438,13 +438,13 @@ class CudaModel final : public Model {
 
   Workload workload_;
   DeviceSelection device_;
-  MemoryTracker memory_;
-  Stream stream_;
-  CudnnHandle cudnn_;
-  CublasHandle cublas_;
+  gpu::MemoryTracker memory_;
+  gpu::Stream stream_;
+  gpu::CudnnHandle cudnn_;
+  gpu::CublasHandle cublas_;
   LayerContext ctx_;
   std::map<std::string, ConvAlgorithms> conv_algorithms_;
-  DeviceBuffer cublas_workspace_, params_, grads_, params16_, workspace_;
+  gpu::DeviceBuffer cublas_workspace_, params_, grads_, params16_, workspace_;
   int64_t total_ = 0;                // floats in the flat buffers, padding included
   std::vector<WeightPiece> pieces_;  // canonical <-> driver layout
   std::vector<LayerParams> layer_params_;
@@ -453,13 +453,13 @@ class CudaModel final : public Model {
   std::function<void(size_t, size_t)> ready_;   // the reducer's, to start buckets during backward
   int64_t batch_ = 0;                           // the batch size the network is built for; 0: none yet
   uint64_t seed_ = 0;                           // dropout
-  DeviceBuffer running_;  // batch norms' running statistics: per norm, its means then its variances
+  gpu::DeviceBuffer running_;  // batch norms' running statistics: per norm, its means then its variances
   std::vector<int64_t> running_offsets_, running_channels_;  // per norm: first float in running_, channels
-  DeviceBuffer adam_m_, adam_v_;                             // Adam's moments, made at its first update
+  gpu::DeviceBuffer adam_m_, adam_v_;                        // Adam's moments, made at its first update
   int64_t adam_steps_ = 0;                                   // Adam's t: updates since made or loaded
-  DeviceBuffer input_, tokens_, labels_, row_loss_, row_correct_, log_probs_, loss_, evaluation_;
-  TensorDesc logits_desc_;
-  std::vector<DeviceBuffer> owned_;                // activation and gradient buffers
+  gpu::DeviceBuffer input_, tokens_, labels_, row_loss_, row_correct_, log_probs_, loss_, evaluation_;
+  gpu::TensorDesc logits_desc_;
+  std::vector<gpu::DeviceBuffer> owned_;           // activation and gradient buffers
   std::vector<float*> acts_, grads_of_acts_;       // per layer: its output and the loss's gradient there
   std::vector<std::unique_ptr<GpuLayer>> layers_;  // nullptr for Flatten
 };
@@ -473,15 +473,15 @@ class CudaPeakKernel final : public PeakKernel {
       : kind_(kind), n_(n), precision_(ctx.precision), device_(select(ctx.device_index)) {
     const size_t operand = precision_ == Precision::kBf16 && kind == PeakKind::kGemm ? 2 : 4;
     const size_t elements = kind == PeakKind::kGemm ? static_cast<size_t>(n * n) : static_cast<size_t>(n);
-    a_ = DeviceBuffer(elements * operand, nullptr);
-    b_ = DeviceBuffer(elements * operand, nullptr);
-    c_ = DeviceBuffer(elements * 4, nullptr);
+    a_ = gpu::DeviceBuffer(elements * operand, nullptr);
+    b_ = gpu::DeviceBuffer(elements * operand, nullptr);
+    c_ = gpu::DeviceBuffer(elements * 4, nullptr);
     // Bytes of 0x3f: floats of 0.75 and bf16 of 0.75, not zeros, which tensor cores run cooler on.
     DLSCALE_CHECK_CUDA(cudaMemset(a_.get(), 0x3f, a_.bytes()));
     DLSCALE_CHECK_CUDA(cudaMemset(b_.get(), 0x3f, b_.bytes()));
     DLSCALE_CHECK_CUDA(cudaDeviceSynchronize());
     DLSCALE_CHECK_CUDA(cublasSetStream(cublas_, stream_));
-    workspace_ = DeviceBuffer(kCublasWorkspace, nullptr);
+    workspace_ = gpu::DeviceBuffer(kCublasWorkspace, nullptr);
     DLSCALE_CHECK_CUDA(cublasSetWorkspace(cublas_, workspace_.get(), kCublasWorkspace));
   }
   void run() override {
@@ -521,9 +521,9 @@ class CudaPeakKernel final : public PeakKernel {
   int64_t n_;
   Precision precision_;
   int device_;  // current before the stream and the handle are made, which belong to it
-  Stream stream_;
-  CublasHandle cublas_;
-  DeviceBuffer a_, b_, c_, workspace_;
+  gpu::Stream stream_;
+  gpu::CublasHandle cublas_;
+  gpu::DeviceBuffer a_, b_, c_, workspace_;
 };
 
 class CudaDriver final : public Driver {
@@ -535,12 +535,13 @@ class CudaDriver final : public Driver {
   Support device_available(DeviceType device) const override {
     if (device != DeviceType::kCuda) return Support::no("the cuda driver runs on GPUs only (--device cuda)");
     std::string why;
-    if (visible_gpu_count(&why) == 0) return Support::no(fmt::format("no usable CUDA GPU on this machine ({})", why));
+    if (gpu::visible_gpu_count(&why) == 0)
+      return Support::no(fmt::format("no usable CUDA GPU on this machine ({})", why));
     return Support::yes();
   }
 
   int device_count(DeviceType device, std::string* why) const override {
-    if (device == DeviceType::kCuda) return visible_gpu_count(why);
+    if (device == DeviceType::kCuda) return gpu::visible_gpu_count(why);
     if (why != nullptr) *why = "the cuda driver runs on GPUs only";
     return 0;
   }
@@ -548,15 +549,15 @@ class CudaDriver final : public Driver {
   std::string describe_device(DeviceType device, int index) const override {
     if (device != DeviceType::kCuda) return "cpu";
     std::string why;
-    if (index < visible_gpu_count(&why)) return gpu_info(index).describe();
+    if (index < gpu::visible_gpu_count(&why)) return gpu::gpu_info(index).describe();
     return fmt::format("cuda:{} (not available: {})", index, why.empty() ? "no such GPU" : why);
   }
 
   std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index, const RankGroup& ranks,
                                                 Deadline deadline) const override {
     if (device != DeviceType::kCuda) return nullptr;
-    return make_nccl_reducer(ranks, device_index, deadline,
-                             [](const Model& m) -> void* { return dynamic_cast<const CudaModel&>(m).stream(); });
+    return gpu::make_nccl_reducer(ranks, device_index, deadline,
+                                  [](const Model& m) -> void* { return dynamic_cast<const CudaModel&>(m).stream(); });
   }
 
   Support supports(const Workload&, DeviceType device) const override {
@@ -606,7 +607,7 @@ class CudaDriver final : public Driver {
     const size_t cudnn = cudnnGetVersion();
     v["cudnn"] = fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100);
     v["cublas"] = fmt::format("{}.{}.{}", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
-    v["nccl"] = nccl_version();
+    v["nccl"] = gpu::nccl_version();
     return v;
   }
 };

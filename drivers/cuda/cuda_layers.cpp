@@ -21,14 +21,14 @@ int to_int(int64_t v) {
 }
 
 /// An NCHW float tensor descriptor; shapes of fewer dimensions pad with ones ([n, f] -> [n, f, 1, 1]).
-TensorDesc nchw(int64_t n, int64_t c, int64_t h = 1, int64_t w = 1, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
-  TensorDesc d;
+gpu::TensorDesc nchw(int64_t n, int64_t c, int64_t h = 1, int64_t w = 1, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  gpu::TensorDesc d;
   DLSCALE_CHECK_CUDA(
       cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, to_int(n), to_int(c), to_int(h), to_int(w)));
   return d;
 }
 
-TensorDesc nchw_of(int64_t n, const std::vector<int64_t>& per_sample) {
+gpu::TensorDesc nchw_of(int64_t n, const std::vector<int64_t>& per_sample) {
   if (per_sample.size() == 3) return nchw(n, per_sample[0], per_sample[1], per_sample[2]);
   return nchw(n, shape_elements(per_sample));
 }
@@ -36,7 +36,7 @@ TensorDesc nchw_of(int64_t n, const std::vector<int64_t>& per_sample) {
 /// The descriptor of an element-wise layer's activations: their real shape (cuDNN kernels may
 /// put N on a grid dimension, so it must not be the element count), with any sequence axis
 /// folded into the batch ([n, T, f] -> [n*T, f, 1, 1]).
-TensorDesc activation_desc(int64_t n, const std::vector<int64_t>& per_sample) {
+gpu::TensorDesc activation_desc(int64_t n, const std::vector<int64_t>& per_sample) {
   if (per_sample.size() == 2) return nchw(n * per_sample[0], per_sample[1]);
   return nchw_of(n, per_sample);
 }
@@ -48,8 +48,8 @@ class LinearLayer final : public GpuLayer {
   LinearLayer(LayerContext& ctx, const Layer& l, int64_t rows, const LayerParams& p)
       : ctx_(ctx), rows_(rows), in_(l.in), out_(l.out), p_(p), bias_(l.bias), gemms_(linear_gemms(rows, l.in, l.out)) {
     if (ctx.precision == Precision::kBf16) {
-      x16_ = DeviceBuffer(static_cast<size_t>(rows * in_) * 2, ctx.memory);
-      dy16_ = DeviceBuffer(static_cast<size_t>(rows * out_) * 2, ctx.memory);
+      x16_ = gpu::DeviceBuffer(static_cast<size_t>(rows * in_) * 2, ctx.memory);
+      dy16_ = gpu::DeviceBuffer(static_cast<size_t>(rows * out_) * 2, ctx.memory);
     }
   }
 
@@ -99,7 +99,7 @@ class LinearLayer final : public GpuLayer {
   LayerParams p_;
   bool bias_;
   LinearGemms gemms_;
-  DeviceBuffer x16_, dy16_;  // bf16 copies of the input (kept for backward) and of dy
+  gpu::DeviceBuffer x16_, dy16_;  // bf16 copies of the input (kept for backward) and of dy
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -125,18 +125,18 @@ class ConvLayer final : public GpuLayer {
     w_elems_ = out * c * k * k;
     if (bias) {
       bias_splits_ = bias_grad_splits(n, out);
-      bias_scratch_ = DeviceBuffer(static_cast<size_t>(out * bias_splits_) * 4, ctx.memory);
+      bias_scratch_ = gpu::DeviceBuffer(static_cast<size_t>(out * bias_splits_) * 4, ctx.memory);
     }
     key_ =
         fmt::format("{}x{}x{}x{} k{} o{} s{} p{} {}", n, c, h, w, k, out, stride, pad, precision_name(ctx.precision));
     if (bf16()) {
       // cuDNN's bf16 convolutions take bf16 in and out (fp32 accumulation); the model's
       // activations and gradients stay fp32, so they are converted at the layer's edges.
-      x16_ = DeviceBuffer(static_cast<size_t>(x_elems_) * 2, ctx.memory);
-      y16_ = DeviceBuffer(static_cast<size_t>(y_elems_) * 2, ctx.memory);
-      dx16_ = DeviceBuffer(static_cast<size_t>(x_elems_) * 2, ctx.memory);
-      dw16_ = DeviceBuffer(static_cast<size_t>(w_elems_) * 2, ctx.memory);
-      dx32_ = DeviceBuffer(static_cast<size_t>(x_elems_) * 4, ctx.memory);
+      x16_ = gpu::DeviceBuffer(static_cast<size_t>(x_elems_) * 2, ctx.memory);
+      y16_ = gpu::DeviceBuffer(static_cast<size_t>(y_elems_) * 2, ctx.memory);
+      dx16_ = gpu::DeviceBuffer(static_cast<size_t>(x_elems_) * 2, ctx.memory);
+      dw16_ = gpu::DeviceBuffer(static_cast<size_t>(w_elems_) * 2, ctx.memory);
+      dx32_ = gpu::DeviceBuffer(static_cast<size_t>(x_elems_) * 4, ctx.memory);
     }
   }
 
@@ -326,14 +326,14 @@ class ConvLayer final : public GpuLayer {
   float* b_;
   float* db_;
   std::string key_;
-  TensorDesc x_desc_, y_desc_;
-  FilterDesc w_desc_;
-  ConvDesc conv_;
+  gpu::TensorDesc x_desc_, y_desc_;
+  gpu::FilterDesc w_desc_;
+  gpu::ConvDesc conv_;
   ConvAlgorithms algo_;
-  DeviceBuffer x16_, y16_, dx16_, dw16_;
-  DeviceBuffer dx32_;  // bf16: the input gradient in fp32 before it is added to a shortcut's
+  gpu::DeviceBuffer x16_, y16_, dx16_, dw16_;
+  gpu::DeviceBuffer dx32_;  // bf16: the input gradient in fp32 before it is added to a shortcut's
   int64_t bias_splits_ = 1;
-  DeviceBuffer bias_scratch_;  // per-slice partial sums of the bias gradient
+  gpu::DeviceBuffer bias_scratch_;  // per-slice partial sums of the bias gradient
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -364,8 +364,8 @@ class MaxPoolLayer final : public GpuLayer {
 
  private:
   LayerContext& ctx_;
-  TensorDesc x_desc_, y_desc_;
-  PoolDesc pool_;
+  gpu::TensorDesc x_desc_, y_desc_;
+  gpu::PoolDesc pool_;
 };
 
 class GlobalAvgPoolLayer final : public GpuLayer {
@@ -384,7 +384,8 @@ class GlobalAvgPoolLayer final : public GpuLayer {
 
 class ActivationLayer final : public GpuLayer {
  public:
-  ActivationLayer(LayerContext& ctx, cudnnActivationMode_t mode, TensorDesc desc) : ctx_(ctx), desc_(std::move(desc)) {
+  ActivationLayer(LayerContext& ctx, cudnnActivationMode_t mode, gpu::TensorDesc desc)
+      : ctx_(ctx), desc_(std::move(desc)) {
     DLSCALE_CHECK_CUDA(cudnnSetActivationDescriptor(act_, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0));
   }
   void forward(const float* x, float* y) override {
@@ -398,8 +399,8 @@ class ActivationLayer final : public GpuLayer {
 
  private:
   LayerContext& ctx_;
-  TensorDesc desc_;
-  ActivationDesc act_;
+  gpu::TensorDesc desc_;
+  gpu::ActivationDesc act_;
 };
 
 /// Inverted dropout (cuDNN scales kept elements by 1/(1-p)); each forward draws a new mask from
@@ -407,14 +408,14 @@ class ActivationLayer final : public GpuLayer {
 /// and backward reuses it (reserve space).
 class DropoutLayer final : public GpuLayer {
  public:
-  DropoutLayer(LayerContext& ctx, double p, TensorDesc desc, uint64_t seed, DropoutStream& stream)
+  DropoutLayer(LayerContext& ctx, double p, gpu::TensorDesc desc, uint64_t seed, DropoutStream& stream)
       : ctx_(ctx), desc_(std::move(desc)) {
     size_t state_bytes = 0, reserve_bytes = 0;
     DLSCALE_CHECK_CUDA(cudnnDropoutGetStatesSize(ctx.cudnn, &state_bytes));
     DLSCALE_CHECK_CUDA(cudnnDropoutGetReserveSpaceSize(desc_, &reserve_bytes));
-    reserve_ = DeviceBuffer(reserve_bytes, ctx.memory);
+    reserve_ = gpu::DeviceBuffer(reserve_bytes, ctx.memory);
     if (stream.states.get() == nullptr) {
-      stream.states = DeviceBuffer(state_bytes, ctx.memory);
+      stream.states = gpu::DeviceBuffer(state_bytes, ctx.memory);
       DLSCALE_CHECK_CUDA(cudnnSetDropoutDescriptor(dropout_, ctx.cudnn, static_cast<float>(p), stream.states.get(),
                                                    state_bytes, seed));
     } else {  // the generator as the last build left it, not seeded again
@@ -439,9 +440,9 @@ class DropoutLayer final : public GpuLayer {
 
  private:
   LayerContext& ctx_;
-  TensorDesc desc_;
-  DropoutDesc dropout_;
-  DeviceBuffer reserve_;
+  gpu::TensorDesc desc_;
+  gpu::DropoutDesc dropout_;
+  gpu::DeviceBuffer reserve_;
 };
 
 /// Batch norm over (N, H, W), eps 1e-5. Training normalises with the batch's statistics and
@@ -484,10 +485,10 @@ class BatchNormLayer final : public GpuLayer {
  private:
   static constexpr double kEps = 1e-5, kMomentum = 0.1;
   LayerContext& ctx_;
-  TensorDesc x_desc_, param_desc_;
+  gpu::TensorDesc x_desc_, param_desc_;
   float *scale_, *bias_, *dscale_, *dbias_;
   float *running_mean_, *running_var_;  // the model's
-  DeviceBuffer saved_mean_, saved_inv_var_;
+  gpu::DeviceBuffer saved_mean_, saved_inv_var_;
 };
 
 /// ResNet v1.5 bottleneck (workloads/workload.h), built from the layers above. It keeps every
@@ -520,13 +521,13 @@ class BottleneckLayer final : public GpuLayer {
       down_bn_ = std::make_unique<BatchNormLayer>(ctx, n, l.out, oh, ow, p.value[10], p.value[11], p.grad[10],
                                                   p.grad[11], p.running[6], p.running[7]);
     }
-    const auto buffer = [&](int64_t elems) { return DeviceBuffer(static_cast<size_t>(elems) * 4, ctx.memory); };
+    const auto buffer = [&](int64_t elems) { return gpu::DeviceBuffer(static_cast<size_t>(elems) * 4, ctx.memory); };
     const int64_t mid1 = n * l.mid * h * w, mid2 = n * l.mid * oh * ow;
-    for (DeviceBuffer* b : {&c1_, &b1_, &r1_, &dc1_, &db1_, &dr1_}) *b = buffer(mid1);
-    for (DeviceBuffer* b : {&c2_, &b2_, &r2_, &dc2_, &db2_, &dr2_}) *b = buffer(mid2);
-    for (DeviceBuffer* b : {&c3_, &b3_, &sum_, &dsum_, &dc3_}) *b = buffer(out_elems_);
+    for (gpu::DeviceBuffer* b : {&c1_, &b1_, &r1_, &dc1_, &db1_, &dr1_}) *b = buffer(mid1);
+    for (gpu::DeviceBuffer* b : {&c2_, &b2_, &r2_, &dc2_, &db2_, &dr2_}) *b = buffer(mid2);
+    for (gpu::DeviceBuffer* b : {&c3_, &b3_, &sum_, &dsum_, &dc3_}) *b = buffer(out_elems_);
     if (down_) {
-      for (DeviceBuffer* b : {&cd_, &bd_, &dcd_}) *b = buffer(out_elems_);
+      for (gpu::DeviceBuffer* b : {&cd_, &bd_, &dcd_}) *b = buffer(out_elems_);
     }
   }
 
@@ -598,8 +599,8 @@ class BottleneckLayer final : public GpuLayer {
   std::unique_ptr<BatchNormLayer> bn1_, bn2_, bn3_, down_bn_;
   std::unique_ptr<ActivationLayer> relu_mid1_, relu_mid2_, relu_out_;
   // Forward activations (c: conv out, b: batch-norm out, r: ReLU out) and their gradients.
-  DeviceBuffer c1_, b1_, r1_, c2_, b2_, r2_, c3_, b3_, cd_, bd_, sum_;
-  DeviceBuffer dc1_, db1_, dr1_, dc2_, db2_, dr2_, dc3_, dcd_, dsum_;
+  gpu::DeviceBuffer c1_, b1_, r1_, c2_, b2_, r2_, c3_, b3_, cd_, bd_, sum_;
+  gpu::DeviceBuffer dc1_, db1_, dr1_, dc2_, db2_, dr2_, dc3_, dcd_, dsum_;
 };
 
 /// Token ids -> rows of the table. The ids come from the model's token buffer.

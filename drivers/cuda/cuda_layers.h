@@ -28,7 +28,7 @@ struct LayerContext {
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
   cudaStream_t stream = nullptr;
-  MemoryTracker* memory = nullptr;
+  gpu::MemoryTracker* memory = nullptr;
   Precision precision = Precision::kFp32;
   /// Algorithms found per convolution shape, so that ResNet's repeated blocks search once.
   std::map<std::string, ConvAlgorithms>* conv_algorithms = nullptr;
@@ -56,7 +56,7 @@ struct LayerParams {
 /// masks where the last build left them: training draws the same masks whether or not an
 /// evaluation came between its steps.
 struct DropoutStream {
-  DeviceBuffer states;  ///< empty until the layer's first build seeds it
+  gpu::DeviceBuffer states;  ///< empty until the layer's first build seeds it
 };
 
 class GpuLayer {

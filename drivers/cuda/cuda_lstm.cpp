@@ -52,7 +52,7 @@ class LstmLayer final : public GpuLayer {
           fmt::format("cuda driver: LSTM weight space is {} bytes, the layout reserved {}", bytes, weight_bytes_));
     }
     const std::vector<int> lengths(static_cast<size_t>(batch), static_cast<int>(steps));
-    seq_lengths_ = DeviceBuffer(lengths.size() * sizeof(int32_t), ctx.memory);
+    seq_lengths_ = gpu::DeviceBuffer(lengths.size() * sizeof(int32_t), ctx.memory);
     DLSCALE_CHECK_CUDA(
         cudaMemcpy(seq_lengths_.get(), lengths.data(), lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     DLSCALE_CHECK_CUDA(cudnnSetRNNDataDescriptor(x_desc_, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
@@ -67,18 +67,18 @@ class LstmLayer final : public GpuLayer {
     size_t reserve = 0;
     DLSCALE_CHECK_CUDA(
         cudnnGetRNNTempSpaceSizes(ctx.cudnn, rnn_, CUDNN_FWD_MODE_TRAINING, x_desc_, &workspace_, &reserve));
-    reserve_ = DeviceBuffer(reserve, ctx.memory);
+    reserve_ = gpu::DeviceBuffer(reserve, ctx.memory);
     if (!all_steps_) {
       // Only the last step feeds the next layer: the full sequence and its gradient live here.
-      y_full_ = DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * 4, ctx.memory);
-      dy_full_ = DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * 4, ctx.memory);
+      y_full_ = gpu::DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * 4, ctx.memory);
+      dy_full_ = gpu::DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * 4, ctx.memory);
     }
     input_elems_ = batch * steps * l.in;
   }
 
   size_t prepare(const float*, float*, float* dx, float*) override {
     // cuDNN always writes the input gradient; without a consumer it lands in scratch.
-    if (dx == nullptr) dx_scratch_ = DeviceBuffer(static_cast<size_t>(input_elems_) * 4, ctx_.memory);
+    if (dx == nullptr) dx_scratch_ = gpu::DeviceBuffer(static_cast<size_t>(input_elems_) * 4, ctx_.memory);
     return workspace_;
   }
 
@@ -118,24 +118,24 @@ class LstmLayer final : public GpuLayer {
   float* weights_;
   float* dweights_;
   size_t weight_bytes_, workspace_ = 0;
-  RnnDesc rnn_;
-  DropoutDesc no_dropout_;
-  RnnDataDesc x_desc_, y_desc_;
-  TensorDesc h_desc_;
-  DeviceBuffer seq_lengths_, reserve_, y_full_, dy_full_, dx_scratch_;
+  gpu::RnnDesc rnn_;
+  gpu::DropoutDesc no_dropout_;
+  gpu::RnnDataDesc x_desc_, y_desc_;
+  gpu::TensorDesc h_desc_;
+  gpu::DeviceBuffer seq_lengths_, reserve_, y_full_, dy_full_, dx_scratch_;
 };
 
 }  // namespace
 
 LstmWeightLayout lstm_weight_layout(cudnnHandle_t cudnn, const Layer& l, int64_t canonical_offset,
                                     Precision precision) {
-  RnnDesc rnn;
-  DropoutDesc no_dropout;
+  gpu::RnnDesc rnn;
+  gpu::DropoutDesc no_dropout;
   describe(cudnn, rnn, no_dropout, l, precision);
   LstmWeightLayout layout;
   DLSCALE_CHECK_CUDA(cudnnGetRNNWeightSpaceSize(cudnn, rnn, &layout.bytes));
   // cuDNN reports addresses inside a weight space, so it gets a real (uncounted, temporary) one.
-  const DeviceBuffer space(layout.bytes, nullptr);
+  const gpu::DeviceBuffer space(layout.bytes, nullptr);
   const auto offset_of = [&](void* address) {
     return static_cast<int64_t>(static_cast<char*>(address) - static_cast<char*>(space.get())) / 4;
   };
@@ -145,7 +145,7 @@ LstmWeightLayout lstm_weight_layout(cudnnHandle_t cudnn, const Layer& l, int64_t
     const int64_t in = s == 0 ? l.in : h;
     const int64_t w_ih = base, w_hh = base + 4 * h * in, bias = w_hh + 4 * h * h;
     for (int id = 0; id < 8; ++id) {
-      TensorDesc m_desc, b_desc;
+      gpu::TensorDesc m_desc, b_desc;
       void* m_addr = nullptr;
       void* b_addr = nullptr;
       DLSCALE_CHECK_CUDA(cudnnGetRNNWeightParams(cudnn, rnn, static_cast<int32_t>(s), layout.bytes, space.get(), id,

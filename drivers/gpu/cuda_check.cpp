@@ -7,7 +7,7 @@
 
 #include "drivers/driver.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 namespace {
 
@@ -52,4 +52,4 @@ void check(ncclResult_t status, const char* call, const char* file, int line) {
   fail(false, "NCCL", message, call, file, line);
 }
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

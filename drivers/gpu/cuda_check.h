@@ -8,13 +8,13 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 void check(cudaError_t status, const char* call, const char* file, int line);
 void check(cublasStatus_t status, const char* call, const char* file, int line);
 void check(cudnnStatus_t status, const char* call, const char* file, int line);
 void check(ncclResult_t status, const char* call, const char* file, int line);
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu
 
-#define DLSCALE_CHECK_CUDA(call) ::dlscale::cuda::check((call), #call, __FILE__, __LINE__)
+#define DLSCALE_CHECK_CUDA(call) ::dlscale::gpu::check((call), #call, __FILE__, __LINE__)

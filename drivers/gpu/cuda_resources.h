@@ -8,7 +8,7 @@
 
 #include "drivers/gpu/cuda_check.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 /// The device bytes a model holds through its own allocations, and their high-water mark.
 /// Library-internal memory (the CUDA context, cuDNN's kernels) is not counted.
@@ -122,4 +122,4 @@ using DropoutDesc = Owned<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor
 using RnnDesc = Owned<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
 using RnnDataDesc = Owned<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

@@ -1,6 +1,6 @@
 #include "drivers/gpu/event_timer.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 EventTimer::EventTimer(void* stream, int marks) : stream_(static_cast<cudaStream_t>(stream)), events_(marks) {}
 
@@ -14,4 +14,4 @@ double EventTimer::seconds(int from, int to) {
   return static_cast<double>(ms) * 1e-3;
 }
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

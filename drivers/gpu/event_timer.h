@@ -6,7 +6,7 @@
 
 #include "drivers/gpu/cuda_resources.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 class EventTimer {
  public:
@@ -22,4 +22,4 @@ class EventTimer {
   std::vector<Event> events_;
 };
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

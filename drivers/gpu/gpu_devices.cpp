@@ -6,7 +6,7 @@
 
 #include "drivers/gpu/cuda_check.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 int visible_gpu_count(std::string* why) {
   int count = 0;
@@ -42,4 +42,4 @@ std::string GpuInfo::describe() const {
                      static_cast<double>(memory_bytes) / (1024.0 * 1024 * 1024));
 }
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

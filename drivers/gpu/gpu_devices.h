@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 /// The number of visible GPUs; 0 with the reason in `why` when there are none or the CUDA
 /// driver cannot be used.
@@ -21,4 +21,4 @@ struct GpuInfo {
 
 GpuInfo gpu_info(int index);
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

@@ -9,7 +9,7 @@
 #include "drivers/gpu/event_timer.h"
 #include "drivers/gpu/nccl_communicator.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 namespace {
 
@@ -203,4 +203,4 @@ std::unique_ptr<GradientReducer> make_nccl_reducer(const RankGroup& ranks, int d
   return std::make_unique<NcclReducer>(ranks, device, deadline, std::move(stream_of));
 }
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

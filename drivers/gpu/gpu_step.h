@@ -9,7 +9,7 @@
 
 #include "drivers/driver.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 /// CUDA events recorded on `stream` (a cudaStream_t; nullptr is the legacy default stream) of
 /// GPU `device`.
@@ -21,4 +21,4 @@ std::unique_ptr<StepTimer> make_event_timer(void* stream, int device);
 std::unique_ptr<GradientReducer> make_nccl_reducer(const RankGroup& ranks, int device, Deadline deadline,
                                                    std::function<void*(const Model&)> stream_of);
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

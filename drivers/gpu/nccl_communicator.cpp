@@ -9,7 +9,7 @@
 
 #include "drivers/gpu/cuda_check.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 namespace {
 
@@ -125,4 +125,4 @@ const char* nccl_version() {
   return text.c_str();
 }
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

@@ -21,7 +21,7 @@
 
 #include "drivers/driver.h"
 
-namespace dlscale::cuda {
+namespace dlscale::gpu {
 
 class NcclCommunicator {
  public:
@@ -66,4 +66,4 @@ class NcclCommunicator {
 /// NCCL's version as "2.28.9".
 const char* nccl_version();
 
-}  // namespace dlscale::cuda
+}  // namespace dlscale::gpu

@@ -256,6 +256,7 @@ class LibTorchModel final : public Model {
   }
 
   void forward() override {
+    if (!input_.defined()) throw std::logic_error("libtorch driver: forward() before set_batch()");
     out_of_memory_as_such([&] {
       const auto scope = cpu_mode();
       const at::Tensor logits = run_layers(/*training=*/true);
@@ -354,7 +355,7 @@ class LibTorchModel final : public Model {
 #ifdef DLSCALE_WITH_CUDA
   /// LibTorch queues its work on the legacy default stream: events there time it.
   std::unique_ptr<StepTimer> make_step_timer() override {
-    return device_.is_cuda() ? cuda::make_event_timer(nullptr, device_.index()) : nullptr;
+    return device_.is_cuda() ? gpu::make_event_timer(nullptr, device_.index()) : nullptr;
   }
 #endif
 
@@ -582,18 +583,18 @@ class LibTorchDriver final : public Driver {
       if (why != nullptr) *why = "this LibTorch was built without CUDA or sees no GPU";
       return 0;
     }
-    return cuda::visible_gpu_count(why);
+    return gpu::visible_gpu_count(why);
   }
 
   std::string describe_device(DeviceType device, int index) const override {
-    return device == DeviceType::kCuda ? cuda::gpu_info(index).describe() : std::string("cpu");
+    return device == DeviceType::kCuda ? gpu::gpu_info(index).describe() : std::string("cpu");
   }
 
   /// NCCL on the legacy default stream, where LibTorch's work is queued.
   std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index, const RankGroup& ranks,
                                                 Deadline deadline) const override {
     if (device != DeviceType::kCuda) return nullptr;
-    return cuda::make_nccl_reducer(ranks, device_index, deadline, [](const Model&) -> void* { return nullptr; });
+    return gpu::make_nccl_reducer(ranks, device_index, deadline, [](const Model&) -> void* { return nullptr; });
   }
 #endif
 

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "drivers/driver.h"
+#include "tests/common/relative_error.h"
 #include "tests/conformance/conformance_support.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
@@ -47,16 +48,6 @@ using conformance::test_name;
 
 constexpr int64_t kBatch = 4;
 constexpr uint64_t kSeed = 2024;
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    diff += d * d;
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
 
 /// The parameter tensor whose gradient disagrees most, to point a failing driver at its layer.
 std::string worst_tensor(const Workload& w, const std::vector<float>& got, const std::vector<float>& want) {

@@ -25,25 +25,12 @@ namespace {
 
 using conformance::drivers_under_test;
 using conformance::kDevice;
+using conformance::kPathVariants;
+using conformance::kSeed;
+using conformance::make_model;
 using conformance::registry;
+using conformance::same_results;
 using conformance::test_name;
-
-constexpr uint64_t kSeed = 7;
-
-// One small variant per code path: inner product, convolution with dropout, batch norm and the
-// bottleneck, embedding with a per-step LSTM, and a last-step LSTM with binary cross-entropy.
-const std::vector<std::string> kVariants = {
-    "fcn5:features=40,width=16", "mnist_cnn:width=4,fc=16", "resnet50:image=64,width=2,classes=10",
-    "lstm32:vocab=50,embed=8,hidden=8,seq=6", "imdb_lstm:vocab=50,embed=8,hidden=6,seq=12"};
-
-/// `driver`'s model of `w` on this build's device, loaded with the canonical parameters and
-/// holding a synthetic batch of `batch` samples.
-std::unique_ptr<Model> make_model(const std::string& driver, const Workload& w, int64_t batch) {
-  auto m = registry().find(driver)->create(w, {kDevice, 0, 1, kSeed});
-  m->load_parameters(canonical_parameters(w, kSeed));
-  m->set_batch(synthetic_batch(w, batch, kSeed, 0));
-  return m;
-}
 
 Optimizer adam(double lr) {
   Optimizer o{lr};
@@ -51,55 +38,11 @@ Optimizer adam(double lr) {
   return o;
 }
 
-// Two models that run the same steps agree bitwise on the CPU. On the GPU they agree to the
-// rounding of sums taken in another order: each model chooses its own cuDNN and cuBLAS algorithms,
-// and some of those sum with atomics, so a second model's results differ from the first's in their
-// last bits (seen on an H200 in ResNet's parameters after three steps: 2e-6 relative). What these
-// tests guard against (a mask drawn anew, Adam's moments or the running statistics kept) moves the
-// results by 1e-3 relative and more.
-#ifdef DLSCALE_CONFORMANCE_ON_GPU
-constexpr double kModelToModel = 1e-4;
-#else
-constexpr double kModelToModel = 0;
-#endif
-
-/// got == want elementwise where kModelToModel is 0; else ‖got − want‖ ≤ kModelToModel ‖want‖.
-template <class T>
-::testing::AssertionResult same_results(const std::vector<T>& got, const std::vector<T>& want) {
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << got.size() << " values against " << want.size();
-  }
-  double diff = 0, norm = 0;
-  size_t first = got.size();
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
-    if (d != 0 && first == got.size()) first = i;
-    diff += d * d;
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  if (first == got.size() || std::sqrt(diff) <= kModelToModel * std::sqrt(norm)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "relative difference " << std::sqrt(diff / norm) << " (allowed "
-                                       << kModelToModel << "); first at " << first << ": " << got[first] << " against "
-                                       << want[first];
-}
-
-template <class T>
-::testing::AssertionResult same_results(T got, T want) {
-  return same_results(std::vector<T>{got}, std::vector<T>{want});
-}
-
 void train_step(Model& m, const Optimizer& opt) {
   m.forward();
   m.backward();
   m.update(opt);
 }
-
-/// Skips the test when `driver` cannot use this build's device on this machine.
-#define SKIP_WITHOUT_DEVICE(driver)                                               \
-  do {                                                                            \
-    const Support available = registry().find(driver)->device_available(kDevice); \
-    if (!available.ok) GTEST_SKIP() << (driver) << ": " << available.reason;      \
-  } while (false)
 
 class EveryPath : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -193,7 +136,8 @@ TEST_P(EveryPath, LoadParametersResetsAdamAndTheRunningStatistics) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryDriver, EveryPath,
-                         ::testing::Combine(::testing::ValuesIn(drivers_under_test()), ::testing::ValuesIn(kVariants)),
+                         ::testing::Combine(::testing::ValuesIn(drivers_under_test()),
+                                            ::testing::ValuesIn(kPathVariants)),
                          [](const auto& param_info) {
                            return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param));
                          });

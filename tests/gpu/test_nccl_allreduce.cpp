@@ -35,15 +35,15 @@ std::unique_ptr<MpiContext> g_mpi;
 const MpiContext& mpi() { return *g_mpi; }
 
 /// This rank's GPU, as the harness binds it.
-int my_gpu() { return gpu_index_for(mpi().local_rank(), cuda::visible_gpu_count(nullptr)); }
+int my_gpu() { return gpu_index_for(mpi().local_rank(), gpu::visible_gpu_count(nullptr)); }
 
 /// Why this job cannot test NCCL here (agreed over all ranks), or "" when it can.
 std::string skip_reason() {
   std::string why;
-  int lacking = cuda::visible_gpu_count(&why) == 0 ? 1 : 0, any = 0;
+  int lacking = gpu::visible_gpu_count(&why) == 0 ? 1 : 0, any = 0;
   MPI_Allreduce(&lacking, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any != 0) return "no GPU on some rank" + (why.empty() ? std::string() : ": " + why);
-  if (gpus_shared(MPI_COMM_WORLD, mpi().host(), cuda::gpu_info(my_gpu()).describe())) {
+  if (gpus_shared(MPI_COMM_WORLD, mpi().host(), gpu::gpu_info(my_gpu()).describe())) {
     return "two ranks would share a GPU; NCCL needs one GPU per rank";
   }
   return "";
@@ -56,15 +56,15 @@ TEST(NcclAllreduce, SumAndAverageAreExactAtOddSizes) {
   SKIP_WITHOUT_GPUS();
   const int device = my_gpu();
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));
-  cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
-  const cuda::Stream stream;
+  gpu::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
+  const gpu::Stream stream;
   const int p = mpi().size(), r = mpi().rank();
   for (size_t count : {size_t{1}, size_t{3}, size_t{1025}, size_t{1000003}, size_t{4194331}}) {
     // Small integers times a rank factor: every partial sum is exact in float.
     std::vector<float> mine(count), got(count);
     for (size_t i = 0; i < count; ++i) mine[i] = static_cast<float>((r + 1) * (static_cast<int>(i % 97) - 48));
-    cuda::DeviceBuffer buffer(count * 4, nullptr);
-    for (auto op : {cuda::NcclCommunicator::Op::kSum, cuda::NcclCommunicator::Op::kAverage}) {
+    gpu::DeviceBuffer buffer(count * 4, nullptr);
+    for (auto op : {gpu::NcclCommunicator::Op::kSum, gpu::NcclCommunicator::Op::kAverage}) {
       // Copy in on NCCL's own stream: a pageable cudaMemcpy may return before its DMA has
       // landed, and the non-blocking stream would not wait for the legacy one.
       DLSCALE_CHECK_CUDA(cudaMemcpyAsync(buffer.get(), mine.data(), count * 4, cudaMemcpyHostToDevice, stream));
@@ -74,7 +74,7 @@ TEST(NcclAllreduce, SumAndAverageAreExactAtOddSizes) {
       size_t wrong = 0;
       for (size_t i = 0; i < count; ++i) {
         const double sum = p * (p + 1) / 2.0 * (static_cast<int>(i % 97) - 48);
-        if (op == cuda::NcclCommunicator::Op::kSum) {
+        if (op == gpu::NcclCommunicator::Op::kSum) {
           wrong += got[i] != static_cast<float>(sum) ? 1 : 0;
         } else {
           // NCCL premultiplies by 1/P: exact for P a power of two, within rounding otherwise.
@@ -82,7 +82,7 @@ TEST(NcclAllreduce, SumAndAverageAreExactAtOddSizes) {
           wrong += std::abs(got[i] - want) > 1e-6 * std::max(1.0, std::abs(want)) ? 1 : 0;
         }
       }
-      EXPECT_EQ(wrong, 0u) << count << " floats, " << (op == cuda::NcclCommunicator::Op::kSum ? "sum" : "average")
+      EXPECT_EQ(wrong, 0u) << count << " floats, " << (op == gpu::NcclCommunicator::Op::kSum ? "sum" : "average")
                            << ", rank " << r;
     }
   }
@@ -204,18 +204,18 @@ TEST(NcclDeadline, APeerThatNeverReducesEndsTheWaitWithTimeoutAndANewCommunicato
   if (mpi().size() < 2) GTEST_SKIP() << "needs a peer: run on 2 or more ranks";
   const int device = my_gpu();
   DLSCALE_CHECK_CUDA(cudaSetDevice(device));
-  const cuda::Stream stream;
-  const cuda::SyncEvent done;
-  cuda::DeviceBuffer buffer(1024 * 4, nullptr);
+  const gpu::Stream stream;
+  const gpu::SyncEvent done;
+  gpu::DeviceBuffer buffer(1024 * 4, nullptr);
   {
-    cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
+    gpu::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device);
     // One reduction together first: NCCL connects the peers at the first collective.
-    nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream, deadline_after(60));
+    nccl.allreduce(buffer.as(), 1024, gpu::NcclCommunicator::Op::kSum, stream, deadline_after(60));
     DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
     nccl.wait(done, deadline_after(60));
     if (mpi().rank() == 0) {
       // The others never take part: the all-reduce cannot complete.
-      nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream);
+      nccl.allreduce(buffer.as(), 1024, gpu::NcclCommunicator::Op::kSum, stream);
       DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
       const auto started = std::chrono::steady_clock::now();
       EXPECT_THROW(nccl.wait(done, deadline_after(2)), Timeout);
@@ -224,15 +224,15 @@ TEST(NcclDeadline, APeerThatNeverReducesEndsTheWaitWithTimeoutAndANewCommunicato
       EXPECT_LT(waited, 30.0) << "the wait should end soon after its deadline";
       // Aborted: its kernels ended, so the stream drains, and the communicator refuses more work.
       DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream));
-      EXPECT_THROW(nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream), std::runtime_error);
+      EXPECT_THROW(nccl.allreduce(buffer.as(), 1024, gpu::NcclCommunicator::Op::kSum, stream), std::runtime_error);
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
   // The next case's communicator, on the same ranks and GPUs, reduces as if nothing happened.
-  cuda::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device, deadline_after(60));
+  gpu::NcclCommunicator nccl(MpiRankGroup(MPI_COMM_WORLD), device, deadline_after(60));
   const std::vector<float> ones(1024, 1.0f);
   DLSCALE_CHECK_CUDA(cudaMemcpyAsync(buffer.get(), ones.data(), 1024 * 4, cudaMemcpyHostToDevice, stream));
-  nccl.allreduce(buffer.as(), 1024, cuda::NcclCommunicator::Op::kSum, stream, deadline_after(60));
+  nccl.allreduce(buffer.as(), 1024, gpu::NcclCommunicator::Op::kSum, stream, deadline_after(60));
   DLSCALE_CHECK_CUDA(cudaEventRecord(done, stream));
   nccl.wait(done, deadline_after(60));
   std::vector<float> got(1024);

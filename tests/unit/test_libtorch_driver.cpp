@@ -1,7 +1,8 @@
 // The LibTorch driver's hand-routed Linear backward (gradients written straight into the flat
 // buffer) against stock LibTorch autograd on the same parameters and data; its Adam against
-// LibTorch's own torch::optim::Adam; bf16 evaluation and master weights. What evaluate() and
-// Adam promise on every driver is tests/conformance/test_inference_contract.cpp's.
+// LibTorch's own torch::optim::Adam; bf16 evaluation and master weights. What every driver
+// promises (overwritten gradients, plain SGD, a falling loss, evaluate() and Adam) is
+// tests/conformance's.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,6 +12,7 @@
 #include <tuple>
 
 #include "drivers/driver.h"
+#include "tests/common/relative_error.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -60,15 +62,6 @@ Reference stock_autograd(const Workload& w, const std::vector<float>& params, co
   return r;
 }
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
 class LibTorchDriverTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -98,39 +91,6 @@ TEST_P(LibTorchDriverTest, GradientsMatchStockAutograd) {
   const GradBuffer buf = model->grad_buffer();
   ASSERT_EQ(buf.count, grads.size());
   EXPECT_TRUE(std::equal(grads.begin(), grads.end(), buf.data));
-}
-
-TEST_P(LibTorchDriverTest, UpdateIsPlainSgdAndGradientsAreOverwritten) {
-  const Workload w = make_workload(GetParam());
-  const std::vector<float> params = canonical_parameters(w, 9);
-  auto model = driver_->create(w, {DeviceType::kCpu, 0, 1, 9});
-  model->load_parameters(params);
-  model->set_batch(synthetic_batch(w, 4, 9, 0));
-  model->forward();
-  model->backward();
-  const std::vector<float> g1 = model->export_gradients();
-  // A second backward without an update must give the same gradients, not twice them.
-  model->forward();
-  model->backward();
-  EXPECT_EQ(model->export_gradients(), g1);
-  model->update(Optimizer{0.5});
-  const std::vector<float> after = model->export_parameters();
-  for (size_t i = 0; i < params.size(); i += 97) EXPECT_FLOAT_EQ(after[i], params[i] - 0.5f * g1[i]);
-}
-
-TEST_P(LibTorchDriverTest, LossFallsOnAFixedBatch) {
-  const Workload w = make_workload(GetParam());
-  auto model = driver_->create(w, {DeviceType::kCpu, 0, 1, 3});
-  model->load_parameters(canonical_parameters(w, 3));
-  model->set_batch(synthetic_batch(w, 8, 3, 0));
-  model->forward();
-  const double first = model->loss();
-  for (int i = 0; i < 20; ++i) {
-    model->backward();
-    model->update(Optimizer{0.05});
-    model->forward();
-  }
-  EXPECT_LT(model->loss(), first);
 }
 
 Optimizer adam(double lr) {
