@@ -80,7 +80,11 @@ class Scaling(unittest.TestCase):
                 self.assertIn(grad_bytes, list(g["bytes"][()]))
                 self.assertEqual(int(g["errors"][()].sum()), 0)
                 self.assertEqual(g["time_s"].shape, (g.attrs["ranks"], len(g["bytes"]), 5))
-                self.assertGreater(g.attrs["beta_s_per_byte"], 0)
+                # A fitted term is never negative; it is 0 where the times could not tell it from
+                # noise, which a loaded machine (other jobs on the two cores) can cause for the
+                # bandwidth term of a small case on 4 oversubscribed ranks.
+                self.assertGreaterEqual(g.attrs["beta_s_per_byte"], 0)
+                self.assertGreater(g.attrs["alpha_s"] + g.attrs["beta_s_per_byte"], 0)
             self.assertEqual(groups[0].attrs["case"], "0001")
             self.assertNotIn("projection", f["cases/0000"])  # no all-reduce to fit on one rank
             proj = f["cases/0001/projection"]
