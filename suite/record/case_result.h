@@ -13,6 +13,7 @@
 #include "suite/case/accuracy_mode.h"
 #include "suite/case/resolved_case.h"
 #include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/comm/projection.h"
 #include "suite/meters/case_utilisation.h"
 #include "suite/meters/statistics.h"
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/comm/projection.h"
 
 namespace dlscale {
 namespace {
