@@ -1,7 +1,8 @@
 // Runs a computation in a child process and brings back its numbers and its peak memory.
-// SimGrid keeps one simulation per process (its Engine is a singleton that cannot be made
-// again), so every simulation gets a fresh process; the child's peak resident memory is then
-// the simulation's own, which is what the bench reports.
+// Every simulation gets a fresh process: SimGrid's state is process-wide (one Engine at a
+// time, its configuration, its logging) and it ends the whole process on some errors
+// (xbt_die), which must not take the caller (dlscale, under MPI) with it; and the child's peak
+// resident memory is then the simulation's own, which is what the bench reports.
 #pragma once
 
 #include <cstdint>

@@ -22,8 +22,8 @@ struct RingSchedule {
 
 /// When each rank has its last bucket reduced, from its step's start: [s * ranks + r] (0 with
 /// no buckets). Steps follow one another as the ranks' barrier would have them: each starts
-/// once every rank's reductions of the step before are done. Creates the process's SimGrid
-/// Engine, so it runs once per process (see isolated_run.h).
+/// once every rank's reductions of the step before are done. Creates and runs a SimGrid Engine:
+/// call it where no other Engine exists (simulate_training runs it in a child process).
 std::vector<double> simulate_ring_allreduces(const ClusterDescription& cluster, const RingSchedule& schedule);
 
 }  // namespace dlscale::project

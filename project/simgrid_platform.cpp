@@ -16,10 +16,10 @@ std::vector<std::string> simgrid_arguments() {
       "dlscale-project",
       // CM02 is the plain max-min model: a message of n bytes over a route takes the sum of its
       // links' latencies plus n / (its share of the slowest link's bandwidth). SimGrid's default
-      // (LV08, SMPI's) multiplies latencies by 13 and bandwidths by 0.97, a calibration for
-      // TCP over Ethernet that made a ring all-reduce about 20% slower than the link figures
-      // say; with CM02 the figures in a platform's TOML mean exactly what they say, and a ring
-      // on a crossbar equals 2(P-1)a + 2(P-1)/P n/B (tests/project).
+      // models (LV08, and SMPI's) scale latencies and bandwidths to match TCP and MPI
+      // measurements (LV08: latency x 13.01, bandwidth x 0.97), which made a ring all-reduce
+      // about 20% slower than the link figures say; with CM02 the figures in a platform's TOML
+      // mean what they say, and a ring on a crossbar equals 2(P-1)a + 2(P-1)/P n/B (tests/project).
       "--cfg=network/model:CM02",
       // Cross-traffic makes every flow also load its reverse route (TCP acknowledgements). A
       // ring sends one way on every edge while the next edge sends the other way over the same

@@ -66,9 +66,9 @@ struct TrainingSimulation {
 };
 
 /// Simulates `inputs.steps` steps on `cluster`. Each call runs in a child process of its own:
-/// SimGrid allows one simulation per process, and the child's peak memory is the
-/// simulation's alone. Throws std::invalid_argument for bad inputs, std::runtime_error when
-/// the simulation fails.
+/// SimGrid's state is process-wide and some of its errors end the process, and the child's
+/// peak memory is the simulation's alone (isolated_run.h). Throws std::invalid_argument for bad inputs,
+/// std::runtime_error when the simulation fails.
 TrainingSimulation simulate_training(const ClusterDescription& cluster, const TrainingInputs& inputs);
 
 }  // namespace dlscale::project
