@@ -1,6 +1,10 @@
 #include "project/training_simulation.h"
 
 #include <fmt/format.h>
+// SG_BEGIN_DECL and XBT_PUBLIC, which simgrid/version.h uses without including them.
+#include <xbt/base.h>
+//
+#include <simgrid/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -114,6 +118,13 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
+}
+
+std::string simgrid_version() {
+  // The library's own numbers, not the headers': the projection records what simulated it.
+  int major = 0, minor = 0, patch = 0;
+  sg_version_get(&major, &minor, &patch);
+  return fmt::format("{}.{}.{}", major, minor, patch);
 }
 
 }  // namespace dlscale::project

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "project/platform.h"
@@ -70,5 +71,9 @@ struct TrainingSimulation {
 /// peak memory is the simulation's alone (isolated_run.h). Throws std::invalid_argument for bad inputs,
 /// std::runtime_error when the simulation fails.
 TrainingSimulation simulate_training(const ClusterDescription& cluster, const TrainingInputs& inputs);
+
+/// The version of the SimGrid library the simulations run on ("3.32.0"), for the results they
+/// are recorded with.
+std::string simgrid_version();
 
 }  // namespace dlscale::project
