@@ -34,10 +34,9 @@ constexpr int kDefaultMaxRanks = 8192;
 constexpr int kMaxMessageModelRanks = 256;
 
 struct Options {
-  std::string results, platform = "measured", ranks, model = "flow";
+  std::string results, platform = "measured", ranks, model = "flow", seed = "1";
   std::vector<std::string> cases;
   int steps = 3;
-  uint64_t seed = 1;
   bool dry_run = false;
   bool ranks_given = false;
 };
@@ -128,6 +127,14 @@ std::vector<int> parse_ranks(const std::string& text) {
   return out;
 }
 
+/// Digits only (CLI11 would take -1 for an unsigned option as 2^64 - 1), and within int64, as recorded.
+uint64_t parse_seed(const std::string& text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
+    throw UsageError(fmt::format("--seed {}: not an integer from 0 to 10^18 - 1", text));
+  }
+  return std::stoull(text);
+}
+
 std::string case_name(const std::string& arg, const std::vector<std::string>& names) {
   if (arg.empty() || arg.size() > 6 || arg.find_first_not_of("0123456789") != std::string::npos) {
     throw UsageError(fmt::format("--case {}: not a case number (0000, 0001, ...)", arg));
@@ -140,14 +147,16 @@ std::string case_name(const std::string& arg, const std::vector<std::string>& na
   return name;
 }
 
-/// Every check, before anything is simulated or written. Notes on skipped cases go to stderr.
-std::vector<Job> plan(const Options& o, const ResultsFile& file) {
+/// Every check, before anything is simulated or written. `notes`: why each case left out was,
+/// printed only once every check has passed, so that an error is the only line of a refused run.
+std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
   const std::vector<int> requested = o.ranks_given ? parse_ranks(o.ranks) : std::vector<int>{};
   const AllreduceModel model = o.model == "flow" ? AllreduceModel::flow
                                : o.model == "message"
                                    ? AllreduceModel::message
                                    : throw UsageError(fmt::format("--model {}: must be flow or message", o.model));
   if (o.steps < 1 || o.steps > 1000) throw UsageError(fmt::format("--steps {}: must be 1 to 1000", o.steps));
+  parse_seed(o.seed);
   const bool measured = o.platform == "measured";
   const Platform preset = measured ? Platform{} : load_preset(o.platform);
 
@@ -182,7 +191,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file) {
       }
     } catch (const std::invalid_argument& e) {
       if (named) throw UsageError(e.what());
-      std::fprintf(stderr, "dlscale-project: %s: skipped\n", e.what());
+      notes->push_back(fmt::format("dlscale-project: {}: skipped", e.what()));
       continue;
     }
     const ClusterDescription& cluster = job.platform.cluster;
@@ -218,10 +227,10 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file) {
 }
 
 std::vector<Point> simulate(const Job& job, const Options& o) {
-  std::printf("\ncase %s (%s) on %s: %s model, %d steps, seed %llu, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
-              job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.model.c_str(), o.steps,
-              static_cast<unsigned long long>(o.seed), job.inputs.buckets.size(),
-              job.inputs.buckets.size() == 1 ? "" : "s", job.inputs.overlap ? "overlapped" : "after backward",
+  std::printf("\ncase %s (%s) on %s: %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
+              job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.model.c_str(), o.steps, o.seed.c_str(),
+              job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
+              job.inputs.overlap ? "overlapped" : "after backward",
               job.inputs.strong ? "compute scaled by measured P / P (strong scaling)" : "compute as measured");
   std::printf("%6s %10s %10s %11s %17s %21s %10s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
               "exposed all-reduce ms", "update ms");
@@ -234,7 +243,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.overlap = job.inputs.overlap;
     in.model = o.model == "message" ? AllreduceModel::message : AllreduceModel::flow;
     in.steps = o.steps;
-    in.seed = o.seed;
+    in.seed = parse_seed(o.seed);
     // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
     // rank's work, taken as that share of its forward, backward and update times.
     const double share = job.inputs.strong ? static_cast<double>(job.inputs.measured_ranks) / p : 1.0;
@@ -285,7 +294,7 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
              {"placement", std::string(placement_name(job.platform.cluster.placement))},
              {"model", o.model},
              {"steps", int64_t{o.steps}},
-             {"seed", static_cast<int64_t>(o.seed)},
+             {"seed", static_cast<int64_t>(parse_seed(o.seed))},
              {"overlap", int64_t{job.inputs.overlap ? 1 : 0}},
              {"scaling", std::string(job.inputs.strong ? "strong" : "weak")},
              {"measured_ranks", int64_t{job.inputs.measured_ranks}},
@@ -310,7 +319,9 @@ int run(const Options& o) {
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
-  const std::vector<Job> jobs = plan(o, *file);
+  std::vector<std::string> notes;
+  const std::vector<Job> jobs = plan(o, *file, &notes);
+  for (const std::string& note : notes) std::fprintf(stderr, "%s\n", note.c_str());
   if (o.dry_run) {
     for (const Job& j : jobs) {
       std::printf("case %s (%s): platform %s, P = %s, %zu compute samples, %zu bucket%s, %s\n", j.inputs.name.c_str(),
