@@ -6,18 +6,17 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "io/h5.h"
 #include "io/results_file.h"
 #include "project/cli/case_inputs.h"
 #include "project/platform.h"
@@ -127,6 +126,12 @@ std::vector<int> parse_ranks(const std::string& text) {
   return out;
 }
 
+AllreduceModel parse_model(const std::string& text) {
+  if (text == "flow") return AllreduceModel::flow;
+  if (text == "message") return AllreduceModel::message;
+  throw UsageError(fmt::format("--model {}: must be flow or message", text));
+}
+
 /// Digits only (CLI11 would take -1 for an unsigned option as 2^64 - 1), and within int64, as recorded.
 uint64_t parse_seed(const std::string& text) {
   if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
@@ -151,10 +156,7 @@ std::string case_name(const std::string& arg, const std::vector<std::string>& na
 /// printed only once every check has passed, so that an error is the only line of a refused run.
 std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
   const std::vector<int> requested = o.ranks_given ? parse_ranks(o.ranks) : std::vector<int>{};
-  const AllreduceModel model = o.model == "flow" ? AllreduceModel::flow
-                               : o.model == "message"
-                                   ? AllreduceModel::message
-                                   : throw UsageError(fmt::format("--model {}: must be flow or message", o.model));
+  const AllreduceModel model = parse_model(o.model);
   if (o.steps < 1 || o.steps > 1000) throw UsageError(fmt::format("--steps {}: must be 1 to 1000", o.steps));
   parse_seed(o.seed);
   const bool measured = o.platform == "measured";
@@ -205,11 +207,8 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     if (ranks.back() > devices) {
-      throw UsageError(fmt::format("{}: P = {} (case {}) exceeds the platform's {} devices ({} nodes of {})",
-                                   requested.empty() || ranks.back() == job.inputs.measured_ranks
-                                       ? "case " + name + " measured at"
-                                       : "--ranks " + o.ranks,
-                                   ranks.back(), name, devices, cluster.nodes, cluster.devices_per_node));
+      throw UsageError(fmt::format("case {}: P = {} exceeds the {} devices of platform {} ({} nodes of {})", name,
+                                   ranks.back(), devices, cluster.name, cluster.nodes, cluster.devices_per_node));
     }
     if (model == AllreduceModel::message && ranks.back() > kMaxMessageModelRanks) {
       throw UsageError(
@@ -241,7 +240,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.ranks = p;
     in.buckets = job.inputs.buckets;
     in.overlap = job.inputs.overlap;
-    in.model = o.model == "message" ? AllreduceModel::message : AllreduceModel::flow;
+    in.model = parse_model(o.model);
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);
     // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
