@@ -230,7 +230,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
               job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.model.c_str(), o.steps, o.seed.c_str(),
               job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
               job.inputs.overlap ? "overlapped" : "after backward",
-              job.inputs.strong ? "compute scaled by measured P / P (strong scaling)" : "compute as measured");
+              job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
   std::printf("%6s %10s %10s %11s %17s %21s %10s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
               "exposed all-reduce ms", "update ms");
   std::fflush(stdout);
@@ -244,10 +244,11 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);
     // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
-    // rank's work, taken as that share of its forward, backward and update times.
+    // rank's forward and backward. The update touches every parameter whatever the batch, so
+    // it stays as measured.
     const double share = job.inputs.strong ? static_cast<double>(job.inputs.measured_ranks) / p : 1.0;
     for (const ComputeSample& s : job.inputs.samples) {
-      in.samples.push_back({s.forward_s * share, s.backward_s * share, s.update_s * share});
+      in.samples.push_back({s.forward_s * share, s.backward_s * share, s.update_s});
     }
     Point point;
     point.ranks = p;
