@@ -26,6 +26,8 @@ packages=(
   slurm-wlm munge
   # tests/cluster: hosts made of network namespaces (ip, tc) and UTS namespaces (nsenter, unshare)
   iproute2 util-linux
+  # project/: the step projected on a simulated cluster (docs/projection.md)
+  libsimgrid-dev
   # the module files cmake --install writes, loaded in tests/install (Lmod reads the Tcl one too)
   lmod
 )

@@ -1,0 +1,25 @@
+// Closed forms of what training_simulation.h simulates, for the cases where one exists: every
+// rank identical, and a network where every ring edge has the same latency and bandwidth and
+// no two flows share a link (a crossbar). The tests hold the simulation to them.
+#pragma once
+
+#include <vector>
+
+#include "project/training_simulation.h"
+
+namespace dlscale::project {
+
+/// A ring all-reduce of `bytes` on `ranks` ranks whose every edge has latency a and bandwidth
+/// B: 2(P-1) a + 2(P-1)/P n / B (the formula of ring_allreduce_s in
+/// suite/comm/allreduce_microbenchmark.h, with beta = 1/B); 0 on one rank.
+double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
+
+/// The step of identical ranks (one compute sample) with buckets reduced one after another on
+/// such a ring: bucket j starts at max(its ready time, the end of bucket j-1), its ready time
+/// being forward + fraction x backward with overlap and forward + backward without; the
+/// all-reduce ends at max(forward + backward, the last bucket's end); the update follows.
+/// Parts as StepBreakdown defines them (no straggler wait).
+StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, const std::vector<GradientBucket>& buckets,
+                                   bool overlap, double latency_s, double bandwidth_Bps);
+
+}  // namespace dlscale::project

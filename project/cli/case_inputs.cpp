@@ -1,0 +1,166 @@
+#include "project/cli/case_inputs.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+
+namespace dlscale::project {
+namespace {
+
+/// More buckets than this would make the simulation of one step as long as a real run's
+/// bucketing is pointless (a bucket of a few floats): refused rather than simulated for hours.
+constexpr size_t kMaxBuckets = 4096;
+
+std::string text_attr(const Attrs& attrs, const std::string& key, const std::string& fallback) {
+  for (const auto& [k, v] : attrs) {
+    if (k == key) return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : fallback;
+  }
+  return fallback;
+}
+
+double number_attr(const Attrs& attrs, const std::string& key, const std::string& where) {
+  for (const auto& [k, v] : attrs) {
+    if (k != key) continue;
+    if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
+    if (std::holds_alternative<double>(v)) return std::get<double>(v);
+    throw std::invalid_argument(fmt::format("{}: attribute {} is not a number", where, key));
+  }
+  throw std::invalid_argument(fmt::format("{}: attribute {} is missing", where, key));
+}
+
+}  // namespace
+
+std::string unusable_reason(const CaseRecord& record) {
+  if (record.accuracy()) return "an accuracy case (no step samples)";
+  const std::string status = text_attr(record.attrs, "status", "");
+  if (status != "ok") return fmt::format("status {}, not ok", status.empty() ? "missing" : status);
+  const bool phases = std::any_of(record.attrs.begin(), record.attrs.end(), [](const auto& kv) {
+    return kv.first == "phases" && std::holds_alternative<int64_t>(kv.second) && std::get<int64_t>(kv.second) == 1;
+  });
+  if (!phases || record.phase_time_s.empty()) return "no per-rank phase times (run it with --phases)";
+  return "";
+}
+
+std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_mb) {
+  if (!(grad_bytes > 0)) throw std::invalid_argument(fmt::format("grad_bytes {} is not positive", grad_bytes));
+  if (!(bucket_mb >= 0) || !std::isfinite(bucket_mb)) {
+    throw std::invalid_argument(fmt::format("bucket_mb {} is not a number >= 0", bucket_mb));
+  }
+  // bucket_mb 0: one MPI_Allreduce of the whole buffer once backward has returned.
+  if (bucket_mb == 0) return {{grad_bytes, 1}};
+  // As suite/comm/gradient_allreduce.cpp cuts them: float32 elements, bucket_mb x 1e6 bytes
+  // (MB, not MiB) rounded down to whole elements, the last bucket of the buffer the remainder.
+  const double elems = std::floor(grad_bytes / 4);
+  const double bucket_elems = std::clamp(std::floor(bucket_mb * 1e6 / 4), 1.0, static_cast<double>(INT_MAX));
+  const auto count = static_cast<size_t>(std::ceil(elems / bucket_elems));
+  if (count > kMaxBuckets) {
+    throw std::invalid_argument(fmt::format("bucket_mb {} cuts {} bytes into {} buckets, more than the {} simulated",
+                                            bucket_mb, grad_bytes, count, kMaxBuckets));
+  }
+  // Backward produces the buffer's gradients from its end to its start (the last layer's first),
+  // and BucketedAllreduce starts buckets from the last to the first: the bucket starting at
+  // element f is ready once backward has produced elements [f, elems), which is taken as that
+  // share of backward's time. An estimate: the file records no per-bucket ready times.
+  std::vector<GradientBucket> out;
+  for (size_t i = count; i-- > 0;) {
+    const double first = static_cast<double>(i) * bucket_elems;
+    const double size = std::min(bucket_elems, elems - first);
+    out.push_back({size * 4, (elems - first) / elems});
+  }
+  return out;
+}
+
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record) {
+  const std::string where = "case " + name;
+  CaseInputs c;
+  c.name = name;
+  c.measured_ranks = static_cast<int>(record.ranks);
+  c.hosts = static_cast<int>(number_attr(record.attrs, "hosts", where));
+  if (c.measured_ranks < 1 || c.hosts < 1 || c.hosts > c.measured_ranks) {
+    throw std::invalid_argument(fmt::format("{}: {} ranks on {} hosts", where, c.measured_ranks, c.hosts));
+  }
+  const std::string scaling = text_attr(record.attrs, "scaling", "");
+  if (scaling != "weak" && scaling != "strong") {
+    throw std::invalid_argument(fmt::format("{}: scaling {} is neither weak nor strong", where, scaling));
+  }
+  c.strong = scaling == "strong";
+  c.overlap = number_attr(record.attrs, "overlap", where) != 0;
+  c.measured_step_s = number_attr(record.summary, "step_median_s", where + " summary");
+  c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", text_attr(record.attrs, "workload", "?"),
+                        text_attr(record.attrs, "driver", "?"), scaling, c.measured_ranks,
+                        c.measured_ranks == 1 ? "" : "s", c.hosts, c.hosts == 1 ? "" : "s");
+  const size_t expected = static_cast<size_t>(record.ranks) * static_cast<size_t>(record.iterations) * 4;
+  if (record.phase_time_s.size() != expected || expected == 0) {
+    throw std::invalid_argument(fmt::format("{}: phase_time_s has {} values, not ranks x iterations x 4 = {}", where,
+                                            record.phase_time_s.size(), expected));
+  }
+  // phase_time_s[rank][iteration] = forward, backward, all-reduce, update: the all-reduce is
+  // what the simulation replaces.
+  for (size_t k = 0; k < expected; k += 4) {
+    c.samples.push_back({record.phase_time_s[k], record.phase_time_s[k + 1], record.phase_time_s[k + 3]});
+  }
+  try {
+    c.buckets = estimated_buckets(number_attr(record.attrs, "grad_bytes", where),
+                                  number_attr(record.attrs, "bucket_mb", where));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
+  }
+  return c;
+}
+
+std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c, int max_ranks) {
+  const std::string group = "cases/" + c.name + "/projection";
+  const std::vector<std::string> children = file.group_names("cases/" + c.name);
+  if (std::find(children.begin(), children.end(), "projection") == children.end()) {
+    throw std::invalid_argument(
+        fmt::format("case {} has no all-reduce figures to build --platform measured from (no /{}: a one-rank case, "
+                    "or one whose all-reduce microbenchmark did not run)",
+                    c.name, group));
+  }
+  const Attrs fit = file.read_attrs(group);
+  double wa = number_attr(fit, "within_alpha_s", group), wb = number_attr(fit, "within_beta_s_per_byte", group);
+  double ba = number_attr(fit, "between_alpha_s", group), bb = number_attr(fit, "between_beta_s_per_byte", group);
+  // Where one fit was not measured the other stands in, as ProjectionNetwork does.
+  if (std::isnan(wa)) {
+    wa = ba;
+    wb = bb;
+  }
+  if (std::isnan(ba)) {
+    ba = wa;
+    bb = wb;
+  }
+  if (std::isnan(wa) || std::isnan(wb)) throw std::invalid_argument(fmt::format("{} has no measured fit", group));
+  // The ring fit says a ring of P ranks takes 2(P-1) alpha + 2(P-1)/P n beta. The simulated
+  // ring on a crossbar takes 2(P-1) a + 2(P-1)/P n / B, a and B the latency and bandwidth of
+  // its slowest edge's route (analytic_model.h). Within a node that route is device -> node
+  // switch -> device: a = 2 x intra-node latency, B = intra-node bandwidth; between nodes it
+  // adds NIC -> switch -> NIC: a = 2 x intra-node + 2 x NIC latency, B = the smaller of the
+  // two bandwidths. So intra-node latency = alpha_within / 2, bandwidth = 1 / beta_within; NIC
+  // latency = (alpha_between - alpha_within) / 2, bandwidth = 1 / beta_between. A between-host
+  // fit faster than the within-host one cannot be built this way: its latency difference is
+  // taken as 0 and its bandwidth is capped by the intra-node link's.
+  const auto gbps = [](double beta) {
+    // A fit of beta 0 (bandwidth too high to tell apart from 0 s/byte): a link far faster than any other.
+    return beta > 0 ? 1 / beta / 1e9 : 1e6;
+  };
+  const int per_node = (c.measured_ranks + c.hosts - 1) / c.hosts;
+  const int nodes = std::max(1, (max_ranks + per_node - 1) / per_node);
+  return fmt::format(
+      "# The all-reduce of case {0} as measured (/{1}): ring fits within a host (alpha {2} s, beta {3} s/B)\n"
+      "# and between hosts (alpha {4} s, beta {5} s/B) turned into links whose simulated ring takes\n"
+      "# 2(P-1) alpha + 2(P-1)/P n beta (docs/projection.md, \"The measured platform\").\n"
+      "name = \"measured-case-{0}\"\n"
+      "nodes = {6}\n"
+      "devices_per_node = {7}\n"
+      "placement = \"block\"\n\n"
+      "[intra_node]\nbandwidth_GBps = {8}\nlatency_us = {9}\n\n"
+      "[nic]\ncount = 1\nbandwidth_GBps = {10}\nlatency_us = {11}\n\n"
+      "[fabric]\ntopology = \"star\"\n",
+      c.name, group, wa, wb, ba, bb, nodes, per_node, gbps(wb), wa / 2 * 1e6, gbps(bb),
+      std::max(0.0, ba - wa) / 2 * 1e6);
+}
+
+}  // namespace dlscale::project

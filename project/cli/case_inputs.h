@@ -1,0 +1,44 @@
+// What dlscale-project takes from one case of a results file: the compute samples, the gradient
+// buckets and the measured all-reduce figures as a platform (docs/projection.md, "dlscale-project").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/results_file.h"
+#include "project/platform.h"
+#include "project/training_simulation.h"
+
+namespace dlscale::project {
+
+/// A case that can be projected, with everything the simulation needs from it.
+struct CaseInputs {
+  std::string name;   ///< "0001"
+  std::string label;  ///< workload, driver, scaling and ranks, for the report's heading
+  int measured_ranks = 1;
+  int hosts = 1;
+  bool strong = false;  ///< strong scaling: the compute per rank shrinks with P
+  bool overlap = false;
+  double measured_step_s = 0;          ///< the case's step_median_s
+  std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
+  std::vector<GradientBucket> buckets;
+};
+
+/// Why the case cannot be projected (mode, status, phases), or "" when it can.
+std::string unusable_reason(const CaseRecord& record);
+
+/// The inputs of a usable case. Throws std::invalid_argument naming the attribute when one is
+/// missing or out of range.
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record);
+
+/// The buckets dlscale's BucketedAllreduce cuts `grad_bytes` of float32 gradients into for
+/// `bucket_mb` (MB = 1e6 bytes; 0: one bucket after backward), in the order they become ready,
+/// with ready fractions estimated from their place in the buffer (see the definition).
+std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_mb);
+
+/// "This machine as measured": the platform whose simulated ring reproduces the case's fitted
+/// ring all-reduce within and between hosts, as TOML (parse_platform_toml reads it), for up to
+/// `max_ranks` ranks. Throws std::invalid_argument when the case has no projection group.
+std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c, int max_ranks);
+
+}  // namespace dlscale::project

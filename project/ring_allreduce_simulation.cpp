@@ -1,0 +1,132 @@
+#include "project/ring_allreduce_simulation.h"
+
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Barrier.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Mailbox.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "project/simgrid_platform.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace dlscale::project {
+namespace {
+
+uint64_t whole_bytes(double bytes) { return static_cast<uint64_t>(std::llround(bytes)); }
+
+class RingRun {
+ public:
+  RingRun(const RingSchedule& s, std::vector<sg4::Host*> hosts)
+      : s_(s),
+        hosts_(std::move(hosts)),
+        buckets_(static_cast<int>(s.bucket_bytes.size())),
+        done_(static_cast<size_t>(s.steps) * s.ranks, 0.0) {
+    // The latency of the slowest ring edge paces every one of the ring's 2(P-1) steps.
+    for (int r = 0; r < s_.ranks; ++r) {
+      std::vector<sg4::Link*> links;
+      double latency = 0;
+      hosts_[r]->route_to(hosts_[next(r)], links, &latency);
+      edge_latency_s_ = std::max(edge_latency_s_, latency);
+    }
+  }
+
+  int next(int r) const { return (r + 1) % s_.ranks; }
+  double ready(int step, int rank, int bucket) const {
+    return s_.ready_s[(static_cast<size_t>(step) * s_.ranks + rank) * buckets_ + bucket];
+  }
+
+  /// The flow model: one actor drives every rank's ring, bucket by bucket. A ring cannot end
+  /// before its last rank has joined (every chunk passes through every rank), so a bucket's
+  /// flows start when the last rank has it; each rank's one flow to its successor carries what
+  /// the ring's 2(P-1) chunks would; the ring ends with its slowest flow, plus the latencies of
+  /// the 2(P-1) - 1 steps that the single flow does not pay. (An actor per rank, with a
+  /// barrier to wait for the slowest flow, took about twice as long at P = 8192.)
+  void flow_driver() {
+    const double extra_latency_s = (2.0 * (s_.ranks - 1) - 1) * edge_latency_s_;
+    for (int step = 0; step < s_.steps; ++step) {
+      const double t0 = sg4::Engine::get_clock();
+      double end = 0;
+      for (int b = 0; b < buckets_; ++b) {
+        double start = end;
+        for (int r = 0; r < s_.ranks; ++r) start = std::max(start, ready(step, r, b));
+        sg4::this_actor::sleep_until(t0 + start);
+        const uint64_t bytes = whole_bytes(2.0 * (s_.ranks - 1) / s_.ranks * s_.bucket_bytes[b]);
+        std::vector<sg4::CommPtr> flows;
+        flows.reserve(s_.ranks);
+        for (int r = 0; r < s_.ranks; ++r) flows.push_back(sg4::Comm::sendto_async(hosts_[r], hosts_[next(r)], bytes));
+        sg4::Comm::wait_all(flows);
+        sg4::this_actor::sleep_for(extra_latency_s);
+        end = sg4::Engine::get_clock() - t0;
+      }
+      for (int r = 0; r < s_.ranks; ++r) done_[static_cast<size_t>(step) * s_.ranks + r] = end;
+    }
+  }
+
+  /// The message model: rank r's actor runs the ring as an MPI or NCCL ring does, 2(P-1) steps
+  /// each sending n/P bytes to rank r+1 and receiving n/P from rank r-1, a step starting when the
+  /// one before it has arrived; its buckets one after another, each once it is ready there.
+  void message_rank(int rank, const sg4::BarrierPtr& barrier) {
+    sg4::Mailbox* in = sg4::Mailbox::by_name("rank-" + std::to_string(rank));
+    sg4::Mailbox* out = sg4::Mailbox::by_name("rank-" + std::to_string(next(rank)));
+    static int token = 0;  // the messages carry no data: only their simulated size matters
+    for (int step = 0; step < s_.steps; ++step) {
+      barrier->wait();  // the step starts when every rank's ring of the step before is done
+      const double t0 = sg4::Engine::get_clock();
+      double end = 0;
+      for (int b = 0; b < buckets_; ++b) {
+        sg4::this_actor::sleep_until(t0 + std::max(end, ready(step, rank, b)));
+        const uint64_t chunk = whole_bytes(s_.bucket_bytes[b] / s_.ranks);
+        for (int i = 0; i < 2 * (s_.ranks - 1); ++i) {
+          sg4::CommPtr send = out->put_async(&token, chunk);
+          int* received = nullptr;
+          sg4::CommPtr receive = in->get_async(&received);
+          send->wait();
+          receive->wait();
+        }
+        end = sg4::Engine::get_clock() - t0;
+      }
+      done_[static_cast<size_t>(step) * s_.ranks + rank] = end;
+    }
+  }
+
+  const std::vector<double>& done() const { return done_; }
+  sg4::Host* host(int rank) const { return hosts_[rank]; }
+
+ private:
+  const RingSchedule& s_;
+  std::vector<sg4::Host*> hosts_;
+  int buckets_;
+  double edge_latency_s_ = 0;
+  std::vector<double> done_;
+};
+
+}  // namespace
+
+std::vector<double> simulate_ring_allreduces(const ClusterDescription& cluster, const RingSchedule& schedule) {
+  std::vector<std::string> arguments = simgrid_arguments();
+  std::vector<char*> argv;
+  for (std::string& a : arguments) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(arguments.size());
+  sg4::Engine engine(&argc, argv.data());
+
+  RingRun run(schedule, build_cluster(cluster, schedule.ranks));
+  if (schedule.model == AllreduceModel::flow) {
+    sg4::Actor::create("ring", run.host(0), [&run] { run.flow_driver(); });
+  } else {
+    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks));
+    for (int r = 0; r < schedule.ranks; ++r) {
+      sg4::Actor::create("rank-" + std::to_string(r), run.host(r),
+                         [&run, r, barrier] { run.message_rank(r, barrier); });
+    }
+  }
+  engine.run();
+  return run.done();
+}
+
+}  // namespace dlscale::project

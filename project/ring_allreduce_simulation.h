@@ -1,0 +1,29 @@
+// The SimGrid run behind training_simulation.h: the gradient buckets' ring all-reduces on the
+// platform, started when the ranks' compute makes each bucket ready. Compute itself is not
+// simulated: it takes fixed times (the samples) and contends for nothing the platform models,
+// so when each rank has each bucket ready is known beforehand and only the network is
+// simulated, which keeps P = 8192 to a few seconds.
+#pragma once
+
+#include <vector>
+
+#include "project/platform.h"
+#include "project/training_simulation.h"
+
+namespace dlscale::project {
+
+struct RingSchedule {
+  int ranks = 2, steps = 1;
+  std::vector<double> bucket_bytes;
+  /// When rank r has bucket b in step s, from the step's start: [(s * ranks + r) * buckets + b].
+  std::vector<double> ready_s;
+  AllreduceModel model = AllreduceModel::flow;
+};
+
+/// When each rank has its last bucket reduced, from its step's start: [s * ranks + r] (0 with
+/// no buckets). Steps follow one another as the ranks' barrier would have them: each starts
+/// once every rank's reductions of the step before are done. Creates and runs a SimGrid Engine:
+/// call it where no other Engine exists (simulate_training runs it in a child process).
+std::vector<double> simulate_ring_allreduces(const ClusterDescription& cluster, const RingSchedule& schedule);
+
+}  // namespace dlscale::project

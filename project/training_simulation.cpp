@@ -1,0 +1,130 @@
+#include "project/training_simulation.h"
+
+#include <fmt/format.h>
+// SG_BEGIN_DECL and XBT_PUBLIC, which simgrid/version.h uses without including them.
+#include <xbt/base.h>
+//
+#include <simgrid/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "project/isolated_run.h"
+#include "project/ring_allreduce_simulation.h"
+
+namespace dlscale::project {
+namespace {
+
+void check_inputs(const ClusterDescription& cluster, const TrainingInputs& in) {
+  nodes_for_ranks(cluster, in.ranks);  // throws for a P the platform cannot hold
+  if (in.samples.empty()) throw std::invalid_argument("training simulation: no compute samples");
+  for (const ComputeSample& c : in.samples) {
+    for (double t : {c.forward_s, c.backward_s, c.update_s}) {
+      if (!std::isfinite(t) || t < 0) {
+        throw std::invalid_argument(fmt::format("training simulation: compute sample time {} is not >= 0", t));
+      }
+    }
+  }
+  double previous = 0;
+  for (const GradientBucket& b : in.buckets) {
+    if (!std::isfinite(b.bytes) || b.bytes <= 0) {
+      throw std::invalid_argument(fmt::format("training simulation: bucket of {} bytes", b.bytes));
+    }
+    if (!(b.ready_fraction > 0 && b.ready_fraction <= 1) || b.ready_fraction < previous) {
+      throw std::invalid_argument(
+          fmt::format("training simulation: bucket ready fractions must rise within (0, 1], got {} after {}",
+                      b.ready_fraction, previous));
+    }
+    previous = b.ready_fraction;
+  }
+  if (in.steps < 1) throw std::invalid_argument(fmt::format("training simulation: {} steps", in.steps));
+}
+
+StepBreakdown breakdown(const std::vector<double>& fb, const std::vector<double>& update,
+                        const std::vector<double>& reduced) {
+  const size_t p = fb.size();
+  double sum_fb = 0, max_fb = 0, max_ar = 0, step = 0;
+  for (size_t r = 0; r < p; ++r) {
+    // A rank's all-reduce phase cannot end before its backward does (it waits on the last bucket after it).
+    const double ar = std::max(fb[r], reduced[r]);
+    sum_fb += fb[r];
+    max_fb = std::max(max_fb, fb[r]);
+    max_ar = std::max(max_ar, ar);
+    step = std::max(step, ar + update[r]);
+  }
+  StepBreakdown s;
+  s.step_s = step;
+  s.compute_s = sum_fb / static_cast<double>(p);
+  s.straggler_wait_s = max_fb - s.compute_s;
+  s.exposed_allreduce_s = max_ar - max_fb;
+  s.update_and_other_s = step - max_ar;
+  return s;
+}
+
+}  // namespace
+
+TrainingSimulation simulate_training(const ClusterDescription& cluster, const TrainingInputs& in) {
+  check_inputs(cluster, in);
+  const auto started = std::chrono::steady_clock::now();
+  const size_t p = static_cast<size_t>(in.ranks), nb = in.buckets.size();
+
+  // Each rank's compute in each step, drawn from the samples; from it, when each bucket is ready.
+  std::mt19937_64 rng(in.seed);
+  std::uniform_int_distribution<size_t> pick(0, in.samples.size() - 1);
+  std::vector<double> fb(p * in.steps), update(p * in.steps);
+  RingSchedule schedule;
+  schedule.ranks = in.ranks;
+  schedule.steps = in.steps;
+  schedule.model = in.model;
+  for (const GradientBucket& b : in.buckets) schedule.bucket_bytes.push_back(b.bytes);
+  schedule.ready_s.resize(p * in.steps * nb);
+  for (size_t i = 0; i < p * in.steps; ++i) {
+    const ComputeSample& c = in.samples[pick(rng)];
+    fb[i] = c.forward_s + c.backward_s;
+    update[i] = c.update_s;
+    for (size_t b = 0; b < nb; ++b) {
+      schedule.ready_s[i * nb + b] = in.overlap ? c.forward_s + in.buckets[b].ready_fraction * c.backward_s : fb[i];
+    }
+  }
+
+  TrainingSimulation result;
+  std::vector<double> reduced(p * in.steps, 0.0);
+  if (in.ranks > 1 && nb > 0) {
+    IsolatedResult run = run_isolated([&] { return simulate_ring_allreduces(cluster, schedule); });
+    if (run.values.size() != reduced.size()) {
+      throw std::runtime_error(
+          fmt::format("the simulation returned {} times, expected {}", run.values.size(), reduced.size()));
+    }
+    reduced = std::move(run.values);
+    result.peak_rss_bytes = run.peak_rss_bytes;
+  }
+
+  for (int s = 0; s < in.steps; ++s) {
+    const auto part = [&](const std::vector<double>& v) {
+      return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(s * p),
+                                 v.begin() + static_cast<std::ptrdiff_t>((s + 1) * p));
+    };
+    result.steps.push_back(breakdown(part(fb), part(update), part(reduced)));
+  }
+  for (const StepBreakdown& s : result.steps) {
+    result.mean.step_s += s.step_s / in.steps;
+    result.mean.compute_s += s.compute_s / in.steps;
+    result.mean.straggler_wait_s += s.straggler_wait_s / in.steps;
+    result.mean.exposed_allreduce_s += s.exposed_allreduce_s / in.steps;
+    result.mean.update_and_other_s += s.update_and_other_s / in.steps;
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+std::string simgrid_version() {
+  // The library's own numbers, not the headers': the projection records what simulated it.
+  int major = 0, minor = 0, patch = 0;
+  sg_version_get(&major, &minor, &patch);
+  return fmt::format("{}.{}.{}", major, minor, patch);
+}
+
+}  // namespace dlscale::project

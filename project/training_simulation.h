@@ -1,0 +1,79 @@
+// The data-parallel training step on a simulated cluster: every rank computes (forward,
+// backward, update, from measured per-rank samples), its gradient buckets are ring-all-reduced
+// over the platform as they become ready, and the step is split into the parts dlscale's
+// diagnosis names (docs/metrics.md, "Scaling diagnosis"). See docs/projection.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "project/platform.h"
+
+namespace dlscale::project {
+
+/// One rank's compute in one iteration, in seconds (as a `--phases` case records them).
+struct ComputeSample {
+  double forward_s = 0, backward_s = 0, update_s = 0;
+};
+
+/// A gradient bucket: its size, and the fraction of backward after which all its gradients are
+/// computed (buckets in the order they become ready; fractions non-decreasing, in (0, 1]).
+struct GradientBucket {
+  double bytes = 0;
+  double ready_fraction = 1;
+};
+
+enum class AllreduceModel {
+  /// Per bucket, once every rank has it: one flow per ring edge carrying 2(P-1)/P n bytes
+  /// (the bandwidth of the whole ring at once, with the links' sharing), then the ring's other
+  /// 2(P-1) - 1 latencies of its slowest edge. P flows per bucket: for any P.
+  flow,
+  /// The ring itself: 2(P-1) steps of n/P bytes from every rank to the next, each step started
+  /// when the previous one's message has arrived. 2P(P-1) messages per bucket: for validating
+  /// the flow model at small P.
+  message
+};
+
+struct TrainingInputs {
+  int ranks = 1;
+  /// Each rank in each simulated step draws one of these uniformly (seeded by `seed`):
+  /// resampling measured per-rank iterations lets the slowest of P draws, and with it the
+  /// straggler wait, grow with P. One sample: every rank identical, no straggler wait.
+  std::vector<ComputeSample> samples;
+  std::vector<GradientBucket> buckets;
+  /// true: a bucket is reduced as soon as every rank has it, while backward goes on; false:
+  /// all buckets are reduced after backward (dlscale's blocking all-reduce).
+  bool overlap = true;
+  AllreduceModel model = AllreduceModel::flow;
+  int steps = 3;
+  uint64_t seed = 1;
+};
+
+/// The parts of a step as the diagnosis defines them, with fb[r] = forward + backward of rank r
+/// and ar[r] = when rank r has its last bucket reduced, counted from the step's start (the
+/// barrier before it) and never before fb[r]: compute = mean fb, straggler wait = max fb -
+/// compute, exposed all-reduce = max ar - max fb, update and other = step - max ar, and step =
+/// max over ranks of ar[r] + update[r]. The four parts add up to the step.
+struct StepBreakdown {
+  double step_s = 0, compute_s = 0, straggler_wait_s = 0, exposed_allreduce_s = 0, update_and_other_s = 0;
+};
+
+struct TrainingSimulation {
+  StepBreakdown mean;                ///< each part averaged over the simulated steps
+  std::vector<StepBreakdown> steps;  ///< every simulated step
+  double wall_s = 0;                 ///< wall time of the simulation (platform, run, results)
+  int64_t peak_rss_bytes = 0;        ///< peak resident memory of the process that simulated it
+};
+
+/// Simulates `inputs.steps` steps on `cluster`. Each call runs in a child process of its own:
+/// SimGrid's state is process-wide and some of its errors end the process, and the child's
+/// peak memory is the simulation's alone (isolated_run.h). Throws std::invalid_argument for bad inputs,
+/// std::runtime_error when the simulation fails.
+TrainingSimulation simulate_training(const ClusterDescription& cluster, const TrainingInputs& inputs);
+
+/// The version of the SimGrid library the simulations run on ("3.32.0"), for the results they
+/// are recorded with.
+std::string simgrid_version();
+
+}  // namespace dlscale::project

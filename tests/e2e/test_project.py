@@ -1,0 +1,174 @@
+"""dlscale-project on a real 2-rank --phases run: the simulation group it writes (datasets,
+attributes, parts adding up to the step, P = 1, the error at the measured point from the file's
+own numbers), the measured platform against the case's ring fit, the estimated buckets, and bad
+input refused with exit code 2 and one line, the file left byte for byte as it was.
+
+CTest sets DLSCALE_BIN, DLSCALE_PROJECT_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; without
+DLSCALE_PROJECT_BIN (no SimGrid, so no dlscale-project) every test is skipped.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import tomllib
+import unittest
+
+import h5py
+import numpy as np
+
+DLSCALE = os.environ.get("DLSCALE_BIN", "")
+PROJECT = os.environ.get("DLSCALE_PROJECT_BIN", "")
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+
+# One device per node, NICs of 10 GB/s and 1 us: every ring edge has the same route (a crossbar).
+CROSSBAR = """name = "test-crossbar"
+nodes = 64
+devices_per_node = 1
+[intra_node]
+bandwidth_GBps = 1000000
+[nic]
+bandwidth_GBps = 10
+latency_us = 1
+[fabric]
+topology = "star"
+"""
+PARTS = ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "update_s")
+
+
+@unittest.skipUnless(PROJECT and os.path.exists(PROJECT), "dlscale-project not built (no SimGrid)")
+class Project(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="dlscale_project_")
+        cls.measured = os.path.join(cls.dir, "measured.h5")
+        # Case 0000: one bucket after backward; case 0001: 20 kB buckets (52008 bytes of gradients).
+        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
+                               "--ranks", "2", "--bucket-mb", "0,0.02", "--phases", "--iterations", "5", "--peak",
+                               "skip", "--progress", "none", "--out", cls.measured],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(proc.stdout + proc.stderr)
+        cls.crossbar = os.path.join(cls.dir, "crossbar.toml")
+        with open(cls.crossbar, "w") as f:
+            f.write(CROSSBAR)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def copy(self, name):
+        path = os.path.join(self.dir, name)
+        shutil.copyfile(self.measured, path)
+        return path
+
+    def project(self, *args):
+        return subprocess.run([PROJECT] + list(args), capture_output=True, text=True, timeout=300)
+
+    def test_group_on_a_crossbar(self):
+        path = self.copy("crossbar.h5")
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "4,8", "--case", "0000")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("error at the measured P = 2", proc.stdout)
+        with h5py.File(path, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(list(case["simulations"]), ["0000"])
+            self.assertNotIn("simulations", f["cases/0001"])
+            g = case["simulations/0000"]
+            a = dict(g.attrs)
+            self.assertEqual(a["source"], "dlscale-project")
+            self.assertEqual(a["platform"], "test-crossbar")
+            self.assertEqual(a["platform_toml"], CROSSBAR)
+            self.assertEqual((a["placement"], a["model"], a["steps"], a["seed"]), ("block", "flow", 3, 1))
+            self.assertRegex(a["simgrid_version"], r"^\d+\.\d+\.\d+$")
+            self.assertEqual((a["measured_ranks"], a["scaling"], a["overlap"]), (2, "weak", 0))
+            ranks = g["ranks"][()]
+            self.assertEqual(list(ranks), [1, 2, 4, 8])
+            step = g["step_s"][()]
+            total = sum(g[p][()] for p in PARTS)
+            np.testing.assert_allclose(total, step, rtol=0, atol=1e-9)
+            self.assertEqual(g["exposed_allreduce_s"][0], 0)
+            self.assertEqual(g["straggler_wait_s"][0], 0)
+            self.assertEqual(g["efficiency"][0], 1)
+            np.testing.assert_allclose(g["efficiency"][()], step[0] / step)
+            # The error at the measured point, from the file's own numbers.
+            measured = case["summary"].attrs["step_median_s"]
+            self.assertEqual(a["measured_step_s"], measured)
+            self.assertAlmostEqual(a["error"], step[list(ranks).index(2)] / measured - 1, delta=1e-12)
+            self.assertEqual(list(g["bucket_bytes"][()]), [52008])
+            self.assertEqual(list(g["bucket_ready_fraction"][()]), [1])
+
+    def test_estimated_buckets(self):
+        path = self.copy("buckets.h5")
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0001/simulations/0000"]
+            # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): [0, 5000), [5000, 10000),
+            # [10000, 13002), the last of the buffer ready first.
+            self.assertEqual(list(g["bucket_bytes"][()]), [12008, 20000, 20000])
+            np.testing.assert_allclose(g["bucket_ready_fraction"][()], [3002 / 13002, 8002 / 13002, 1])
+
+    def test_measured_platform_reproduces_the_ring_fit(self):
+        path = self.copy("measured_platform.h5")
+        proc = self.project(path, "--platform", "measured", "--ranks", "4", "--case", "0000")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            fit = dict(f["cases/0000/projection"].attrs)
+            g = f["cases/0000/simulations/0000"]
+            self.assertEqual(g.attrs["platform"], "measured-case-0000")
+            platform = tomllib.loads(g.attrs["platform_toml"])
+            self.assertEqual(list(g["ranks"][()]), [1, 2, 4])
+            self.assertTrue(np.isfinite(g.attrs["error"]))
+        # A ring within a node: 2 hops of the intra-node link per edge.
+        self.assertEqual(platform["devices_per_node"], 2)
+        self.assertAlmostEqual(2 * platform["intra_node"]["latency_us"] * 1e-6 / fit["within_alpha_s"], 1, delta=1e-9)
+        self.assertAlmostEqual(1 / (platform["intra_node"]["bandwidth_GBps"] * 1e9) / fit["within_beta_s_per_byte"], 1,
+                               delta=1e-9)
+
+    def test_dry_run_writes_nothing(self):
+        path = self.copy("dry.h5")
+        with open(path, "rb") as f:
+            before = f.read()
+        proc = self.project(path, "--dry-run")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("P = 1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192", proc.stdout)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_bad_input(self):
+        path = self.copy("bad.h5")
+        bad_toml = os.path.join(self.dir, "bad.toml")
+        with open(bad_toml, "w") as f:
+            f.write(CROSSBAR.replace("bandwidth_GBps = 10", "bandwidth_GBps = -3"))
+        not_results = os.path.join(self.dir, "not_results.h5")
+        with open(not_results, "w") as f:
+            f.write("not HDF5")
+        with open(path, "rb") as f:
+            before = f.read()
+        cases = [
+            ([path, "--ranks", "0"], "0"), ([path, "--ranks", "2,x"], "x"), ([path, "--ranks", "2,2"], "2,2"),
+            ([path, "--ranks", "4,"], "4,"), ([path, "--ranks", "100", "--platform", self.crossbar], "100"),
+            ([path, "--platform", "no-such-preset"], "no-such-preset"), ([path, "--platform", bad_toml], "-3"),
+            ([path, "--platform", os.path.join(self.dir, "absent.toml")], "absent.toml"),
+            ([path, "--model", "fast"], "fast"), ([path, "--steps", "0"], "0"), ([path, "--steps", "many"], "many"),
+            ([path, "--seed", "-1"], "-1"), ([path, "--case", "9"], "9"), ([path, "--case", "abc"], "abc"),
+            ([path, "--model", "message"], "message"), ([path, "--frobnicate"], "--frobnicate"),
+            ([not_results], "not_results.h5"), ([os.path.join(self.dir, "absent.h5")], "absent.h5"),
+        ]
+        for args, named in cases:
+            with self.subTest(args=args[1:] or args):
+                proc = self.project(*args)
+                self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+                lines = proc.stderr.splitlines()
+                self.assertEqual(len(lines), 1, proc.stderr)
+                self.assertTrue(lines[0].startswith("dlscale-project: error: "), lines[0])
+                self.assertIn(named, lines[0])
+                self.assertEqual(proc.stdout, "")
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(), before)
+                self.assertFalse(os.path.exists(path + ".dlscale-tmp"))
+
+
+if __name__ == "__main__":
+    unittest.main()
