@@ -33,7 +33,7 @@ _EXPORTS = {
     "MWU": "mannwhitney", "mann_whitney": "mannwhitney",
     "build_series": "scaling",
     "SCHEMA": "schema", "AccuracyCase": "schema", "AllReduce": "schema", "Case": "schema",
-    "Projection": "schema", "Repeat": "schema",
+    "Projection": "schema", "Repeat": "schema", "Simulation": "schema", "shown_simulations": "schema",
     "ReportError": "schema", "ResultsFile": "schema", "load_case": "schema",
     "load_results": "schema",
     "PHASE_SUMMARY_KEYS": "stats", "PHASES": "stats", "SUMMARY_KEYS": "stats",
@@ -47,7 +47,7 @@ _EXPORTS = {
 
 __all__ = [
     "SCHEMA", "SUMMARY_KEYS", "PHASES", "PHASE_SUMMARY_KEYS", "Case", "AccuracyCase", "Repeat", "Projection",
-    "AllReduce",
+    "Simulation", "shown_simulations", "AllReduce",
     "ReportError", "ResultsFile", "Study", "MWU",
     "load_results", "load_case", "load_study", "compute_stats", "case_stats", "recompute_case",
     "median", "percentile", "median_ci_order", "straggler_ratio", "step_times", "rank_medians",

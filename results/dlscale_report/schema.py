@@ -6,7 +6,9 @@ float, numpy arrays), so the rest of the package never sees h5py types.
 Files are read with plain serial h5py and closed before returning.
 
 Optional parts that newer writers add are read when present and are None or
-empty otherwise: /cases/NNNN/projection (Projection), /allreduce/NNNN
+empty otherwise: /cases/NNNN/projection (Projection), /cases/NNNN/simulations/KKKK
+(Simulation: every group, in KKKK order, as Case.simulations; shown_simulations() picks the
+newest per platform, which is what the report shows), /allreduce/NNNN
 (AllReduce), extra case attributes (participants, bucket_mb, overlap), and in
 dlscale/2 /cases/NNNN/utilisation (Utilisation) and /peak/NNNN (Peak).
 
@@ -163,6 +165,8 @@ class Case(CaseAttrs):
     utilisation: object = None  # Utilisation (dlscale/2, cases that trained) or None
     placement: str = "packed"  # attribute placement; "packed" where not recorded
     hosts: int = 1             # attribute hosts; where not recorded, from participants and ranks_of()
+    simulations: list = field(default_factory=list)  # Simulation, every readable KKKK in order
+    damaged_simulations: list = field(default_factory=list)  # (KKKK, reason) of those skipped
 
 
 @dataclass
@@ -204,6 +208,55 @@ class Projection:
     def network_note(self):
         """Which network figures the projection used (the writer's own words), or ""."""
         return str(self.attrs.get("network_note") or "")
+
+
+# The datasets of /cases/NNNN/simulations/KKKK, one value per simulated rank count; the four parts
+# are the diagnosis' (update_s: its update and other) and add up to step_s.
+SIMULATION_PARTS = ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "update_s")
+SIMULATION_DATASETS = ("ranks", "step_s", "efficiency") + SIMULATION_PARTS
+
+
+@dataclass
+class Simulation:
+    """/cases/NNNN/simulations/KKKK (dlscale-project): the step simulated with SimGrid at each rank
+    count on a described platform (docs/schema.md, docs/projection.md)."""
+
+    name: str                  # "0000", "0001", ...: the order dlscale-project wrote them in
+    attrs: dict                # source, simgrid_version, platform, platform_toml, placement, model,
+                               # steps, seed, overlap, scaling, measured_ranks, measured_step_s, error
+    ranks: object              # int64 [k], ascending
+    step_s: object             # float64 [k]
+    efficiency: object         # float64 [k]: against the simulated P = 1
+    compute_s: object          # float64 [k], and the other SIMULATION_PARTS
+    straggler_wait_s: object
+    exposed_allreduce_s: object
+    update_s: object
+    bucket_bytes: object = None          # float64 [buckets], or None
+    bucket_ready_fraction: object = None
+
+    @property
+    def platform(self):
+        return str(self.attrs.get("platform") or "unnamed platform")
+
+    @property
+    def measured_ranks(self):
+        value = self.attrs.get("measured_ranks")
+        return int(value) if isinstance(value, int) else None
+
+    def at(self, ranks):
+        """Index of rank count `ranks` in the datasets, or None."""
+        hits = np.flatnonzero(self.ranks == ranks)
+        return int(hits[0]) if hits.size else None
+
+
+def shown_simulations(case):
+    """The simulations of a case that the report shows: the newest (highest KKKK) of each
+    platform, in KKKK order. dlscale-project never replaces a group (it adds the next KKKK), so
+    an earlier run on the same platform is taken to be superseded."""
+    newest = {}
+    for sim in case.simulations:
+        newest[sim.platform] = sim
+    return sorted(newest.values(), key=lambda s: s.name)
 
 
 @dataclass
@@ -342,6 +395,7 @@ def _read_case(path, name, group):
     summary = _get(group, "summary")
     projection = _get(group, "projection")
     utilisation = _get(group, "utilisation")
+    simulations, damaged_simulations = _read_simulations(_get(group, "simulations"))
     return Case(
         file=path,
         name=name,
@@ -356,6 +410,8 @@ def _read_case(path, name, group):
         exposed_allreduce_s=exposed,
         utilisation=Utilisation(attrs=attrs_dict(utilisation), per_rank=_dataset(utilisation, "per_rank"))
         if isinstance(utilisation, h5py.Group) else None,
+        simulations=simulations,
+        damaged_simulations=damaged_simulations,
     )
 
 
@@ -416,6 +472,37 @@ def _read_projection(group):
         raise _Damaged(f"projection dataset between_hosts has shape {between.shape}, expected {ranks.shape}")
     return Projection(attrs=attrs_dict(group), ranks=ranks, step_s=step, efficiency=eff,
                       between_hosts=between)
+
+
+def _read_simulation(path, name, group):
+    data = {key: _dataset(group, key, np.int64 if key == "ranks" else np.float64) for key in SIMULATION_DATASETS}
+    missing = [key for key, value in data.items() if value is None]
+    if missing:
+        raise _Damaged(f"lacks dataset(s) {', '.join(missing)}")
+    k = data["ranks"].shape
+    if len(k) != 1 or k[0] == 0 or any(v.shape != k for v in data.values()):
+        raise _Damaged(f"datasets {', '.join(SIMULATION_DATASETS)} must be of one length k > 0, are "
+                       + ", ".join(str(v.shape) for v in data.values()))
+    return Simulation(name=name, attrs=attrs_dict(group), **data,
+                      bucket_bytes=_dataset(group, "bucket_bytes", np.float64),
+                      bucket_ready_fraction=_dataset(group, "bucket_ready_fraction", np.float64))
+
+
+def _read_simulations(parent):
+    """([Simulation], [(KKKK, reason)]) of a case's simulations group (absent: none)."""
+    if parent is None:
+        return [], []
+    if not isinstance(parent, h5py.Group):
+        return [], [("simulations", "not a group")]
+    names, damaged = _members(parent)
+    simulations = []
+    for name in names:
+        item = _read_member(None, "simulation", parent, name, _read_simulation)
+        if isinstance(item, DamagedGroup):
+            damaged.append((name, item.reason))
+        else:
+            simulations.append(item)
+    return simulations, sorted(damaged)
 
 
 def _read_allreduce(path, name, group):
@@ -600,6 +687,9 @@ def _load(f, path, only):
         damaged += sorted([DamagedGroup(kind, name, reason) for name, reason in unreadable]
                           + [item for item in items if isinstance(item, DamagedGroup)],
                           key=lambda d: d.name)
+    # A damaged simulation group leaves its case readable: named on its own.
+    damaged += [DamagedGroup("simulation", f"{c.name}/{name}", reason)
+                for c in loaded["case"] if isinstance(c, Case) for name, reason in c.damaged_simulations]
     damaged_cases = [d for d in damaged if d.kind == "case"]
     if only is not None and damaged_cases:
         raise ReportError(f"{path}: case {damaged_cases[0].name}: {damaged_cases[0].reason}")
