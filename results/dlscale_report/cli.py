@@ -269,6 +269,12 @@ def _run(args):
             if lines:
                 text += "\nscaling diagnosis (percent of the step lost to each part; " \
                         "docs/metrics.md):\n" + "".join(f"  {line}\n" for line in lines)
+            # What dlscale-project simulated from the cases, against what was measured.
+            from .simulation import simulation_sentence, simulation_views
+            views = simulation_views(study.cases, len(args.files) > 1)
+            if views:
+                text += "\nsimulated projections (dlscale-project; the newest per case and platform; " \
+                        "docs/projection.md):\n" + "".join(f"  {simulation_sentence(v)}\n" for v in views)
             # Accuracy-mode cases have no step times: their own tables follow.
             accuracy = accuracy_rows(study.accuracy)
             if accuracy:
