@@ -127,7 +127,51 @@ def check_case(case, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             problems += _compare_utilisation(case, rel_tol, abs_tol)
     elif case.summary is not None:
         problems.append(f"summary group present although status is {case.status}")
+    for sim in case.simulations:
+        problems += [f"simulation {sim.name}: {p}" for p in check_simulation(case, sim, rel_tol)]
     return [f"{where}: {p}" for p in problems]
+
+
+# dlscale-project's parts add up to its step to within rounding of seconds summed in a
+# different order; 1e-9 s is far below any reported figure.
+SIMULATION_ABS_TOL = 1e-9
+
+
+def check_simulation(case, sim, rel_tol=REL_TOL):
+    """Problems of one /cases/NNNN/simulations/KKKK against itself and its case (docs/schema.md):
+    ranks ascending with 1 and the measured P among them, the parts adding up to the step,
+    efficiency from the steps, measured_step_s the case's step_median_s and error the simulated
+    step there over it − 1."""
+    problems = []
+    ranks, step = sim.ranks.tolist(), sim.step_s
+    if ranks != sorted(set(ranks)):
+        problems.append(f"ranks {ranks} are not ascending")
+    p = sim.measured_ranks
+    missing = [q for q in (1, p) if q not in ranks]
+    if missing:
+        problems.append(f"ranks {ranks} lack P={', '.join(map(str, missing))}")
+    total = sum(getattr(sim, part) for part in ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "update_s"))
+    worst = int(np.argmax(np.abs(total - step)))
+    if not math.isclose(total[worst], step[worst], rel_tol=rel_tol, abs_tol=SIMULATION_ABS_TOL):
+        problems.append(f"its parts add up to {total[worst]!r} s at P={ranks[worst]}, step_s is {step[worst]!r}")
+    if 1 in ranks:
+        base = step[ranks.index(1)]
+        strong = sim.attrs.get("scaling") == "strong"
+        for i, q in enumerate(ranks):
+            want = base / (q * step[i]) if strong else base / step[i]
+            if not math.isclose(sim.efficiency[i], want, rel_tol=rel_tol, abs_tol=ABS_TOL):
+                problems.append(f"efficiency {sim.efficiency[i]!r} at P={q}, its steps give {want!r}")
+                break
+    measured = sim.attrs.get("measured_step_s")
+    recorded = (case.summary or {}).get("step_median_s")
+    if measured is not None and recorded is not None and not math.isclose(measured, recorded, rel_tol=rel_tol):
+        problems.append(f"measured_step_s = {measured!r}, the case's step_median_s is {recorded!r}")
+    error = sim.attrs.get("error")
+    if error is not None and measured and p in ranks:
+        want = step[ranks.index(p)] / measured - 1
+        if not math.isclose(error, want, rel_tol=rel_tol, abs_tol=ABS_TOL):
+            problems.append(f"error = {error!r}, its step at P={p} over measured_step_s gives {want!r}")
+    return problems
 
 
 def damaged_lines(results):

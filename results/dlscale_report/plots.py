@@ -226,6 +226,61 @@ def _projection_plot(series, colors, mode, outdir):
             "(ring all-reduce α–β model)")
 
 
+# ---------------------------------------------------------------- simulated projections
+
+def simulation_plots(views, outdir):
+    """Per shown simulation (simulation.SimulationView): left, the simulated step against P split
+    into the diagnosis' parts (stacked) with the series' measured medians (95% CI) on it and the
+    error at each; right, the simulated efficiency. The caption is the simulation's sentence."""
+    from .diagnosis import PARTS, STEP_NAMES
+    from .simulation import EFFICIENCY_QUOTED, simulation_sentence
+    out = []
+    # The simulation's datasets in the diagnosis' order (update_s is its update and other).
+    datasets = dict(zip(PARTS, ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "update_s")))
+    for v in views:
+        sim = v.sim
+        ranks = sim.ranks.tolist()
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.4))
+        ax1.stackplot(ranks, *[getattr(sim, datasets[k]) * 1e3 for k in PARTS],
+                      colors=[PART_COLORS[k] for k in PARTS], alpha=0.85,
+                      labels=[f"simulated {STEP_NAMES[k]}" for k in PARTS])
+        ax1.plot(ranks, sim.step_s * 1e3, color="k", lw=1, label="simulated step")
+        measured = v.measured
+        if measured:
+            ax1.errorbar([r["ranks"] for r in measured], [r["step_median_ms"] for r in measured],
+                         yerr=[[r["step_median_ms"] - r["ci95_low_ms"] for r in measured],
+                               [r["ci95_high_ms"] - r["step_median_ms"] for r in measured]],
+                         fmt="o", color="k", mfc="white", capsize=3, zorder=5,
+                         label="measured median (95% CI)")
+            for r in measured:
+                if r["ranks"] in v.errors:
+                    ax1.annotate(f"{100 * v.errors[r['ranks']]:+.1f}%", (r["ranks"], r["step_median_ms"]),
+                                 textcoords="offset points", xytext=(6, 4), fontsize=7)
+        ax2.plot(ranks, sim.efficiency, "o-", color=PART_COLORS["compute"], ms=3.5, label="simulated")
+        ax2.axhline(1.0, color="k", ls="--", lw=1, label="ideal")
+        ax2.axhline(EFFICIENCY_QUOTED, color="#888", ls=":", lw=1)
+        ax2.set_ylim(0, 1.1)
+        ticks = sorted(set(ranks) | {r["ranks"] for r in measured})
+        for ax in (ax1, ax2):
+            _log2_ranks(ax, ticks)
+            if len(ticks) > 8:
+                ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+            ax.set_xlabel("ranks P (log2)")
+        ax1.set_ylim(bottom=0)
+        ax1.set_ylabel("step time (ms)")
+        ax1.set_title(_wrap(f"{v.label} ({v.mode}): simulated on {sim.platform}, parts stacked; "
+                            "dots: measured", 80))
+        ax2.set_ylabel("efficiency (vs the simulated P = 1)")
+        ax2.set_title(f"simulated efficiency (dotted: {EFFICIENCY_QUOTED:g})")
+        ax1.legend(loc="best", fontsize=7)
+        fig.tight_layout()
+        name = f"simulation_{v.case.index:04d}_{sim.name}.png"
+        out.append((_save(fig, outdir, name),
+                    "simulated step by part (stacked) and efficiency against P, the series' measured "
+                    "medians with their 95% CI and the step-time error at each: " + simulation_sentence(v)))
+    return out
+
+
 # ---------------------------------------------------------------- sweeps
 
 def sweep_plot(panels, knob, outdir):

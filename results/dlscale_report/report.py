@@ -21,6 +21,7 @@ from .precisions import precision_pairs, precision_rows, precision_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
 from .scaling import build_series, scaling_modes, scaling_table
+from .simulation import simulation_rows, simulation_sentence, simulation_table, simulation_views
 from .summary import case_row, run_rows, summary_table
 from .sweeps import build_panels, sweep_table
 
@@ -203,6 +204,22 @@ def write_report(study, outdir, baseline=None, title=None):
                       "curve to plot; give the files of jobs with other rank counts too.")
     if not series_by_mode:
         omitted.append("scaling: no case")
+
+    # dlscale-project's simulations: a sentence, a figure and the rows of each, with the
+    # measured points of its case's series.
+    views = simulation_views(cases, len(study.files) > 1)
+    if views:
+        page.section("simulations", "simulated projections",
+                     "What dlscale-project simulated with SimGrid from each case's measured compute on a "
+                     "described platform (docs/projection.md), the newest simulation of each platform per "
+                     "case, against the measured points of the case's scaling series.")
+        items = "".join(f"<li>{html.escape(simulation_sentence(v))}</li>" for v in views)
+        page.parts.append(f'<ul class="diagnosis">{items}</ul>\n')
+        page.figures(plots.simulation_plots(views, outdir))
+        page.table(simulation_table(simulation_rows(views), len(study.files) > 1), "simulations.csv")
+    else:
+        omitted.append("simulated projections: no case holds a simulation (dlscale-project, "
+                       "docs/projection.md)")
 
     for knob, title_ in (("threads", "thread sweep"), ("batch", "batch sweep")):
         panels, notes = build_panels(cases, knob)
