@@ -13,6 +13,7 @@ import io
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -236,6 +237,38 @@ def add_accuracy_case(path, name, repeats, target=0.9, status="ok", message="", 
                            ("time_to_target_ci95_low_s", math.nan), ("time_to_target_ci95_high_s", math.nan)):
             sg.attrs[key] = np.float64(value)
         sg.attrs["targets_reached"] = np.int64(sum(any(acc >= target for _, acc in e) for e in repeats))
+
+
+def add_simulation(path, case, platform, ranks, step_s, error=None, model="flow", name=None):
+    """Append /cases/<case>/simulations/KKKK as dlscale-project writes it (docs/schema.md): the next
+    KKKK unless name is given; the parts split each step 60/20/15/5 (compute, straggler wait,
+    exposed all-reduce, update and other); efficiency weak or strong from the steps, as the case's
+    scaling; measured_step_s the case's step_median_s and error from it unless given."""
+    with h5py.File(path, "r+") as f:
+        c = f[f"cases/{case}"]
+        parent = c.require_group("simulations")
+        g = parent.create_group(name or f"{len(parent):04d}")
+        ranks, step = np.asarray(ranks, dtype=np.int64), np.asarray(step_s, dtype=np.float64)
+        measured_ranks = int(c.attrs["ranks"])
+        measured = float(c["summary"].attrs["step_median_s"])
+        strong = c.attrs["scaling"] == "strong"
+        a = g.attrs
+        for key, value in (("source", "dlscale-project"), ("simgrid_version", "3.32.0"), ("platform", platform),
+                           ("platform_toml", f'name = "{platform}"\n'), ("placement", "block"), ("model", model),
+                           ("scaling", "strong" if strong else "weak")):
+            a[key] = value
+        for key, value in (("steps", 3), ("seed", 1), ("overlap", 0), ("measured_ranks", measured_ranks)):
+            a[key] = np.int64(value)
+        a["measured_step_s"] = measured
+        a["error"] = np.float64(step[list(ranks).index(measured_ranks)] / measured - 1 if error is None else error)
+        g["ranks"] = ranks
+        g["step_s"] = step
+        g["efficiency"] = step[0] / (ranks * step) if strong else step[0] / step
+        for part, share in (("compute_s", 0.6), ("straggler_wait_s", 0.2), ("exposed_allreduce_s", 0.15),
+                            ("update_s", 0.05)):
+            g[part] = step * share
+        g["bucket_bytes"] = np.array([4000.0])
+        g["bucket_ready_fraction"] = np.array([1.0])
 
 
 def sample_cases():
@@ -629,3 +662,115 @@ class PrecisionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SimulationTest(unittest.TestCase):
+    """/cases/NNNN/simulations/KKKK (dlscale-project): read, summarised, plotted, checked."""
+
+    LINE_B = ("case 0001: simulated on plat-b (SimGrid 3.32.0, flow model, 3 steps; simulation 0001): "
+              "P=1 to 8192, efficiency 0.40 at P=1024 (the first below 0.5), 0.25 at P=8192; at the measured "
+              "P=2 the simulated step (10.200 ms) is 2.4% below the measured one (10.450 ms); at the series' "
+              "other measured P: P=1 +2.0%")
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "sim.h5")
+        # A weak series measured at P=1 (9.8 ms) and P=2 (10.45 ms), both with phases.
+        write_results(self.path, [make_case(np.full((1, 6), 0.0098), phases=True),
+                                  make_case(np.full((2, 6), 0.01045), phases=True)])
+        ranks = [1, 2, 4, 1024, 8192]
+        # plat-a twice (0000 superseded by 0002), plat-b once: efficiency 10/step.
+        add_simulation(self.path, "0001", "plat-a", ranks, [0.010, 0.011, 0.012, 0.030, 0.050])
+        add_simulation(self.path, "0001", "plat-b", ranks, [0.010, 0.0102, 0.011, 0.025, 0.040])
+        add_simulation(self.path, "0001", "plat-a", ranks, [0.010, 0.0105, 0.0106, 0.016, 0.018])
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_load_and_newest_per_platform(self):
+        case = dr.load_case(self.path, 1)
+        self.assertEqual([s.name for s in case.simulations], ["0000", "0001", "0002"])
+        self.assertEqual([(s.name, s.platform) for s in dr.shown_simulations(case)],
+                         [("0001", "plat-b"), ("0002", "plat-a")])
+        sim = case.simulations[1]
+        self.assertEqual(sim.ranks.tolist(), [1, 2, 4, 1024, 8192])
+        self.assertEqual(sim.attrs["simgrid_version"], "3.32.0")
+        np.testing.assert_allclose(sim.efficiency, 0.010 / sim.step_s)
+        self.assertEqual(dr.load_case(self.path, 0).simulations, [])
+
+    def test_summary_line(self):
+        proc = run_cli("summary", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        head, block = proc.stdout.split("\nsimulated projections (")
+        lines = block.splitlines()[1:]
+        self.assertEqual(len(lines), 2, block)                 # plat-b's 0001, plat-a's newest 0002
+        self.assertTrue(lines[0].endswith(self.LINE_B), lines[0])
+        self.assertTrue(lines[0].lstrip().startswith("mlp native cpu fp32"), lines[0])
+        self.assertIn("(weak), case 0001", lines[0])
+        # Never below 0.5: the largest P only; 10.5 / 10.45 - 1 = +0.48%.
+        self.assertIn("simulated on plat-a (SimGrid 3.32.0, flow model, 3 steps; simulation 0002): P=1 to 8192, "
+                      "efficiency 0.56 at P=8192; at the measured P=2 the simulated step (10.500 ms) is 0.5% above "
+                      "the measured one (10.450 ms)", lines[1])
+        self.assertNotIn("simulation 0000", block)
+
+    def test_check(self):
+        proc = run_cli("check", self.path)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "1 file(s) consistent\n"), proc.stderr)
+        with h5py.File(self.path, "r+") as f:
+            f["cases/0001/simulations/0001"].attrs["error"] = 0.5
+            f["cases/0001/simulations/0002/update_s"][4] = 1.0
+        proc = run_cli("check", self.path)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("case 0001: simulation 0001: error = 0.5, its step at P=2 over measured_step_s gives", proc.stdout)
+        self.assertIn("case 0001: simulation 0002: its parts add up to", proc.stdout)
+
+    def test_damaged_simulation_is_skipped_alone(self):
+        add_simulation(self.path, "0001", "plat-c", [1, 2], [0.01, 0.011])
+        with h5py.File(self.path, "r+") as f:
+            del f["cases/0001/simulations/0003/step_s"]
+        loaded = dr.load_results(self.path)
+        self.assertEqual(len(loaded.cases), 2)
+        self.assertEqual([s.name for s in loaded.cases[1].simulations], ["0000", "0001", "0002"])
+        self.assertEqual([str(d) for d in loaded.damaged], ["simulation 0001/0003 (lacks dataset(s) step_s)"])
+        proc = run_cli("summary", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("simulation 0001/0003 (lacks dataset(s) step_s)", proc.stderr)
+        self.assertIn(self.LINE_B, proc.stdout)
+
+    def test_report_plot_and_sentence(self):
+        out = os.path.join(self.tmp.name, "report")
+        proc = run_cli("report", self.path, "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn('<h2 id="simulations">simulated projections</h2>', page)
+        for name in ("simulation_0001_0001.png", "simulation_0001_0002.png"):
+            self.assertIn(f'<img src="{name}"', page)
+            with open(os.path.join(out, name), "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertNotIn("simulation_0001_0000.png", page)
+        # The sentence in the list and under its figure, html-escaped as the page writes it.
+        import html
+        sentence = html.escape(self.LINE_B)
+        self.assertRegex(page, r"<li>[^<]*" + re.escape(sentence) + "</li>")
+        self.assertRegex(page, r"<figcaption>[^<]*" + re.escape(sentence) + "</figcaption>")
+        with open(os.path.join(out, "simulations.csv")) as f:
+            rows = [r for r in csv.DictReader(f) if r["simulation"] == "0001"]
+        self.assertEqual([int(r["ranks"]) for r in rows], [1, 2, 4, 1024, 8192])
+        by_p = {int(r["ranks"]): r for r in rows}
+        self.assertAlmostEqual(float(by_p[2]["measured_step_ms"]), 10.45, places=9)
+        self.assertAlmostEqual(float(by_p[2]["error"]), 10.2 / 10.45 - 1, places=12)
+        self.assertAlmostEqual(float(by_p[1]["error"]), 10 / 9.8 - 1, places=12)
+        self.assertEqual((by_p[4]["measured_step_ms"], by_p[4]["error"]), ("", ""))
+        self.assertAlmostEqual(float(by_p[1024]["exposed_allreduce_ms"]), 25 * 0.15, places=9)
+
+    def test_report_without_simulations_names_the_section(self):
+        plain = os.path.join(self.tmp.name, "plain.h5")
+        write_results(plain, [make_case(np.full((1, 6), 0.0098), phases=True)])
+        out = os.path.join(self.tmp.name, "plain_report")
+        proc = run_cli("report", plain, "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertNotIn('id="simulations"', page)
+        self.assertIn("not shown, no data: simulated projections: no case holds a simulation", page)
