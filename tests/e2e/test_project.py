@@ -1,15 +1,18 @@
 """dlscale-project on a real 2-rank --phases run: the simulation group it writes (datasets,
 attributes, parts adding up to the step, P = 1, the error at the measured point from the file's
-own numbers), the measured platform against the case's ring fit, the estimated buckets, and bad
-input refused with exit code 2 and one line, the file left byte for byte as it was.
+own numbers), the measured platform against the case's ring fit, the estimated buckets, bad
+input refused with exit code 2 and one line, the file left byte for byte as it was, and
+dlscale-report's summary line, check and report plot on the file it wrote.
 
 CTest sets DLSCALE_BIN, DLSCALE_PROJECT_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; without
 DLSCALE_PROJECT_BIN (no SimGrid, so no dlscale-project) every test is skipped.
 """
 
+import html
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import tomllib
 import unittest
@@ -20,6 +23,8 @@ import numpy as np
 DLSCALE = os.environ.get("DLSCALE_BIN", "")
 PROJECT = os.environ.get("DLSCALE_PROJECT_BIN", "")
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+REPORT = os.path.join(os.environ.get("DLSCALE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                      "results", "dlscale-report")
 
 # One device per node, NICs of 10 GB/s and 1 us: every ring edge has the same route (a crossbar).
 CROSSBAR = """name = "test-crossbar"
@@ -135,6 +140,43 @@ class Project(unittest.TestCase):
         self.assertIn("P = 1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192", proc.stdout)
         with open(path, "rb") as f:
             self.assertEqual(f.read(), before)
+
+    def test_report_shows_the_simulation(self):
+        path = self.copy("report.h5")
+        proc = self.project(path, "--platform", "cpu-2socket-100Gbps-nic", "--ranks", "4,64", "--case", "0000")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0000/simulations/0000"]
+            error, version = g.attrs["error"], g.attrs["simgrid_version"]
+            step = g["step_s"][()]
+            eff = g["efficiency"][()]
+
+        def report(*args):
+            # This interpreter (DLSCALE_PYTHON, with h5py), not whatever `env python3` finds.
+            return subprocess.run([sys.executable, REPORT] + list(args), capture_output=True, text=True, timeout=300)
+
+        proc = report("check", path)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        proc = report("summary", path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = [l for l in proc.stdout.splitlines() if "simulated on" in l]
+        self.assertEqual(len(lines), 1, proc.stdout)
+        direction = "below" if error < 0 else "above"
+        sentence = (f"case 0000: simulated on cpu-2socket-100Gbps-nic (SimGrid {version}, flow model, 3 steps; "
+                    f"simulation 0000): P=1 to 64, efficiency")
+        self.assertIn(sentence, lines[0])
+        self.assertIn(f"{eff[-1]:.2f} at P=64", lines[0])
+        self.assertIn(f"at the measured P=2 the simulated step ({step[1] * 1e3:.3f} ms) is "
+                      f"{100 * abs(error):.1f}% {direction} the measured one", lines[0])
+        out = os.path.join(self.dir, "report")
+        proc = report("report", path, "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn('<img src="simulation_0000_0000.png"', page)
+        self.assertIn(html.escape(lines[0].strip()), page)
+        with open(os.path.join(out, "simulation_0000_0000.png"), "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
     def test_bad_input(self):
         path = self.copy("bad.h5")
