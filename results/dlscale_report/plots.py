@@ -263,7 +263,7 @@ def simulation_plots(views, outdir):
         ticks = sorted(set(ranks) | {r["ranks"] for r in measured})
         for ax in (ax1, ax2):
             _log2_ranks(ax, ticks)
-            if len(ticks) > 8:
+            if len(ticks) > 12:
                 ax.tick_params(axis="x", labelrotation=45, labelsize=7)
             ax.set_xlabel("ranks P (log2)")
         ax1.set_ylim(bottom=0)
@@ -272,8 +272,9 @@ def simulation_plots(views, outdir):
                             "dots: measured", 80))
         ax2.set_ylabel("efficiency (vs the simulated P = 1)")
         ax2.set_title(f"simulated efficiency (dotted: {EFFICIENCY_QUOTED:g})")
-        ax1.legend(loc="best", fontsize=7)
         fig.tight_layout()
+        handles, labels = ax1.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
         name = f"simulation_{v.case.index:04d}_{sim.name}.png"
         out.append((_save(fig, outdir, name),
                     "simulated step by part (stacked) and efficiency against P, the series' measured "
