@@ -421,6 +421,11 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
   if (h5::exists(g.get(), "exposed_allreduce_s")) {
     r.exposed_allreduce_s = h5::read_doubles(g.get(), "exposed_allreduce_s", nullptr);
   }
+  if (h5::exists(g.get(), "bucket_start_s")) {
+    std::vector<hsize_t> bucket_dims;
+    r.bucket_start_s = h5::read_doubles(g.get(), "bucket_start_s", &bucket_dims);
+    r.buckets = static_cast<int64_t>(bucket_dims.at(2));
+  }
   r.loss = h5::read_doubles(g.get(), "loss", nullptr);
   if (h5::exists(g.get(), "memory")) r.memory = read_table_at(g.get(), "memory");
   if (h5::exists(g.get(), "summary")) {
@@ -606,6 +611,9 @@ std::string ResultsFile::Update::write_case(const CaseRecord& r) {
   }
   if (!r.exposed_allreduce_s.empty()) {
     h5::write_doubles(g.get(), "exposed_allreduce_s", {ranks, iters}, r.exposed_allreduce_s);
+  }
+  if (!r.bucket_start_s.empty()) {
+    h5::write_doubles(g.get(), "bucket_start_s", {ranks, iters, static_cast<hsize_t>(r.buckets)}, r.bucket_start_s);
   }
   h5::write_doubles(g.get(), "loss", {static_cast<hsize_t>(r.loss.size())}, r.loss);
   if (!r.memory.columns.empty()) write_table(g.get(), "memory", r.memory);

@@ -100,8 +100,12 @@ struct CaseRecord {
   std::vector<double> phase_time_s;         ///< [ranks][iterations][4], empty without --phases
   std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], empty on one rank
   std::vector<double> loss;                 ///< [iterations]
-  Table memory;                             ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
-  Attrs summary;                            ///< empty unless the timing case succeeded
+  /// [ranks][iterations][buckets] with --bucket-mb on more than one rank (the harness's MPI
+  /// buckets): seconds from the step's start to each bucket's reduction starting; else empty.
+  std::vector<double> bucket_start_s;
+  int64_t buckets = 0;
+  Table memory;   ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
+  Attrs summary;  ///< empty unless the timing case succeeded
   /// Accuracy cases that succeeded: repeats/RR (attributes, and the table "epochs"), in order.
   std::vector<GroupRecord> repeats;
   Attrs accuracy_summary;  ///< accuracy cases that succeeded: means and CIs over the repeats

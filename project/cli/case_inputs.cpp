@@ -108,7 +108,35 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }
+  c.readiness_measured = apply_measured_readiness(record, c.buckets);
   return c;
+}
+
+bool apply_measured_readiness(const CaseRecord& record, std::vector<GradientBucket>& buckets) {
+  const auto n = static_cast<size_t>(record.buckets);
+  const auto ranks = static_cast<size_t>(record.ranks), iters = static_cast<size_t>(record.iterations);
+  if (n == 0 || n != buckets.size() || record.bucket_start_s.size() != ranks * iters * n ||
+      record.phase_time_s.size() != ranks * iters * 4) {
+    return false;
+  }
+  double earlier = 0;
+  // Readiness order is the buffer's last bucket first (BucketedAllreduce starts them so).
+  for (size_t k = 0; k < n; ++k) {
+    const size_t bucket = n - 1 - k;
+    std::vector<double> fractions;
+    for (size_t ri = 0; ri < ranks * iters; ++ri) {
+      const double forward = record.phase_time_s[ri * 4], backward = record.phase_time_s[ri * 4 + 1];
+      const double start = record.bucket_start_s[ri * n + bucket];
+      if (backward > 0) fractions.push_back(std::clamp((start - forward) / backward, 0.0, 1.0));
+    }
+    if (fractions.empty()) return false;
+    std::nth_element(fractions.begin(), fractions.begin() + static_cast<std::ptrdiff_t>(fractions.size() / 2),
+                     fractions.end());
+    // A fraction of 0 would be a bucket ready before backward began: the simulator wants (0, 1].
+    earlier = std::max({earlier, fractions[fractions.size() / 2], 1e-9});
+    buckets[k].ready_fraction = earlier;
+  }
+  return true;
 }
 
 std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c, int max_ranks) {

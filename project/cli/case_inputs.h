@@ -22,6 +22,7 @@ struct CaseInputs {
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;
+  bool readiness_measured = false;  ///< the ready fractions come from bucket_start_s, not estimated
 };
 
 /// Why the case cannot be projected (mode, status, phases), or "" when it can.
@@ -35,6 +36,12 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record);
 /// `bucket_mb` (MB = 1e6 bytes; 0: one bucket after backward), in the order they become ready,
 /// with ready fractions estimated from their place in the buffer (see the definition).
 std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_mb);
+
+/// Replaces the estimated ready fractions of `buckets` (in readiness order, as
+/// estimated_buckets gives them) by the measured ones where the case recorded `bucket_start_s`
+/// for the same buckets: per bucket, the median over ranks and iterations of (start − forward) /
+/// backward, between 0 and 1, and never below an earlier bucket's. Returns whether it did.
+bool apply_measured_readiness(const CaseRecord& record, std::vector<GradientBucket>& buckets);
 
 /// "This machine as measured": the platform whose simulated ring reproduces the case's fitted
 /// ring all-reduce within and between hosts, as TOML (parse_platform_toml reads it), for up to

@@ -226,11 +226,12 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
 }
 
 std::vector<Point> simulate(const Job& job, const Options& o) {
-  std::printf("\ncase %s (%s) on %s: %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
-              job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.model.c_str(), o.steps, o.seed.c_str(),
-              job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
-              job.inputs.overlap ? "overlapped" : "after backward",
-              job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
+  std::printf(
+      "\ncase %s (%s) on %s: %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
+      job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.model.c_str(), o.steps, o.seed.c_str(),
+      job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
+      job.inputs.overlap ? "overlapped" : "after backward",
+      job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
   std::printf("%6s %10s %10s %11s %17s %21s %10s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
               "exposed all-reduce ms", "update ms");
   std::fflush(stdout);
@@ -296,6 +297,7 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
              {"steps", int64_t{o.steps}},
              {"seed", static_cast<int64_t>(parse_seed(o.seed))},
              {"overlap", int64_t{job.inputs.overlap ? 1 : 0}},
+             {"bucket_readiness", std::string(job.inputs.readiness_measured ? "measured" : "estimated")},
              {"scaling", std::string(job.inputs.strong ? "strong" : "weak")},
              {"measured_ranks", int64_t{job.inputs.measured_ranks}},
              {"measured_step_s", job.inputs.measured_step_s},

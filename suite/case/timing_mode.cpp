@@ -128,7 +128,8 @@ class TimingMode final : public CaseMode {
   Clock::time_point started_;
   Deadline deadline_ = Deadline::max();
   int64_t next_sample_ = 0;
-  std::vector<double> times_, phase_times_, losses_, exposed_;
+  std::vector<double> times_, phase_times_, losses_, exposed_, bucket_starts_;
+  size_t buckets_ = 0;  ///< the harness's MPI buckets of the case (0: none)
   RankUtilisation meters_;
   RankMemory memory_;  ///< -1 host peak: not prepared, nothing measured
 };
@@ -186,6 +187,7 @@ void TimingMode::measure(PreparedCase& p) {
   started_ = Clock::now();
   deadline_ = deadline_after(spec_.case_timeout);
   next_sample_ = int64_t{ctx_.case_rank} * spec_.batch_per_rank();
+  buckets_ = p.buckets ? p.buckets->bucket_count() : 0;
   RegionMeters meters(ctx_, p.gpu);
   const int sleeper = fault_injection::sleep_rank();
   double slept = 0;
@@ -209,6 +211,10 @@ void TimingMode::measure(PreparedCase& p) {
       if (spec_.ranks > 1) exposed_.push_back(step.times.exposed_allreduce);
       if (spec_.phases) phase_times_.insert(phase_times_.end(), step.times.phase, step.times.phase + kPhaseCount);
       losses_.push_back(step.mean_loss);
+      if (p.buckets) {
+        const std::vector<double>& started = p.buckets->start_times();
+        bucket_starts_.insert(bucket_starts_.end(), started.begin(), started.end());
+      }
       ctx_.progress.iteration("iteration", i + 1, spec_.iterations, step.times.total);
     }
   } catch (const std::exception& e) {
@@ -237,6 +243,11 @@ StepSamples TimingMode::gather_samples(bool ok) const {
   gather(times_, iters, s.iter_time_s);
   if (spec_.phases && iters > 0) gather(phase_times_, iters * kPhaseCount, s.phase_time_s);
   if (ranks > 1 && iters > 0) gather(exposed_, iters, s.exposed_allreduce_s);
+  // buckets_ is the same on every rank of a case that trained (the same driver and buffer).
+  if (buckets_ > 0 && iters > 0) {
+    gather(bucket_starts_, iters * static_cast<int>(buckets_), s.bucket_start_s);
+    s.buckets = static_cast<int64_t>(buckets_);
+  }
   s.loss = losses_;
   return s;
 }

@@ -43,6 +43,7 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   }
   next_ = buckets_.size();
   requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  started_s_.assign(buckets_.size(), 0.0);
   int level = MPI_THREAD_SINGLE;
   DLSCALE_CHECK_MPI(MPI_Query_thread(&level));
   if (level >= MPI_THREAD_SERIALIZED) thread_ = std::thread([this] { communicate(); });
@@ -68,6 +69,7 @@ bool BucketedAllreduce::follow(Model& model) {
 }
 
 void BucketedAllreduce::start_step() {
+  step_start_ = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_) b.pending = b.count;
   next_ = buckets_.size();
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -75,6 +77,7 @@ void BucketedAllreduce::start_step() {
 }
 
 void BucketedAllreduce::start(size_t index) {
+  started_s_[index] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   const Bucket& b = buckets_[index];
   if (thread_.joinable()) {
     {

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -57,6 +58,11 @@ class BucketedAllreduce {
   /// when an MPI call failed (in either thread).
   void finish();
   size_t bucket_count() const { return buckets_.size(); }
+  /// Seconds from start_step() to the start of each bucket's reduction this step, by bucket
+  /// (buffer order): when its gradients, and those of every bucket after it, were final; for a
+  /// model that reports no finished gradients, when backward returned. What a simulation of the
+  /// step (dlscale-project) takes as each bucket's readiness.
+  const std::vector<double>& start_times() const { return started_s_; }
   bool progress_thread() const { return thread_.joinable(); }
 
  private:
@@ -74,6 +80,8 @@ class BucketedAllreduce {
   std::vector<MPI_Request> requests_;  // one per bucket; MPI_REQUEST_NULL when idle or complete
   size_t bucket_elems_ = 1;
   size_t next_ = 0;  ///< buckets [0, next_) not started this step
+  std::chrono::steady_clock::time_point step_start_;
+  std::vector<double> started_s_;  ///< per bucket, this step (start_times)
 
   // Shared with the communication thread, under mutex_.
   std::mutex mutex_;

@@ -188,6 +188,8 @@ CaseRecord case_record(const CaseResult& r) {
   rec.phase_time_s = r.steps.phase_time_s;
   rec.exposed_allreduce_s = r.steps.exposed_allreduce_s;
   rec.loss = r.steps.loss;
+  rec.bucket_start_s = r.steps.bucket_start_s;
+  rec.buckets = r.steps.buckets;
   rec.memory = table_of(r.memory, kMemory);
   rec.summary = summary_attrs(r);
   if (r.accuracy && r.outcome.ok()) {

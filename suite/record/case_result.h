@@ -34,6 +34,10 @@ struct StepSamples {
   std::vector<double> phase_time_s;         ///< [ranks][iterations][kPhaseCount], with --phases
   std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], on more than one rank
   std::vector<double> loss;                 ///< [iterations]: the mean over ranks
+  /// With --bucket-mb on more than one rank (the harness's MPI buckets): [ranks][iterations]
+  /// [buckets], seconds from the step's start to the start of each bucket's reduction.
+  std::vector<double> bucket_start_s;
+  int64_t buckets = 0;
 };
 
 /// The summary of a timing case that succeeded (docs/metrics.md).

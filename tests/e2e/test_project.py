@@ -1,6 +1,7 @@
 """dlscale-project on a real 2-rank --phases run: the simulation group it writes (datasets,
 attributes, parts adding up to the step, P = 1, the error at the measured point from the file's
-own numbers), the measured platform against the case's ring fit, the estimated buckets, bad
+own numbers), the measured platform against the case's ring fit, the buckets' measured and estimated
+readiness, bad
 input refused with exit code 2 and one line, the file left byte for byte as it was, and
 dlscale-report's summary line, check and report plot on the file it wrote.
 
@@ -103,15 +104,33 @@ class Project(unittest.TestCase):
             self.assertEqual(list(g["bucket_bytes"][()]), [52008])
             self.assertEqual(list(g["bucket_ready_fraction"][()]), [1])
 
-    def test_estimated_buckets(self):
+    def test_bucket_readiness_measured_and_estimated(self):
+        # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): [0, 5000), [5000, 10000),
+        # [10000, 13002), the last of the buffer ready first.
         path = self.copy("buckets.h5")
         proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(path, "r") as f:
             g = f["cases/0001/simulations/0000"]
-            # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): [0, 5000), [5000, 10000),
-            # [10000, 13002), the last of the buffer ready first.
             self.assertEqual(list(g["bucket_bytes"][()]), [12008, 20000, 20000])
+            # dlscale recorded when each bucket started: the fractions are measured, the median
+            # over ranks and iterations of (start - forward) / backward, never falling.
+            self.assertEqual(g.attrs["bucket_readiness"], "measured")
+            starts = f["cases/0001/bucket_start_s"][()]
+            phases = f["cases/0001/phase_time_s"][()]
+            self.assertEqual(starts.shape, phases.shape[:2] + (3,))
+            fractions = np.clip((starts - phases[:, :, :1]) / phases[:, :, 1:2], 0, 1)
+            expected = np.maximum.accumulate([max(np.median(fractions[:, :, b]), 1e-9) for b in (2, 1, 0)])
+            np.testing.assert_allclose(g["bucket_ready_fraction"][()], expected, rtol=1e-12)
+        # A file without bucket_start_s (written before dlscale recorded it): estimated from each
+        # bucket's place in the buffer.
+        with h5py.File(path, "a") as f:
+            del f["cases/0001/bucket_start_s"]
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0001/simulations/0001"]
+            self.assertEqual(g.attrs["bucket_readiness"], "estimated")
             np.testing.assert_allclose(g["bucket_ready_fraction"][()], [3002 / 13002, 8002 / 13002, 1])
 
     def test_measured_platform_reproduces_the_ring_fit(self):
