@@ -73,6 +73,7 @@ def one_way_latency_s(bed, port=45100, n=200):
     assert server.stdout.readline().strip() == "ready"
     r = bed.run(b, [sys.executable, "-c", PINGPONG, "connect", bed.addresses[a], str(port), str(n)], timeout=60)
     server.wait(timeout=30)
+    server.stdout.close()
     return float(r.stdout.strip()) / 2
 
 
