@@ -16,8 +16,16 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
              and --steps --steps; its simulated step and exposed all-reduce against the hold-out's
 
   sudo python3 bench/projection_holdout.py --rates 200mbit,500mbit [--buckets 1] [--repeats 2]
-      [--workload mnist_fnn:width=512] [--batch 256] [--dlscale build/cpu/dlscale]
+      [--workload mnist_fnn:width=512] [--driver libtorch] [--batch 256] [--keep DIR]
+      [--mca coll_libnbc_iallreduce_algorithm=1] [--dlscale build/cpu/dlscale]
       [--project build/cpu/dlscale-project]
+
+The measured exposed all-reduce is given as the diagnosis defines it (from the last rank's
+arrival: what the simulation's is) and as the summary's exposed_allreduce_median_s (the slowest
+rank's phase, waiting included); "MPI alone" is the microbenchmark the hold-out job ran at the
+gradient size, "link" the simulated link's time for it. Buckets under Open MPI's defaults are a
+reduce-then-broadcast for 2 ranks, which the model does not simulate: --mca with the line above
+forces the ring (docs/projection.md#hold-out-validation has the table and the causes of error).
 
 Prints one row per rate, bucket size and repeat and the errors (simulated / measured - 1); no
 figure here is asserted by a test but tests/cluster/test_projection_holdout.py's loose bound
