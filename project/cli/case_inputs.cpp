@@ -130,10 +130,12 @@ bool apply_measured_readiness(const CaseRecord& record, std::vector<GradientBuck
       if (backward > 0) fractions.push_back(std::clamp((start - forward) / backward, 0.0, 1.0));
     }
     if (fractions.empty()) return false;
-    std::nth_element(fractions.begin(), fractions.begin() + static_cast<std::ptrdiff_t>(fractions.size() / 2),
-                     fractions.end());
+    // The usual median (the mean of the two middle values of an even count), as docs/metrics.md's.
+    std::sort(fractions.begin(), fractions.end());
+    const size_t mid = fractions.size() / 2;
+    const double median = fractions.size() % 2 ? fractions[mid] : (fractions[mid - 1] + fractions[mid]) / 2;
     // A fraction of 0 would be a bucket ready before backward began: the simulator wants (0, 1].
-    earlier = std::max({earlier, fractions[fractions.size() / 2], 1e-9});
+    earlier = std::max({earlier, median, 1e-9});
     buckets[k].ready_fraction = earlier;
   }
   return true;
