@@ -61,6 +61,7 @@ SPACK_NAME = {
     "KokkosKernels": "kokkos-kernels",
     "GTest": "googletest",
     "Python3": "python",
+    "PkgConfig": "pkgconfig",  # how project/ finds SimGrid
 }
 
 # The Spack packages each backend variant brings in.
@@ -69,6 +70,7 @@ BACKEND_PACKAGES = {
     "onednn": {"onednn"},
     "kokkos": {"kokkos", "kokkos-kernels"},
     "cuda": {"cuda", "cudnn", "nccl"},
+    "simgrid": {"simgrid"},
 }
 
 
@@ -364,6 +366,7 @@ class CMakeArgsTest(unittest.TestCase):
             "-DDLSCALE_WITH_ONEDNN:BOOL=ON",
             "-DDLSCALE_WITH_CUDA:BOOL=OFF",
             "-DDLSCALE_WITH_KOKKOS:BOOL=ON",
+            "-DDLSCALE_WITH_SIMGRID:BOOL=ON",
             "-DDLSCALE_BUILD_BENCH:BOOL=OFF",
             "-DBUILD_TESTING:BOOL=OFF",
             "-DMPI_HOME:STRING=/spack/opt/mpi",
@@ -375,12 +378,13 @@ class CMakeArgsTest(unittest.TestCase):
         ])
 
     def test_reference_driver_only(self):
-        args, _ = cmake_args(Dlscale, torch=False, onednn=False, kokkos=False, bench=True)
+        args, _ = cmake_args(Dlscale, torch=False, onednn=False, kokkos=False, simgrid=False, bench=True)
         self.assertCountEqual(args, [
             "-DDLSCALE_WITH_TORCH:BOOL=OFF",
             "-DDLSCALE_WITH_ONEDNN:BOOL=OFF",
             "-DDLSCALE_WITH_CUDA:BOOL=OFF",
             "-DDLSCALE_WITH_KOKKOS:BOOL=OFF",
+            "-DDLSCALE_WITH_SIMGRID:BOOL=OFF",
             "-DDLSCALE_BUILD_BENCH:BOOL=ON",
             "-DBUILD_TESTING:BOOL=OFF",
             "-DMPI_HOME:STRING=/spack/opt/mpi",

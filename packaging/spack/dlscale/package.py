@@ -38,6 +38,7 @@ class Dlscale(CMakePackage, CudaPackage):
     variant("torch", default=True, description="LibTorch driver (LibTorch from py-torch)")
     variant("onednn", default=True, description="oneDNN driver (oneDNN v2 API)")
     variant("kokkos", default=True, description="Kokkos driver (Kokkos Core and Kokkos Kernels)")
+    variant("simgrid", default=True, description="dlscale-project: the step simulated on a described cluster (SimGrid)")
     # +cuda and cuda_arch come from CudaPackage: the cuDNN+cuBLAS driver, the NCCL all-reduce
     # and CUDA-event timing for every GPU driver.
     variant("bench", default=False, description="Build the hand-run benchmarks of bench/")
@@ -80,6 +81,11 @@ class Dlscale(CMakePackage, CudaPackage):
     # cleanly has not been tried.
     depends_on("onednn@2.6:2", when="+onednn")
 
+    # project/ finds SimGrid through pkg-config (simgrid.pc); built and tested with 3.32.
+    with when("+simgrid"):
+        depends_on("simgrid@3.32:")
+        depends_on("pkgconfig", type="build")
+
     with when("+kokkos"):
         # Built with Kokkos 3.4.1 (Debian's Trilinos 13.2) and 4.6.1; Kokkos 5 needs C++20.
         depends_on("kokkos@3.4:4")
@@ -117,6 +123,7 @@ class Dlscale(CMakePackage, CudaPackage):
             self.define_from_variant("DLSCALE_WITH_ONEDNN", "onednn"),
             self.define_from_variant("DLSCALE_WITH_CUDA", "cuda"),
             self.define_from_variant("DLSCALE_WITH_KOKKOS", "kokkos"),
+            self.define_from_variant("DLSCALE_WITH_SIMGRID", "simgrid"),
             self.define_from_variant("DLSCALE_BUILD_BENCH", "bench"),
             # The tests need GoogleTest and a Python with h5py and numpy: only with
             # `spack install --test=root`.
