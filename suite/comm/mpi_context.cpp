@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "suite/errors.h"
 #include "suite/comm/host_network.h"
+#include "suite/errors.h"
 
 namespace dlscale {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "suite/matrix/builtin_suites.h"
 #include "suite/errors.h"
+#include "suite/matrix/builtin_suites.h"
 #include "suite/matrix/run_matrix.h"
 
 namespace dlscale {
