@@ -223,7 +223,7 @@ def main():
     reason = testbed.why_unavailable()
     if reason:
         sys.exit(f"projection_holdout: {reason}")
-    print(f"CPU: {subprocess.run(['lscpu'], capture_output=True, text=True).stdout.split('Model name:')[1].splitlines()[0].strip()}")
+    print(f"CPU: {testbed.machine_cpu()}")
     print(f"{args.workload}, batch {args.batch}, {args.driver}, 1 thread, {args.iterations} iterations; "
           f"NIC = rate x {args.goodput:.4f}; dlscale-project --steps {args.steps}"
           f"{''.join(' --mca ' + m for m in args.mca)}", flush=True)

@@ -108,7 +108,7 @@ def main():
     reason = testbed.why_unavailable()
     if reason:
         sys.exit(f"shaped_link: {reason}")
-    print(f"CPU: {subprocess.run(['lscpu'], capture_output=True, text=True).stdout.split('Model name:')[1].splitlines()[0].strip()}")
+    print(f"CPU: {testbed.machine_cpu()}")
     rows = []
     bed = testbed.Cluster(hosts=2)
     try:

@@ -78,6 +78,13 @@ def _with_sbin_on_path():
     os.environ["PATH"] = os.pathsep.join(path + [d for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin") if d not in path])
 
 
+def machine_cpu():
+    """The CPU model of the machine every host of the bed shares (lscpu), for benches to name
+    the machine their figures come from."""
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return out.split("Model name:")[1].splitlines()[0].strip() if "Model name:" in out else "unknown"
+
+
 def why_unavailable():
     """None where the test bed can be made here, else one line naming the reason."""
     _with_sbin_on_path()
