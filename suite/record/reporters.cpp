@@ -13,7 +13,7 @@
 
 namespace dlscale {
 
-std::string ResultsFileReporter::next_group() const { return fmt::format("{:04}", file_.case_names().size()); }
+std::string ResultsFileReporter::next_group() const { return fmt::format("{:04}", cases_); }
 
 void ResultsFileReporter::case_finished(const CaseResult& r) {
   const auto writing = deadline_.hold_off();
@@ -33,6 +33,7 @@ void ResultsFileReporter::case_finished(const CaseResult& r) {
   }
   if (r.utilisation) update.write_group("cases/" + name + "/utilisation", utilisation_group(*r.utilisation));
   update.commit();
+  ++cases_;
 }
 
 OutputFormat parse_output_format(const std::string& name) {

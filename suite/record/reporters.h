@@ -26,7 +26,10 @@ class Reporter {
 /// Throws what the results file throws (WriteError: the file is as it was).
 class ResultsFileReporter final : public Reporter {
  public:
-  ResultsFileReporter(ResultsFile& file, StopDeadline& deadline) : file_(file), deadline_(deadline) {}
+  /// `file` must have been committed once (it holds the run's provenance): the cases it holds
+  /// are counted then, and each case this reporter commits adds one.
+  ResultsFileReporter(ResultsFile& file, StopDeadline& deadline)
+      : file_(file), deadline_(deadline), cases_(file.case_names().size()) {}
   /// The group name the next case will get ("0003").
   std::string next_group() const;
   void case_finished(const CaseResult& r) override;
@@ -34,6 +37,7 @@ class ResultsFileReporter final : public Reporter {
  private:
   ResultsFile& file_;
   StopDeadline& deadline_;  ///< held off while a case is committed
+  size_t cases_;            ///< the case groups the file holds
 };
 
 /// Ends the progress line and counts the case's work as done.
