@@ -312,6 +312,13 @@ class Cluster:
                  # Open MPI's defaults (300 s, then 9 probes 20 s apart) wait 8 minutes.
                  "--mca", "oob_tcp_keepalive_time", "5", "--mca", "oob_tcp_keepalive_intvl", "5",
                  "--mca", "oob_tcp_keepalive_probes", "3",
+                 # When mpirun ends a job it sends its ranks SIGCONT, SIGTERM and SIGKILL,
+                 # odls_base_sigkill_timeout seconds apart (1 by default). A rank blocked in a
+                 # collective prints its one line 0.5 s after SIGTERM (suite/process/stop_signals.h);
+                 # on a loaded 2-core machine, 0.5 s of margin once lost that line to SIGKILL (CI,
+                 # test_network_faults). 5 s keeps what the fault tests check (that line)
+                 # independent of the machine's load.
+                 "--mca", "odls_base_sigkill_timeout", "5",
                  "--bind-to", "none"])
 
     # -- the network ---------------------------------------------------------------------
