@@ -13,7 +13,10 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
              headers (--goodput, 1448 of every 1514 bytes on the wire by default) and half the
              one-way latency between the hosts (a TCP ping-pong; a route pays 2 x NIC)
   project    dlscale-project on the ONE-host file with that platform at P = 2 (one rank per node)
-             and --steps --steps; its simulated step and exposed all-reduce against the hold-out's
+             and --steps --steps; its simulated step and exposed all-reduce against the hold-out's.
+             The all-reduce it simulates is the one that ran: a ring for --bucket-mb 0 (the
+             blocking MPI_Allreduce of two ranks sends both ways at once), and for buckets
+             --allreduce binomial, Open MPI 4.1's choice for them, unless --mca forced the ring
 
   sudo python3 bench/projection_holdout.py --rates 200mbit,500mbit [--buckets 1] [--repeats 2]
       [--workload mnist_fnn:width=512] [--driver libtorch] [--batch 256] [--keep DIR]
@@ -24,7 +27,7 @@ The measured exposed all-reduce is given as the diagnosis defines it (from the l
 arrival: what the simulation's is) and as the summary's exposed_allreduce_median_s (the slowest
 rank's phase, waiting included); "MPI alone" is the microbenchmark the hold-out job ran at the
 gradient size, "link" the simulated link's time for it. Buckets under Open MPI's defaults are a
-reduce-then-broadcast for 2 ranks, which the model does not simulate: --mca with the line above
+binomial reduce-then-broadcast (dlscale-project --allreduce binomial); --mca with the line above
 forces the ring (docs/projection.md#hold-out-validation has the table and the causes of error).
 
 Prints one row per rate, bucket size and repeat and the errors (simulated / measured - 1); no
@@ -147,10 +150,21 @@ def platform_toml(rate_bits, latency_s, within_fit, goodput):
             f"latency_us = {latency_s / 2 * 1e6:.6g}\n[fabric]\ntopology = \"star\"\n")
 
 
-def simulate(project, path, case, toml_path, steps):
+def allreduce_that_ran(bucket_mb, mca):
+    """dlscale-project's --allreduce for a case of the bed's Open MPI 4.1: the blocking MPI_Allreduce
+    (--bucket-mb 0) of two ranks sends both ways at once, as a ring does; buckets are MPI_Iallreduce
+    in place, which coll/libnbc runs as a binomial reduce-then-broadcast unless its algorithm is
+    forced (1: the ring)."""
+    if float(bucket_mb) == 0 or "coll_libnbc_iallreduce_algorithm=1" in mca:
+        return "ring"
+    return "binomial"
+
+
+def simulate(project, path, case, toml_path, steps, allreduce):
     """dlscale-project on one case at P = 2: {step, straggler, exposed} of the group it adds."""
     r = subprocess.run([project, path, "--platform", toml_path, "--ranks", "2", "--case", case,
-                        "--steps", str(steps)], capture_output=True, text=True, timeout=300)
+                        "--steps", str(steps), "--allreduce", allreduce], capture_output=True, text=True,
+                       timeout=300)
     if r.returncode != 0:
         raise RuntimeError(r.stdout + r.stderr)
     with h5py.File(path, "r") as f:
@@ -190,10 +204,11 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
         toml = os.path.join(workdir, f"testbed-{rate}{tag}.toml")
         with open(toml, "w") as f:
             f.write(platform_toml(parse_rate(rate), latency, cal["fit"], goodput))
-        sim = simulate(project, one, cal["case"], toml, steps)
+        allreduce = allreduce_that_ran(mb, mca)
+        sim = simulate(project, one, cal["case"], toml, steps, allreduce)
         # The simulated ring all-reduce of the whole gradient alone: n / B + 2 a for P = 2.
         link = parse_rate(rate) * goodput / 8
-        rows.append(dict(rate=rate, bucket_mb=mb, overlap=cal["overlap"], latency_s=latency, calibration=cal,
+        rows.append(dict(rate=rate, bucket_mb=mb, allreduce=allreduce, overlap=cal["overlap"], latency_s=latency, calibration=cal,
                          measured=two_hosts, simulated=sim, link_alone=cal["grad_bytes"] / link + 2 * latency,
                          step_error=sim["step"] / two_hosts["step_median"] - 1,
                          exposed_error=sim["exposed"] / two_hosts["exposed"] - 1,
@@ -254,12 +269,12 @@ def main():
 
 def print_row(r, header=False):
     if header:
-        print(f"{'rate':>8} {'bucket':>6} {'1-host':>7} | {'2 hosts':>7} {'sim':>7} {'error':>7} | {'exposed':>7} "
+        print(f"{'rate':>8} {'bucket':>6} {'sim.':>8} {'1-host':>7} | {'2 hosts':>7} {'sim':>7} {'error':>7} | {'exposed':>7} "
               f"{'sim':>7} {'error':>7} | {'summary':>7} {'error':>7} | {'MPI alone':>9} {'link':>7}")
-        print(f"{'':>8} {'MB':>6} {'step ms':>7} | {'step ms':>7} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
+        print(f"{'':>8} {'MB':>6} {'ring or':>8} {'step ms':>7} | {'step ms':>7} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
               f"{'exp. ms':>7} {'':>7} | {'ms':>9} {'ms':>7}")
     m, sim = r["measured"], r["simulated"]
-    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['calibration']['step_median'] * 1e3:>7.1f} | "
+    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['allreduce']:>8} {r['calibration']['step_median'] * 1e3:>7.1f} | "
           f"{m['step_median'] * 1e3:>7.1f} {sim['step'] * 1e3:>7.1f} {r['step_error'] * 100:>+6.1f}% | "
           f"{m['exposed'] * 1e3:>7.1f} {sim['exposed'] * 1e3:>7.1f} {r['exposed_error'] * 100:>+6.1f}% | "
           f"{m['exposed_median'] * 1e3:>7.1f} {r['exposed_median_error'] * 100:>+6.1f}% | "

@@ -10,6 +10,27 @@ double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double b
   return steps * latency_s + steps / ranks * bytes / bandwidth_Bps;
 }
 
+double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps) {
+  if (ranks <= 1) return 0;
+  const double hop = latency_s + bytes / bandwidth_Bps;
+  int rounds = 0;
+  while ((1 << rounds) < ranks) ++rounds;
+  // has[v]: when rank v has the reduced bucket, from the reduction's end; ranks in increasing
+  // order, as each one's parent (itself less its highest bit) comes before it.
+  std::vector<double> has(static_cast<size_t>(ranks), 0.0);
+  double last = 0;
+  for (int v = 0; v < ranks; ++v) {
+    int first_child = 1;
+    while (first_child <= v) first_child *= 2;
+    int children = 0;
+    for (int c = first_child; v + c < ranks; c *= 2) ++children;
+    const double sent = has[v] + (children > 0 ? latency_s + children * bytes / bandwidth_Bps : 0.0);
+    for (int c = first_child; v + c < ranks; c *= 2) has[v + c] = sent;
+    last = std::max(last, sent);
+  }
+  return rounds * hop + last;
+}
+
 StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, const std::vector<GradientBucket>& buckets,
                                    bool overlap, double latency_s, double bandwidth_Bps) {
   const double fb = compute.forward_s + compute.backward_s;

@@ -14,6 +14,13 @@ namespace dlscale::project {
 /// suite/comm/allreduce_microbenchmark.h, with beta = 1/B); 0 on one rank.
 double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
 
+/// Open MPI's binomial all-reduce (AllreduceAlgorithm::binomial) of one bucket of `bytes` on
+/// such a crossbar, every rank starting at once: the reduction takes ceil(log2 P) rounds of
+/// a + n/B (no rank receives twice at once); in the broadcast a rank that has the bucket sends
+/// it to its k children at once, sharing its NIC, so that they have it a + k n/B later. The
+/// time until the last rank is done (its sends ended, or its bucket received); 0 on one rank.
+double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
+
 /// The step of identical ranks (one compute sample) with buckets reduced one after another on
 /// such a ring: bucket j starts at max(its ready time, the end of bucket j-1), its ready time
 /// being forward + fraction x backward with overlap and forward + backward without; the

@@ -205,5 +205,8 @@ DeviceSlot place_rank(const ClusterDescription& cluster, int ranks, int rank) {
 
 const char* fabric_name(Fabric f) { return f == Fabric::star ? "star" : "fat-tree"; }
 const char* placement_name(Placement p) { return p == Placement::block ? "block" : "cyclic"; }
+const char* placement_name(const ClusterDescription& cluster) {
+  return cluster.simgrid_xml_file.empty() ? placement_name(cluster.placement) : "by-host-name";
+}
 
 }  // namespace dlscale::project

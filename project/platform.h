@@ -1,6 +1,7 @@
 // A cluster described in a few figures (nodes, devices per node, the links between them, the
-// fabric, where each rank lands), read from TOML. simgrid_platform.h turns it into a SimGrid
-// platform; nothing here depends on SimGrid, so callers never see its headers.
+// fabric, where each rank lands), read from TOML, or by a SimGrid platform file.
+// simgrid_platform.h turns it into a SimGrid platform; nothing here names SimGrid, so callers
+// never see its headers.
 #pragma once
 
 #include <string>
@@ -37,6 +38,11 @@ struct ClusterDescription {
   double oversubscription = 1;  ///< fat-tree: leaf downlink over uplink bandwidth (1 = non-blocking)
   double uplink_latency_s = 0;  ///< fat-tree: latency added by the hop from a leaf to the spine (and back down)
   Placement placement = Placement::block;
+  /// A SimGrid platform file (XML) that describes the cluster instead of the figures above: one
+  /// rank per host, rank r on the r-th host in the order of their names with numbers compared
+  /// as numbers (node-2 before node-10); `nodes` is then its host count and `devices_per_node`
+  /// 1 (load_simgrid_platform_file in simgrid_platform.h fills them).
+  std::string simgrid_xml_file;
 };
 
 /// Parses a platform description; `source` names it in messages. Throws std::invalid_argument
@@ -46,6 +52,12 @@ ClusterDescription parse_platform_toml(const std::string& text, const std::strin
 
 /// Reads and parses a file (std::invalid_argument also when it cannot be read).
 ClusterDescription load_platform_file(const std::string& path);
+
+/// A cluster described by a SimGrid platform file (`simgrid_xml_file`), named after the file
+/// (its name less `.xml`), with `nodes` = its host count. SimGrid loads the file in a child
+/// process (isolated_run.h) to count them (simgrid_platform.cpp). Throws std::invalid_argument
+/// with SimGrid's message when the file cannot be read or loaded, or has no host.
+ClusterDescription load_simgrid_platform_file(const std::string& path);
 
 /// Nodes that P ranks occupy: ceil(P / devices_per_node). Throws std::invalid_argument when P
 /// is below 1 or above the cluster's devices.
@@ -60,5 +72,7 @@ DeviceSlot place_rank(const ClusterDescription& cluster, int ranks, int rank);
 
 const char* fabric_name(Fabric f);
 const char* placement_name(Placement p);
+/// "block", "cyclic", or for a SimGrid XML platform "by-host-name".
+const char* placement_name(const ClusterDescription& cluster);
 
 }  // namespace dlscale::project

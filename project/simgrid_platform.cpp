@@ -5,14 +5,19 @@
 #include <simgrid/s4u/Link.hpp>
 #include <simgrid/s4u/NetZone.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <stdexcept>
+
+#include "project/isolated_run.h"
 
 namespace sg4 = simgrid::s4u;
 
 namespace dlscale::project {
 
-std::vector<std::string> simgrid_arguments() {
-  return {
+std::unique_ptr<sg4::Engine> make_engine() {
+  std::vector<std::string> arguments = {
       "dlscale-project",
       // CM02 is the plain max-min model: a message of n bytes over a route takes the sum of its
       // links' latencies plus n / (its share of the slowest link's bandwidth). SimGrid's default
@@ -34,6 +39,11 @@ std::vector<std::string> simgrid_arguments() {
       // SimGrid reports every configuration change at INFO level, on every run.
       "--log=root.thres:warning",
   };
+  std::vector<char*> argv;
+  for (std::string& a : arguments) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(arguments.size());
+  return std::make_unique<sg4::Engine>(&argc, argv.data());  // it copies what it keeps of them
 }
 
 namespace {
@@ -95,10 +105,73 @@ std::vector<Node> build_nodes(const ClusterDescription& c, sg4::NetZone* star, i
   return nodes;
 }
 
+/// "node-2" before "node-10": runs of digits compare as numbers, the rest character by character.
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ei = i, ej = j;
+      while (ei < a.size() && std::isdigit(static_cast<unsigned char>(a[ei]))) ++ei;
+      while (ej < b.size() && std::isdigit(static_cast<unsigned char>(b[ej]))) ++ej;
+      const std::string da = a.substr(i, ei - i), db = b.substr(j, ej - j);
+      const size_t za = da.find_first_not_of('0'), zb = db.find_first_not_of('0');
+      const std::string na = za == std::string::npos ? "" : da.substr(za),
+                        nb = zb == std::string::npos ? "" : db.substr(zb);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ei;
+      j = ej;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+/// The file's hosts in natural name order (the ranks' order).
+std::vector<sg4::Host*> load_xml_hosts(const std::string& path) {
+  sg4::Engine* engine = sg4::Engine::get_instance();
+  engine->load_platform(path);
+  std::vector<sg4::Host*> hosts = engine->get_all_hosts();
+  std::sort(hosts.begin(), hosts.end(),
+            [](const sg4::Host* a, const sg4::Host* b) { return natural_less(a->get_name(), b->get_name()); });
+  return hosts;
+}
+
 }  // namespace
+
+ClusterDescription load_simgrid_platform_file(const std::string& path) {
+  const std::string absolute = std::filesystem::absolute(path).string();
+  if (!std::filesystem::is_regular_file(absolute)) {
+    throw std::invalid_argument(fmt::format("{}: no such file", path));
+  }
+  std::vector<double> count;
+  try {
+    count = run_isolated([&] {
+              const std::unique_ptr<sg4::Engine> engine = make_engine();
+              return std::vector<double>{static_cast<double>(load_xml_hosts(absolute).size())};
+            }).values;
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(fmt::format("{}: SimGrid cannot load it: {}", path, e.what()));
+  }
+  if (count.size() != 1 || count[0] < 1) throw std::invalid_argument(fmt::format("{}: no host in it", path));
+  ClusterDescription c;
+  c.name = std::filesystem::path(path).stem().string();
+  c.nodes = static_cast<int>(count[0]);
+  c.devices_per_node = 1;
+  c.simgrid_xml_file = absolute;
+  return c;
+}
 
 std::vector<sg4::Host*> build_cluster(const ClusterDescription& c, int ranks) {
   const int node_count = nodes_for_ranks(c, ranks);
+  if (!c.simgrid_xml_file.empty()) {
+    std::vector<sg4::Host*> hosts = load_xml_hosts(c.simgrid_xml_file);
+    hosts.resize(static_cast<size_t>(ranks));  // nodes_for_ranks checked that it has them
+    return hosts;
+  }
   // The first zone made without a parent becomes the Engine's root.
   sg4::NetZone* root = sg4::create_star_zone("cluster");
   if (sg4::Engine::get_instance()->get_netzone_root() != root) {

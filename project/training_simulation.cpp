@@ -12,8 +12,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "project/allreduce_simulation.h"
 #include "project/isolated_run.h"
-#include "project/ring_allreduce_simulation.h"
 
 namespace dlscale::project {
 namespace {
@@ -75,9 +75,10 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   std::mt19937_64 rng(in.seed);
   std::uniform_int_distribution<size_t> pick(0, in.samples.size() - 1);
   std::vector<double> fb(p * in.steps), update(p * in.steps);
-  RingSchedule schedule;
+  AllreduceSchedule schedule;
   schedule.ranks = in.ranks;
   schedule.steps = in.steps;
+  schedule.algorithm = in.algorithm;
   schedule.model = in.model;
   for (const GradientBucket& b : in.buckets) schedule.bucket_bytes.push_back(b.bytes);
   schedule.ready_s.resize(p * in.steps * nb);
@@ -93,7 +94,7 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   TrainingSimulation result;
   std::vector<double> reduced(p * in.steps, 0.0);
   if (in.ranks > 1 && nb > 0) {
-    IsolatedResult run = run_isolated([&] { return simulate_ring_allreduces(cluster, schedule); });
+    IsolatedResult run = run_isolated([&] { return simulate_allreduces(cluster, schedule); });
     if (run.values.size() != reduced.size()) {
       throw std::runtime_error(
           fmt::format("the simulation returned {} times, expected {}", run.values.size(), reduced.size()));

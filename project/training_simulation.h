@@ -1,7 +1,7 @@
 // The data-parallel training step on a simulated cluster: every rank computes (forward,
-// backward, update, from measured per-rank samples), its gradient buckets are ring-all-reduced
-// over the platform as they become ready, and the step is split into the parts dlscale's
-// diagnosis names (docs/metrics.md, "Scaling diagnosis"). See docs/projection.md.
+// backward, update, from measured per-rank samples), its gradient buckets are all-reduced (a
+// ring, or Open MPI's binomial tree) over the platform as they become ready, and the step is split into the parts
+// dlscale's diagnosis names (docs/metrics.md, "Scaling diagnosis"). See docs/projection.md.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,20 @@ struct GradientBucket {
   double ready_fraction = 1;
 };
 
+/// How a bucket is all-reduced.
+enum class AllreduceAlgorithm {
+  /// A ring: 2(P-1) steps of n/P bytes (NCCL's, and MPI's for large buffers: bandwidth-optimal).
+  ring,
+  /// Open MPI 4.1 coll/libnbc's choice for MPI_Iallreduce in place or on fewer than 4 ranks
+  /// (dlscale's buckets: docs/projection.md): a binomial tree reduces the whole bucket to rank
+  /// 0 round by round (a rank receives from its children one round after another, then sends
+  /// to its parent), then rank 0's binomial broadcast sends it back down, every rank sending to
+  /// all its children at once. 2(P-1) messages of n bytes per bucket, each bucket on its own
+  /// (those in flight at once share the links), in either AllreduceModel.
+  binomial
+};
+
+/// How the ring is simulated (the binomial tree is simulated message by message in both).
 enum class AllreduceModel {
   /// Per bucket, once every rank has it: one flow per ring edge carrying 2(P-1)/P n bytes
   /// (the bandwidth of the whole ring at once, with the links' sharing), then the ring's other
@@ -45,6 +59,7 @@ struct TrainingInputs {
   /// true: a bucket is reduced as soon as every rank has it, while backward goes on; false:
   /// all buckets are reduced after backward (dlscale's blocking all-reduce).
   bool overlap = true;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   AllreduceModel model = AllreduceModel::flow;
   int steps = 3;
   uint64_t seed = 1;

@@ -18,7 +18,14 @@ struct CaseInputs {
   int measured_ranks = 1;
   int hosts = 1;
   bool strong = false;  ///< strong scaling: the compute per rank shrinks with P
+  /// The buckets are reduced while backward runs: the case's `overlap`, and a communication
+  /// thread to progress them (`progressed_by_thread`).
   bool overlap = false;
+  /// The run's MPI gave the thread level (MPI_THREAD_SERIALIZED or above) that the bucketed
+  /// all-reduce's communication thread needs. Without it the buckets progress only inside the
+  /// MPI calls of the main thread (a test as each is started, then the wait after backward):
+  /// simulated as reduced after backward.
+  bool progressed_by_thread = true;
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;
@@ -28,9 +35,10 @@ struct CaseInputs {
 /// Why the case cannot be projected (mode, status, phases), or "" when it can.
 std::string unusable_reason(const CaseRecord& record);
 
-/// The inputs of a usable case. Throws std::invalid_argument naming the attribute when one is
-/// missing or out of range.
-CaseInputs case_inputs(const std::string& name, const CaseRecord& record);
+/// The inputs of a usable case of a file whose root attribute `mpi_thread_level` is the given
+/// one ("" where the file has none: taken as the level dlscale asks for). Throws
+/// std::invalid_argument naming the attribute when one is missing or out of range.
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const std::string& mpi_thread_level);
 
 /// The buckets dlscale's BucketedAllreduce cuts `grad_bytes` of float32 gradients into for
 /// `bucket_mb` (MB = 1e6 bytes; 0: one bucket after backward), in the order they become ready,

@@ -33,17 +33,17 @@ constexpr int kDefaultMaxRanks = 8192;
 constexpr int kMaxMessageModelRanks = 256;
 
 struct Options {
-  std::string results, platform = "measured", ranks, model = "flow", seed = "1";
+  std::string results, platform = "measured", ranks, allreduce = "ring", model = "flow", seed = "1";
   std::vector<std::string> cases;
   int steps = 3;
   bool dry_run = false;
   bool ranks_given = false;
 };
 
-/// A platform and the TOML text it was read from (recorded with the projection).
+/// A platform and the TOML or SimGrid XML text it was read from (recorded with the projection).
 struct Platform {
   ClusterDescription cluster;
-  std::string toml;
+  std::string toml, xml;
 };
 
 /// One case to simulate, checked.
@@ -79,7 +79,21 @@ std::vector<std::string> preset_dirs() {
   return dirs;
 }
 
+bool ends_with(const std::string& text, const std::string& end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
 Platform load_preset(const std::string& arg) {
+  Platform p;
+  if (ends_with(arg, ".xml")) {
+    p.xml = read_text(arg);
+    try {
+      p.cluster = load_simgrid_platform_file(arg);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--platform {}", e.what()));
+    }
+    return p;
+  }
   // A path names a file; a bare name, a preset.
   std::string path = arg;
   if (arg.find('/') == std::string::npos && arg.size() > 0 && arg.find(".toml") == std::string::npos) {
@@ -95,7 +109,6 @@ Platform load_preset(const std::string& arg) {
                                    fmt::join(preset_dirs(), " or ")));
     }
   }
-  Platform p;
   p.toml = read_text(path);
   try {
     p.cluster = parse_platform_toml(p.toml, path);
@@ -124,6 +137,12 @@ std::vector<int> parse_ranks(const std::string& text) {
     if (!more || in.eof()) break;
   }
   return out;
+}
+
+AllreduceAlgorithm parse_algorithm(const std::string& text) {
+  if (text == "ring") return AllreduceAlgorithm::ring;
+  if (text == "binomial") return AllreduceAlgorithm::binomial;
+  throw UsageError(fmt::format("--allreduce {}: must be ring or binomial", text));
 }
 
 AllreduceModel parse_model(const std::string& text) {
@@ -156,6 +175,7 @@ std::string case_name(const std::string& arg, const std::vector<std::string>& na
 /// printed only once every check has passed, so that an error is the only line of a refused run.
 std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
   const std::vector<int> requested = o.ranks_given ? parse_ranks(o.ranks) : std::vector<int>{};
+  const AllreduceAlgorithm algorithm = parse_algorithm(o.allreduce);
   const AllreduceModel model = parse_model(o.model);
   if (o.steps < 1 || o.steps > 1000) throw UsageError(fmt::format("--steps {}: must be 1 to 1000", o.steps));
   parse_seed(o.seed);
@@ -163,6 +183,10 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
   const Platform preset = measured ? Platform{} : load_preset(o.platform);
 
   const std::vector<std::string> names = file.case_names();
+  std::string thread_level;
+  for (const auto& [key, value] : file.read_root()) {
+    if (key == "mpi_thread_level" && std::holds_alternative<std::string>(value)) thread_level = std::get<std::string>(value);
+  }
   std::vector<std::string> chosen;
   for (const std::string& arg : o.cases) {
     const std::string name = case_name(arg, names);
@@ -181,7 +205,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       const CaseRecord record = file.read_case(name);
       const std::string reason = unusable_reason(record);
       if (!reason.empty()) throw std::invalid_argument(fmt::format("case {}: {}", name, reason));
-      job.inputs = case_inputs(name, record);
+      job.inputs = case_inputs(name, record, thread_level);
       const int largest =
           std::max({requested.empty() ? kDefaultMaxRanks : *std::max_element(requested.begin(), requested.end()),
                     job.inputs.measured_ranks, 1});
@@ -210,7 +234,8 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       throw UsageError(fmt::format("case {}: P = {} exceeds the {} devices of platform {} ({} nodes of {})", name,
                                    ranks.back(), devices, cluster.name, cluster.nodes, cluster.devices_per_node));
     }
-    if (model == AllreduceModel::message && ranks.back() > kMaxMessageModelRanks) {
+    if (algorithm == AllreduceAlgorithm::ring && model == AllreduceModel::message &&
+        ranks.back() > kMaxMessageModelRanks) {
       throw UsageError(
           fmt::format("--model message: P = {} is above {} (2P(P-1) messages per bucket); give "
                       "--ranks up to {} or use the flow model",
@@ -225,12 +250,18 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
   return jobs;
 }
 
+/// When the buckets are reduced, as the header lines say it.
+const char* bucket_timing(const CaseInputs& c) {
+  if (c.overlap) return "overlapped";
+  return c.progressed_by_thread ? "after backward" : "after backward: no communication thread to progress them";
+}
+
 std::vector<Point> simulate(const Job& job, const Options& o) {
   std::printf(
-      "\ncase %s (%s) on %s: %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
-      job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.model.c_str(), o.steps, o.seed.c_str(),
-      job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
-      job.inputs.overlap ? "overlapped" : "after backward",
+      "\ncase %s (%s) on %s: %s all-reduce, %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n",
+      job.inputs.name.c_str(), job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.allreduce.c_str(),
+      o.model.c_str(), o.steps, o.seed.c_str(), job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
+      bucket_timing(job.inputs),
       job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
   std::printf("%6s %10s %10s %11s %17s %21s %10s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
               "exposed all-reduce ms", "update ms");
@@ -241,6 +272,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.ranks = p;
     in.buckets = job.inputs.buckets;
     in.overlap = job.inputs.overlap;
+    in.algorithm = parse_algorithm(o.allreduce);
     in.model = parse_model(o.model);
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);
@@ -292,11 +324,14 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
              {"simgrid_version", simgrid_version()},
              {"platform", job.platform.cluster.name},
              {"platform_toml", job.platform.toml},
-             {"placement", std::string(placement_name(job.platform.cluster.placement))},
+             {"platform_xml", job.platform.xml},
+             {"placement", std::string(placement_name(job.platform.cluster))},
+             {"allreduce", o.allreduce},
              {"model", o.model},
              {"steps", int64_t{o.steps}},
              {"seed", static_cast<int64_t>(parse_seed(o.seed))},
              {"overlap", int64_t{job.inputs.overlap ? 1 : 0}},
+             {"progress", std::string(job.inputs.progressed_by_thread ? "thread" : "polling")},
              {"bucket_readiness", std::string(job.inputs.readiness_measured ? "measured" : "estimated")},
              {"scaling", std::string(job.inputs.strong ? "strong" : "weak")},
              {"measured_ranks", int64_t{job.inputs.measured_ranks}},
@@ -329,7 +364,7 @@ int run(const Options& o) {
       std::printf("case %s (%s): platform %s, P = %s, %zu compute samples, %zu bucket%s, %s\n", j.inputs.name.c_str(),
                   j.inputs.label.c_str(), j.platform.cluster.name.c_str(),
                   fmt::format("{}", fmt::join(j.ranks, ",")).c_str(), j.inputs.samples.size(), j.inputs.buckets.size(),
-                  j.inputs.buckets.size() == 1 ? "" : "s", j.inputs.overlap ? "overlapped" : "after backward");
+                  j.inputs.buckets.size() == 1 ? "" : "s", bucket_timing(j.inputs));
     }
     return exit_code(ExitCode::kOk);
   }
@@ -363,13 +398,16 @@ int main(int argc, char** argv) {
       "dlscale-project"};
   app.add_option("results", o.results, "results file (HDF5) written by dlscale run")->required();
   app.add_option("--platform", o.platform,
-                 "a preset's name (project/platforms), a platform TOML file, or measured (the case's own all-reduce "
-                 "figures; the default)");
+                 "a preset's name (project/platforms), a platform TOML file, a SimGrid platform file (.xml), or "
+                 "measured (the case's own all-reduce figures; the default)");
   CLI::Option* ranks = app.add_option("--ranks", o.ranks,
                                       "rank counts, comma-separated (default: powers of two to 8192 within the "
                                       "platform); 1 and the measured P are always added");
   app.add_option("--case", o.cases, "cases to project (default: every usable one)")->allow_extra_args(false);
-  app.add_option("--model", o.model, "all-reduce model: flow (any P) or message (P up to 256)");
+  app.add_option("--allreduce", o.allreduce,
+                 "all-reduce algorithm: ring (the default) or binomial (Open MPI 4.1's non-blocking all-reduce in "
+                 "place, as dlscale's --bucket-mb runs it: docs/projection.md)");
+  app.add_option("--model", o.model, "ring model: flow (any P) or message (P up to 256)");
   app.add_option("--steps", o.steps, "steps simulated per P (default 3)");
   app.add_option("--seed", o.seed, "seed of the compute resampling (default 1)");
   app.add_flag("--dry-run", o.dry_run, "print the cases and rank counts, then exit without simulating or writing");

@@ -222,8 +222,9 @@ class Simulation:
     count on a described platform (docs/schema.md, docs/projection.md)."""
 
     name: str                  # "0000", "0001", ...: the order dlscale-project wrote them in
-    attrs: dict                # source, simgrid_version, platform, platform_toml, placement, model,
-                               # steps, seed, overlap, scaling, measured_ranks, measured_step_s, error
+    attrs: dict                # source, simgrid_version, platform, platform_toml, platform_xml, placement,
+                               # allreduce, model, steps, seed, overlap, progress, scaling, measured_ranks,
+                               # measured_step_s, error
     ranks: object              # int64 [k], ascending
     step_s: object             # float64 [k]
     efficiency: object         # float64 [k]: against the simulated P = 1

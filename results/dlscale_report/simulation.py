@@ -115,11 +115,12 @@ def efficiency_points(sim):
 def simulation_sentence(v):
     """One line: where and how it was simulated, the efficiency at a few P, the error at the
     measured P, e.g. "mnist_fnn reference ... (weak), case 0001: simulated on
-    cpu-2socket-100Gbps-nic (SimGrid 3.32.0, flow model, 3 steps; simulation 0001): P=1 to 1024,
+    cpu-2socket-100Gbps-nic (SimGrid 3.32.0, ring all-reduce, flow model, 3 steps; simulation 0001): P=1 to 1024,
     efficiency 0.40 at P=512 (the first below 0.5), 0.32 at P=1024; at the measured P=2 the
     simulated step (2.931 ms) is 48.6% below the measured one (5.702 ms)"."""
     sim, a = v.sim, v.sim.attrs
     how = ", ".join(x for x in (f"SimGrid {a['simgrid_version']}" if a.get("simgrid_version") else "",
+                                f"{a['allreduce']} all-reduce" if a.get("allreduce") else "",
                                 f"{a['model']} model" if a.get("model") else "",
                                 f"{a['steps']} steps" if a.get("steps") else "") if x)
     head = f"{v.label} ({v.mode}), {v.ref()}" if v.label else v.ref()
@@ -140,7 +141,7 @@ def simulation_sentence(v):
     return text
 
 
-CSV_COLUMNS = ("file", "case", "simulation", "platform", "simgrid_version", "model", "steps", "seed",
+CSV_COLUMNS = ("file", "case", "simulation", "platform", "simgrid_version", "allreduce", "model", "steps", "seed",
                "placement", "scaling", "measured_ranks", "ranks", "step_ms", "efficiency", "compute_ms",
                "straggler_wait_ms", "exposed_allreduce_ms", "update_ms", "measured_step_ms", "error")
 
@@ -154,7 +155,7 @@ def simulation_rows(views):
         measured = {r["ranks"]: r["step_median_ms"] for r in v.measured}
         for i, p in enumerate(sim.ranks.tolist()):
             row = {"file": v.case.file, "case": v.case.name, "simulation": sim.name, "platform": sim.platform,
-                   "simgrid_version": a.get("simgrid_version"), "model": a.get("model"), "steps": a.get("steps"),
+                   "simgrid_version": a.get("simgrid_version"), "allreduce": a.get("allreduce"), "model": a.get("model"), "steps": a.get("steps"),
                    "seed": a.get("seed"), "placement": a.get("placement"), "scaling": v.mode,
                    "measured_ranks": v.measured_ranks, "ranks": p, "step_ms": float(sim.step_s[i]) * 1e3,
                    "efficiency": float(sim.efficiency[i]),
@@ -175,6 +176,7 @@ def simulation_table(rows, several_files=False):
         Column("case", key_cell("case"), right=False),
         Column("sim", key_cell("simulation"), right=False),
         Column("platform", key_cell("platform"), right=False),
+        Column("all-reduce", key_cell("allreduce"), right=False),
         Column("model", key_cell("model"), right=False),
         Column("P", key_cell("ranks")),
         Column("step ms", lambda r: ms(r["step_ms"])),

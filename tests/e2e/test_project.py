@@ -39,6 +39,15 @@ latency_us = 1
 [fabric]
 topology = "star"
 """
+# The same crossbar as a SimGrid platform file: 64 hosts, each on its own 10 GB/s, 1 us duplex
+# link to a backbone that costs nothing.
+CROSSBAR_XML = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="xml-crossbar" prefix="node-" suffix="" radical="0-63" speed="1Gf" bw="10GBps" lat="1us"
+           sharing_policy="SPLITDUPLEX" bb_bw="1000000GBps" bb_lat="0us"/>
+</platform>
+"""
 PARTS = ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "update_s")
 
 
@@ -58,6 +67,9 @@ class Project(unittest.TestCase):
         cls.crossbar = os.path.join(cls.dir, "crossbar.toml")
         with open(cls.crossbar, "w") as f:
             f.write(CROSSBAR)
+        cls.crossbar_xml = os.path.join(cls.dir, "crossbar.xml")
+        with open(cls.crossbar_xml, "w") as f:
+            f.write(CROSSBAR_XML)
 
     @classmethod
     def tearDownClass(cls):
@@ -85,7 +97,8 @@ class Project(unittest.TestCase):
             self.assertEqual(a["source"], "dlscale-project")
             self.assertEqual(a["platform"], "test-crossbar")
             self.assertEqual(a["platform_toml"], CROSSBAR)
-            self.assertEqual((a["placement"], a["model"], a["steps"], a["seed"]), ("block", "flow", 3, 1))
+            self.assertEqual((a["placement"], a["allreduce"], a["model"], a["steps"], a["seed"]),
+                             ("block", "ring", "flow", 3, 1))
             self.assertRegex(a["simgrid_version"], r"^\d+\.\d+\.\d+$")
             self.assertEqual((a["measured_ranks"], a["scaling"], a["overlap"]), (2, "weak", 0))
             ranks = g["ranks"][()]
@@ -103,6 +116,52 @@ class Project(unittest.TestCase):
             self.assertAlmostEqual(a["error"], step[list(ranks).index(2)] / measured - 1, delta=1e-12)
             self.assertEqual(list(g["bucket_bytes"][()]), [52008])
             self.assertEqual(list(g["bucket_ready_fraction"][()]), [1])
+
+    def test_binomial_sends_the_bucket_across_and_back(self):
+        # One bucket after backward on two ranks: the ring sends both ways at once (n/B + 2a),
+        # Open MPI's binomial tree up and then down (2 n/B + 2a): n/B more, with the same draws.
+        path = self.copy("binomial.h5")
+        exposed = {}
+        for allreduce in ("ring", "binomial"):
+            proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "0",
+                                "--allreduce", allreduce)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn(f"{allreduce} all-reduce, flow model", proc.stdout)
+        with h5py.File(path, "r") as f:
+            for name in ("0000", "0001"):
+                g = f["cases/0000/simulations"][name]
+                exposed[g.attrs["allreduce"]] = g["exposed_allreduce_s"][list(g["ranks"][()]).index(2)]
+        self.assertAlmostEqual(exposed["binomial"] - exposed["ring"], 52008 / 10e9, delta=1e-10)
+
+    def test_simgrid_xml_platform_equals_its_toml_twin(self):
+        path = self.copy("xml.h5")
+        for platform in (self.crossbar, self.crossbar_xml):
+            proc = self.project(path, "--platform", platform, "--ranks", "4,8", "--case", "0")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            toml, simgrid = f["cases/0000/simulations/0000"], f["cases/0000/simulations/0001"]
+            self.assertEqual((simgrid.attrs["platform"], simgrid.attrs["placement"]), ("crossbar", "by-host-name"))
+            self.assertEqual((simgrid.attrs["platform_xml"], simgrid.attrs["platform_toml"]), (CROSSBAR_XML, ""))
+            self.assertEqual(toml.attrs["platform_xml"], "")
+            for part in ("step_s",) + PARTS:
+                np.testing.assert_allclose(simgrid[part][()], toml[part][()], rtol=1e-9, err_msg=part)
+
+    def test_buckets_without_a_communication_thread_are_reduced_after_backward(self):
+        path = self.copy("progress.h5")
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "a") as f:
+            g = f["cases/0001/simulations/0000"]
+            self.assertEqual((g.attrs["overlap"], g.attrs["progress"]), (1, "thread"))
+            # A run whose MPI gave less than MPI_THREAD_SERIALIZED had no communication thread:
+            # its buckets moved only in the main thread's MPI calls, the wait after backward.
+            f.attrs["mpi_thread_level"] = "MPI_THREAD_FUNNELED"
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("after backward: no communication thread to progress them", proc.stdout)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0001/simulations/0001"]
+            self.assertEqual((g.attrs["overlap"], g.attrs["progress"]), (0, "polling"))
 
     def test_bucket_readiness_measured_and_estimated(self):
         # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): [0, 5000), [5000, 10000),
@@ -181,8 +240,8 @@ class Project(unittest.TestCase):
         lines = [l for l in proc.stdout.splitlines() if "simulated on" in l]
         self.assertEqual(len(lines), 1, proc.stdout)
         direction = "below" if error < 0 else "above"
-        sentence = (f"case 0000: simulated on cpu-2socket-100Gbps-nic (SimGrid {version}, flow model, 3 steps; "
-                    f"simulation 0000): P=1 to 64, efficiency")
+        sentence = (f"case 0000: simulated on cpu-2socket-100Gbps-nic (SimGrid {version}, ring all-reduce, flow model, "
+                    f"3 steps; simulation 0000): P=1 to 64, efficiency")
         self.assertIn(sentence, lines[0])
         self.assertIn(f"{eff[-1]:.2f} at P=64", lines[0])
         self.assertIn(f"at the measured P=2 the simulated step ({step[1] * 1e3:.3f} ms) is "
@@ -202,6 +261,9 @@ class Project(unittest.TestCase):
         bad_toml = os.path.join(self.dir, "bad.toml")
         with open(bad_toml, "w") as f:
             f.write(CROSSBAR.replace("bandwidth_GBps = 10", "bandwidth_GBps = -3"))
+        broken_xml = os.path.join(self.dir, "broken.xml")
+        with open(broken_xml, "w") as f:
+            f.write('<platform version="4.1"><zone')
         not_results = os.path.join(self.dir, "not_results.h5")
         with open(not_results, "w") as f:
             f.write("not HDF5")
@@ -212,7 +274,9 @@ class Project(unittest.TestCase):
             ([path, "--ranks", "4,"], "4,"), ([path, "--ranks", "100", "--platform", self.crossbar], "100"),
             ([path, "--platform", "no-such-preset"], "no-such-preset"), ([path, "--platform", bad_toml], "-3"),
             ([path, "--platform", os.path.join(self.dir, "absent.toml")], "absent.toml"),
-            ([path, "--model", "fast"], "fast"), ([path, "--steps", "0"], "0"), ([path, "--steps", "many"], "many"),
+            ([path, "--platform", broken_xml], "broken.xml"),
+            ([path, "--ranks", "100", "--platform", self.crossbar_xml], "100"),
+            ([path, "--model", "fast"], "fast"), ([path, "--allreduce", "tree"], "tree"), ([path, "--steps", "0"], "0"), ([path, "--steps", "many"], "many"),
             ([path, "--seed", "-1"], "-1"), ([path, "--case", "9"], "9"), ([path, "--case", "abc"], "abc"),
             ([path, "--model", "message"], "message"), ([path, "--frobnicate"], "--frobnicate"),
             ([not_results], "not_results.h5"), ([os.path.join(self.dir, "absent.h5")], "absent.h5"),

@@ -3,8 +3,12 @@
 // stragglers). Every comparison is between simulated times, never the clock.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "project/analytic_model.h"
@@ -68,6 +72,36 @@ TEST(ProjectSimulation, CrossbarAllreduceEqualsRingFormula) {
     }
   }
   std::printf("largest relative error of the simulated all-reduce: %.2e\n", worst);
+}
+
+TEST(ProjectSimulation, CrossbarBinomialEqualsTreeFormula) {
+  double worst = 0;
+  for (int p : {2, 3, 4, 5, 8, 13, 16, 32}) {
+    for (double bytes : {64.0 * 1024, 1 * kMiB, 100 * kMiB}) {
+      TrainingInputs in = inputs(p, {{bytes, 1}}, false);
+      in.algorithm = AllreduceAlgorithm::binomial;
+      const TrainingSimulation sim = simulate_training(crossbar(), in);
+      const double want = binomial_allreduce_time_s(p, bytes, kCrossbarLatency, kCrossbarBandwidth);
+      const double error = relative(sim.mean.exposed_allreduce_s, want);
+      EXPECT_LT(error, 1e-6) << "P=" << p << " bytes=" << bytes;
+      worst = std::max(worst, error);
+    }
+  }
+  // On two ranks: up, then back down.
+  EXPECT_DOUBLE_EQ(binomial_allreduce_time_s(2, 1e6, 1e-6, 1e9), 2 * (1e-6 + 1e-3));
+  std::printf("largest relative error of the simulated binomial all-reduce: %.2e\n", worst);
+}
+
+TEST(ProjectSimulation, BinomialBucketsInFlightShareTheLinkBothWays) {
+  // Two ranks, two buckets, each crossing the link in a + n/B = 10 ms (half of backward), the
+  // second ready when the first has gone up: the first comes down while the second goes up, so
+  // the all-reduce ends 2 x 10 ms after backward, not 3 x 10 ms as one bucket after another.
+  const double hop = 0.010, bytes = (hop - kCrossbarLatency) * kCrossbarBandwidth;
+  TrainingInputs in = inputs(2, {{bytes, 0.5}, {bytes, 1.0}}, true);
+  in.algorithm = AllreduceAlgorithm::binomial;
+  const StepBreakdown got = simulate_training(crossbar(), in).mean;
+  EXPECT_LT(relative(got.exposed_allreduce_s, 2 * hop), 1e-6) << got.exposed_allreduce_s;
+  expect_parts_add_up(got);
 }
 
 TEST(ProjectSimulation, CrossbarStepEqualsClosedForm) {
@@ -193,6 +227,65 @@ TEST(ProjectSimulation, OversubscribedFatTreeSlowsRingsAcrossLeaves) {
   const double quarter = simulate_training(c, in).mean.exposed_allreduce_s;
   std::printf("100 MiB at P=128, cyclic: %.3f ms non-blocking, %.3f ms at 4:1\n", full * 1e3, quarter * 1e3);
   EXPECT_GT(quarter, 1.5 * full);
+}
+
+/// A SimGrid platform file in the test's temporary folder, removed with it.
+class XmlFile {
+ public:
+  XmlFile(const std::string& name, const std::string& text)
+      : path_(std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "-" + name)) {
+    std::ofstream(path_) << text;
+  }
+  ~XmlFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(ProjectSimulation, SimgridXmlPlatformRanksInNaturalHostOrder) {
+  // Three hosts; n-1 to n-2 is a fast link, n-10 is behind slow ones. Two ranks land on n-1 and
+  // n-2 (natural order), not on n-1 and n-10 (the names' character order).
+  const XmlFile xml("three-hosts.xml", R"(<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="three-hosts" routing="Full">
+    <host id="n-1" speed="1Gf"/>
+    <host id="n-10" speed="1Gf"/>
+    <host id="n-2" speed="1Gf"/>
+    <link id="fast" bandwidth="10GBps" latency="2us" sharing_policy="SPLITDUPLEX"/>
+    <link id="slow-1" bandwidth="1GBps" latency="2us" sharing_policy="SPLITDUPLEX"/>
+    <link id="slow-2" bandwidth="1GBps" latency="2us" sharing_policy="SPLITDUPLEX"/>
+    <route src="n-1" dst="n-2"><link_ctn id="fast" direction="UP"/></route>
+    <route src="n-1" dst="n-10"><link_ctn id="slow-1" direction="UP"/></route>
+    <route src="n-2" dst="n-10"><link_ctn id="slow-2" direction="UP"/></route>
+  </zone>
+</platform>
+)");
+  const ClusterDescription cluster = load_simgrid_platform_file(xml.path());
+  EXPECT_EQ(cluster.name, std::to_string(::getpid()) + "-three-hosts");
+  EXPECT_EQ(cluster.nodes, 3);
+  EXPECT_EQ(cluster.devices_per_node, 1);
+  EXPECT_STREQ(placement_name(cluster), "by-host-name");
+  const double bytes = 8 * kMiB;
+  const StepBreakdown got = simulate_training(cluster, inputs(2, {{bytes, 1}}, false)).mean;
+  EXPECT_LT(relative(got.exposed_allreduce_s, ring_allreduce_time_s(2, bytes, 2e-6, 10e9)), 1e-6)
+      << got.exposed_allreduce_s;
+  // All three: the ring's slowest edges are the slow links.
+  const StepBreakdown three = simulate_training(cluster, inputs(3, {{3 * bytes, 1}}, false)).mean;
+  EXPECT_LT(relative(three.exposed_allreduce_s, ring_allreduce_time_s(3, 3 * bytes, 2e-6, 1e9)), 1e-6);
+  EXPECT_THROW(simulate_training(cluster, inputs(4, {{bytes, 1}}, false)), std::invalid_argument);
+}
+
+TEST(ProjectSimulation, SimgridXmlErrorsAreRefused) {
+  EXPECT_THROW(load_simgrid_platform_file("/nonexistent/platform.xml"), std::invalid_argument);
+  const XmlFile broken("broken.xml", "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">");
+  try {
+    load_simgrid_platform_file(broken.path());
+    ADD_FAILURE() << "a broken XML file was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(broken.path()), std::string::npos) << e.what();
+  }
 }
 
 TEST(ProjectSimulation, BadInputsAreRefused) {

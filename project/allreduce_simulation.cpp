@@ -1,4 +1,4 @@
-#include "project/ring_allreduce_simulation.h"
+#include "project/allreduce_simulation.h"
 
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Barrier.hpp>
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "project/simgrid_platform.h"
@@ -19,9 +20,9 @@ namespace {
 
 uint64_t whole_bytes(double bytes) { return static_cast<uint64_t>(std::llround(bytes)); }
 
-class RingRun {
+class AllreduceRun {
  public:
-  RingRun(const RingSchedule& s, std::vector<sg4::Host*> hosts)
+  AllreduceRun(const AllreduceSchedule& s, std::vector<sg4::Host*> hosts)
       : s_(s),
         hosts_(std::move(hosts)),
         buckets_(static_cast<int>(s.bucket_bytes.size())),
@@ -94,11 +95,54 @@ class RingRun {
     }
   }
 
+  /// Open MPI libnbc's binomial all-reduce of bucket `bucket` as rank `rank` runs it (its
+  /// schedule in nbc_iallreduce.c, root 0): reduce rounds r = 1, 2, ...: a rank whose rank is a
+  /// multiple of 2^r receives the bucket from rank + 2^(r-1) (when there is one) and waits for
+  /// it before the next round; any other sends its partial sum to rank - 2^(r-1) and leaves the
+  /// reduction. Then the broadcast: every rank but 0 receives from its parent (itself less its
+  /// highest bit), then sends to each of its children (itself plus each power of two above it)
+  /// at once. One actor per rank and bucket, so that buckets in flight together share the
+  /// links, as libnbc progresses every outstanding request at once.
+  void binomial_rank(int rank, int bucket, const sg4::BarrierPtr& barrier) {
+    const uint64_t bytes = whole_bytes(s_.bucket_bytes[bucket]);
+    static int token = 0;  // the messages carry no data: only their simulated size matters
+    const auto send = [&](int to) { return edge(bucket, rank, to)->put_async(&token, bytes); };
+    const auto receive = [&](int from) { edge(bucket, from, rank)->get<int>(); };
+    for (int step = 0; step < s_.steps; ++step) {
+      barrier->wait();  // the step starts when every rank's buckets of the step before are done
+      const double t0 = sg4::Engine::get_clock();
+      sg4::this_actor::sleep_until(t0 + ready(step, rank, bucket));
+      for (int half = 1; half < s_.ranks; half *= 2) {  // reduce: round r has half = 2^(r-1)
+        if (rank % (2 * half) != 0) {
+          send(rank - half)->wait();
+          break;
+        }
+        if (rank + half < s_.ranks) receive(rank + half);
+      }
+      int highest = 1;  // rank's highest bit: it receives from rank - highest
+      while (highest * 2 <= rank) highest *= 2;
+      if (rank != 0) receive(rank - highest);
+      std::vector<sg4::CommPtr> sends;
+      for (int child = rank == 0 ? 1 : highest * 2; rank + child < s_.ranks; child *= 2) {
+        sends.push_back(send(rank + child));
+      }
+      sg4::Comm::wait_all(sends);
+      double& done = done_[static_cast<size_t>(step) * s_.ranks + rank];
+      done = std::max(done, sg4::Engine::get_clock() - t0);
+    }
+  }
+
   const std::vector<double>& done() const { return done_; }
   sg4::Host* host(int rank) const { return hosts_[rank]; }
 
  private:
-  const RingSchedule& s_;
+  /// The mailbox of the messages of `bucket` from rank `from` to rank `to`: a receive matches
+  /// only its own sender, as an MPI receive from a named source does.
+  sg4::Mailbox* edge(int bucket, int from, int to) const {
+    return sg4::Mailbox::by_name(std::to_string(bucket) + ":" + std::to_string(from) + ">" + std::to_string(to));
+  }
+
+  const AllreduceSchedule& s_;
   std::vector<sg4::Host*> hosts_;
   int buckets_;
   double edge_latency_s_ = 0;
@@ -107,16 +151,20 @@ class RingRun {
 
 }  // namespace
 
-std::vector<double> simulate_ring_allreduces(const ClusterDescription& cluster, const RingSchedule& schedule) {
-  std::vector<std::string> arguments = simgrid_arguments();
-  std::vector<char*> argv;
-  for (std::string& a : arguments) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int argc = static_cast<int>(arguments.size());
-  sg4::Engine engine(&argc, argv.data());
+std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule) {
+  const std::unique_ptr<sg4::Engine> engine = make_engine();
 
-  RingRun run(schedule, build_cluster(cluster, schedule.ranks));
-  if (schedule.model == AllreduceModel::flow) {
+  AllreduceRun run(schedule, build_cluster(cluster, schedule.ranks));
+  if (schedule.algorithm == AllreduceAlgorithm::binomial) {
+    const int buckets = static_cast<int>(schedule.bucket_bytes.size());
+    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks * buckets));
+    for (int r = 0; r < schedule.ranks; ++r) {
+      for (int b = 0; b < buckets; ++b) {
+        sg4::Actor::create("rank-" + std::to_string(r) + "-bucket-" + std::to_string(b), run.host(r),
+                           [&run, r, b, barrier] { run.binomial_rank(r, b, barrier); });
+      }
+    }
+  } else if (schedule.model == AllreduceModel::flow) {
     sg4::Actor::create("ring", run.host(0), [&run] { run.flow_driver(); });
   } else {
     sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks));
@@ -125,7 +173,7 @@ std::vector<double> simulate_ring_allreduces(const ClusterDescription& cluster, 
                          [&run, r, barrier] { run.message_rank(r, barrier); });
     }
   }
-  engine.run();
+  engine->run();
   return run.done();
 }
 

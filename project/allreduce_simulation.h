@@ -1,5 +1,5 @@
-// The SimGrid run behind training_simulation.h: the gradient buckets' ring all-reduces on the
-// platform, started when the ranks' compute makes each bucket ready. Compute itself is not
+// The SimGrid run behind training_simulation.h: the gradient buckets' all-reduces (ring or
+// binomial tree) on the platform, started when the ranks' compute makes each bucket ready. Compute itself is not
 // simulated: it takes fixed times (the samples) and contends for nothing the platform models,
 // so when each rank has each bucket ready is known beforehand and only the network is
 // simulated, which keeps P = 8192 to a few seconds.
@@ -12,11 +12,12 @@
 
 namespace dlscale::project {
 
-struct RingSchedule {
+struct AllreduceSchedule {
   int ranks = 2, steps = 1;
   std::vector<double> bucket_bytes;
   /// When rank r has bucket b in step s, from the step's start: [(s * ranks + r) * buckets + b].
   std::vector<double> ready_s;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   AllreduceModel model = AllreduceModel::flow;
 };
 
@@ -24,6 +25,6 @@ struct RingSchedule {
 /// no buckets). Steps follow one another as the ranks' barrier would have them: each starts
 /// once every rank's reductions of the step before are done. Creates and runs a SimGrid Engine:
 /// call it where no other Engine exists (simulate_training runs it in a child process).
-std::vector<double> simulate_ring_allreduces(const ClusterDescription& cluster, const RingSchedule& schedule);
+std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule);
 
 }  // namespace dlscale::project
