@@ -341,6 +341,27 @@ class Cluster:
         """Take `host`'s link down (up=False: its switch port goes down, eth0 loses carrier) or up."""
         _sh(["ip", "-n", self.switch, "link", "set", self._port(host), "up" if up else "down"])
 
+    def wait_reachable(self, src, dst, timeout=30):
+        """Until `src` reaches `dst`: a TCP connection attempt to a closed port answered (refused:
+        dst's kernel sent its RST). Right after a link comes back, src's ARP entry for dst can
+        still be failing a resolution begun while the link was down, and a connection then
+        fails at once with "no route to host" (test_network_faults, docs/cluster-testing.md)."""
+        code = ("import socket, sys, time\n"
+                f"end = time.monotonic() + {timeout}\n"
+                "while True:\n"
+                "    try:\n"
+                f"        socket.create_connection(({self.addresses[self.host(dst)]!r}, 9), timeout=1).close()\n"
+                "        break\n"
+                "    except ConnectionRefusedError:\n"
+                "        break\n"
+                "    except OSError:\n"
+                "        if time.monotonic() > end:\n"
+                "            sys.exit(f'{sys.argv[0]}: not reachable')\n"
+                "        time.sleep(0.1)\n")
+        r = self.run(src, [sys.executable, "-c", code], timeout=timeout + 30)
+        if r.returncode != 0:
+            raise RuntimeError(f"{dst} not reachable from {src} within {timeout} s: {r.stderr.strip()}")
+
     # -- processes -----------------------------------------------------------------------
 
     def host_pids(self, host):
