@@ -6,7 +6,7 @@
 // memory, and the simulated step with its diagnosis parts.
 //
 //   build/<preset>/bench/bench_project_simulation_scale [--platform project/platforms/X.toml]
-//       [--ranks 1024,4096,8192] [--steps 3] [--model flow|message]
+//       [--ranks 1024,4096,8192] [--steps 3] [--allreduce ring|binomial] [--model flow|message]
 //
 // The per-rank compute samples are made up (forward 30 ms, backward 60-68 ms, update 3 ms):
 // they set the step, not the cost of simulating it, which grows with P and the buckets.
@@ -26,25 +26,28 @@ int main(int argc, char** argv) {
   std::string platform = std::string(DLSCALE_SOURCE_DIR) + "/project/platforms/gpu-8x-nvlink-25GBps-nic.toml";
   std::vector<int> ranks = {1024, 4096, 8192};
   int steps = 3;
-  std::string model = "flow";
+  std::string model = "flow", allreduce = "ring";
   app.add_option("--platform", platform, "platform TOML")->check(CLI::ExistingFile);
   app.add_option("--ranks", ranks, "rank counts")->delimiter(',');
   app.add_option("--steps", steps, "simulated steps per rank count")->check(CLI::PositiveNumber);
-  app.add_option("--model", model, "all-reduce model")->check(CLI::IsMember({"flow", "message"}));
+  app.add_option("--allreduce", allreduce, "all-reduce algorithm")->check(CLI::IsMember({"ring", "binomial"}));
+  app.add_option("--model", model, "ring model")->check(CLI::IsMember({"flow", "message"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
     const ClusterDescription cluster = load_platform_file(platform);
     TrainingInputs in;
     in.steps = steps;
+    in.algorithm = allreduce == "ring" ? AllreduceAlgorithm::ring : AllreduceAlgorithm::binomial;
     in.model = model == "flow" ? AllreduceModel::flow : AllreduceModel::message;
     const double gradient_bytes = 25557032.0 * 4;
     for (int b = 1; b <= 4; ++b) in.buckets.push_back({gradient_bytes / 4, b / 4.0});
     for (int i = 0; i < 32; ++i) in.samples.push_back({0.030, 0.060 + 0.00025 * i, 0.003});
 
-    fmt::print("platform {} ({}, {} placement), {} model, {} steps, {:.1f} MB of gradients in {} buckets\n",
-               cluster.name, fabric_name(cluster.fabric), placement_name(cluster.placement), model, steps,
-               gradient_bytes / 1e6, in.buckets.size());
+    fmt::print(
+        "platform {} ({}, {} placement), {} all-reduce, {} model, {} steps, {:.1f} MB of gradients in {} buckets\n",
+        cluster.name, fabric_name(cluster.fabric), placement_name(cluster.placement), allreduce, model, steps,
+        gradient_bytes / 1e6, in.buckets.size());
     fmt::print("{:>6} {:>6} {:>8} {:>9} | {:>8} {:>8} {:>9} {:>9} {:>8}\n", "P", "nodes", "wall_s", "peak_MiB",
                "step_ms", "compute", "straggler", "exposed_ar", "update");
     for (int p : ranks) {

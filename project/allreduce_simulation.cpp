@@ -95,40 +95,94 @@ class AllreduceRun {
     }
   }
 
-  /// Open MPI libnbc's binomial all-reduce of bucket `bucket` as rank `rank` runs it (its
-  /// schedule in nbc_iallreduce.c, root 0): reduce rounds r = 1, 2, ...: a rank whose rank is a
-  /// multiple of 2^r receives the bucket from rank + 2^(r-1) (when there is one) and waits for
-  /// it before the next round; any other sends its partial sum to rank - 2^(r-1) and leaves the
-  /// reduction. Then the broadcast: every rank but 0 receives from its parent (itself less its
-  /// highest bit), then sends to each of its children (itself plus each power of two above it)
-  /// at once. One actor per rank and bucket, so that buckets in flight together share the
-  /// links, as libnbc progresses every outstanding request at once.
-  void binomial_rank(int rank, int bucket, const sg4::BarrierPtr& barrier) {
-    const uint64_t bytes = whole_bytes(s_.bucket_bytes[bucket]);
-    static int token = 0;  // the messages carry no data: only their simulated size matters
-    const auto send = [&](int to) { return edge(bucket, rank, to)->put_async(&token, bytes); };
-    const auto receive = [&](int from) { edge(bucket, from, rank)->get<int>(); };
+  /// Open MPI libnbc's binomial all-reduce of every bucket as rank `rank` runs it (its schedule
+  /// in nbc_iallreduce.c, root 0), each bucket from when it is ready here, all of them at once
+  /// (libnbc progresses every outstanding request together, so buckets in flight share the
+  /// links):
+  ///
+  /// - reduce, rounds r = 1, 2, ...: a rank that is a multiple of 2^r receives the bucket from
+  ///   rank + 2^(r-1) (when there is one) and waits for it before the next round; any other
+  ///   sends its partial sum to rank - 2^(r-1) and leaves the reduction;
+  /// - broadcast, once its send up has ended (rank 0: once it has reduced the bucket): every
+  ///   rank but 0 receives the bucket from its parent (itself less its highest bit), then sends
+  ///   it to all its children (itself plus each power of two above its highest bit) at once.
+  ///
+  /// One actor per rank drives its buckets' schedules as a libnbc progress loop does: an actor
+  /// per rank and bucket would pass Linux's 65536 memory mappings per process at P = 8192 with
+  /// four buckets (SimGrid gives each actor's stack a guard page).
+  void binomial_rank(int rank, const sg4::BarrierPtr& barrier) {
+    enum class Wait { child, parent_send, parent, child_send };
+    struct Pending {
+      int bucket;
+      Wait wait;
+    };
+    int highest = 1;  // the rank's highest bit: its parent is rank - highest
+    while (highest * 2 <= rank) highest *= 2;
+    const int first_child = rank == 0 ? 1 : highest * 2;
     for (int step = 0; step < s_.steps; ++step) {
       barrier->wait();  // the step starts when every rank's buckets of the step before are done
       const double t0 = sg4::Engine::get_clock();
-      sg4::this_actor::sleep_until(t0 + ready(step, rank, bucket));
-      for (int half = 1; half < s_.ranks; half *= 2) {  // reduce: round r has half = 2^(r-1)
-        if (rank % (2 * half) != 0) {
-          send(rank - half)->wait();
-          break;
+      std::vector<sg4::CommPtr> comms;
+      std::vector<Pending> pending;  // what each of comms is
+      std::vector<int> half(buckets_, 1), sends_left(buckets_, 0);
+      int started = 0, finished = 0;
+      const auto post = [&](sg4::CommPtr comm, int b, Wait wait) {
+        comms.push_back(std::move(comm));
+        pending.push_back({b, wait});
+      };
+      const auto send_down = [&](int b) {
+        for (int c = first_child; rank + c < s_.ranks; c *= 2) {
+          post(send(b, rank, rank + c), b, Wait::child_send);
+          ++sends_left[b];
         }
-        if (rank + half < s_.ranks) receive(rank + half);
+        if (sends_left[b] == 0) ++finished;
+      };
+      const auto broadcast = [&](int b) {
+        if (rank == 0) {
+          send_down(b);
+        } else {
+          post(receive_async(b, rank - highest, rank), b, Wait::parent);
+        }
+      };
+      const auto reduce = [&](int b) {  // from round half[b] = 2^(r-1) on
+        for (; half[b] < s_.ranks; half[b] *= 2) {
+          if (rank % (2 * half[b]) != 0) return post(send(b, rank, rank - half[b]), b, Wait::parent_send);
+          if (rank + half[b] < s_.ranks) return post(receive_async(b, rank + half[b], rank), b, Wait::child);
+        }
+        broadcast(b);  // rank 0 has the whole sum
+      };
+      while (finished < buckets_) {
+        const double now = sg4::Engine::get_clock();
+        // Buckets start in readiness order; a hair of slack for the clock's rounding.
+        while (started < buckets_ && t0 + ready(step, rank, started) <= now + 1e-12) reduce(started++);
+        if (finished == buckets_) break;
+        const double next_ready = started < buckets_ ? t0 + ready(step, rank, started) : -1;
+        if (comms.empty()) {
+          sg4::this_actor::sleep_until(next_ready);
+          continue;
+        }
+        const ssize_t i = sg4::Comm::wait_any_for(comms, next_ready < 0 ? -1.0 : next_ready - now);
+        if (i < 0) continue;  // the next bucket is ready
+        const Pending done = pending[static_cast<size_t>(i)];
+        comms.erase(comms.begin() + i);
+        pending.erase(pending.begin() + i);
+        switch (done.wait) {
+          case Wait::child:
+            half[done.bucket] *= 2;
+            reduce(done.bucket);
+            break;
+          case Wait::parent_send:
+            broadcast(done.bucket);
+            break;
+          case Wait::parent:
+            send_down(done.bucket);
+            break;
+          case Wait::child_send:
+            if (--sends_left[done.bucket] == 0) ++finished;
+            break;
+        }
       }
-      int highest = 1;  // rank's highest bit: it receives from rank - highest
-      while (highest * 2 <= rank) highest *= 2;
-      if (rank != 0) receive(rank - highest);
-      std::vector<sg4::CommPtr> sends;
-      for (int child = rank == 0 ? 1 : highest * 2; rank + child < s_.ranks; child *= 2) {
-        sends.push_back(send(rank + child));
-      }
-      sg4::Comm::wait_all(sends);
-      double& done = done_[static_cast<size_t>(step) * s_.ranks + rank];
-      done = std::max(done, sg4::Engine::get_clock() - t0);
+      done_[static_cast<size_t>(step) * s_.ranks + rank] = sg4::Engine::get_clock() - t0;
     }
   }
 
@@ -138,15 +192,21 @@ class AllreduceRun {
  private:
   /// The mailbox of the messages of `bucket` from rank `from` to rank `to`: a receive matches
   /// only its own sender, as an MPI receive from a named source does.
-  sg4::Mailbox* edge(int bucket, int from, int to) const {
+  static sg4::Mailbox* edge(int bucket, int from, int to) {
     return sg4::Mailbox::by_name(std::to_string(bucket) + ":" + std::to_string(from) + ">" + std::to_string(to));
   }
+  sg4::CommPtr send(int bucket, int from, int to) const {
+    static int token = 0;  // the messages carry no data: only their simulated size matters
+    return edge(bucket, from, to)->put_async(&token, whole_bytes(s_.bucket_bytes[bucket]));
+  }
+  sg4::CommPtr receive_async(int bucket, int from, int to) { return edge(bucket, from, to)->get_async<int>(&sink_); }
 
   const AllreduceSchedule& s_;
   std::vector<sg4::Host*> hosts_;
   int buckets_;
   double edge_latency_s_ = 0;
   std::vector<double> done_;
+  int* sink_ = nullptr;  ///< where every received message's (empty) payload goes
 };
 
 }  // namespace
@@ -156,13 +216,10 @@ std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const
 
   AllreduceRun run(schedule, build_cluster(cluster, schedule.ranks));
   if (schedule.algorithm == AllreduceAlgorithm::binomial) {
-    const int buckets = static_cast<int>(schedule.bucket_bytes.size());
-    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks * buckets));
+    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks));
     for (int r = 0; r < schedule.ranks; ++r) {
-      for (int b = 0; b < buckets; ++b) {
-        sg4::Actor::create("rank-" + std::to_string(r) + "-bucket-" + std::to_string(b), run.host(r),
-                           [&run, r, b, barrier] { run.binomial_rank(r, b, barrier); });
-      }
+      sg4::Actor::create("rank-" + std::to_string(r), run.host(r),
+                         [&run, r, barrier] { run.binomial_rank(r, barrier); });
     }
   } else if (schedule.model == AllreduceModel::flow) {
     sg4::Actor::create("ring", run.host(0), [&run] { run.flow_driver(); });

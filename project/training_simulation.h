@@ -32,8 +32,8 @@ enum class AllreduceAlgorithm {
   /// (dlscale's buckets: docs/projection.md): a binomial tree reduces the whole bucket to rank
   /// 0 round by round (a rank receives from its children one round after another, then sends
   /// to its parent), then rank 0's binomial broadcast sends it back down, every rank sending to
-  /// all its children at once. 2(P-1) messages of n bytes per bucket, each bucket on its own
-  /// (those in flight at once share the links), in either AllreduceModel.
+  /// all its children at once. 2(P-1) messages of n bytes per bucket, in either AllreduceModel;
+  /// every bucket from when it is ready on the rank, those in flight at once sharing the links.
   binomial
 };
 

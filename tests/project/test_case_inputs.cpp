@@ -1,0 +1,96 @@
+// dlscale-project's reading of a case (project/cli/case_inputs.h) on hand-made records: the
+// buckets as dlscale cuts them, the measured ready fractions, the progress mode. The e2e test
+// (tests/e2e/test_project.py) does the same on a real run's file.
+#include "project/cli/case_inputs.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dlscale::project {
+namespace {
+
+TEST(ProjectCaseInputs, BucketsAsDlscaleCutsThem) {
+  // One bucket after backward.
+  std::vector<GradientBucket> one = estimated_buckets(52008, 0);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].bytes, 52008);
+  EXPECT_EQ(one[0].ready_fraction, 1);
+  // 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): the buffer's last bucket first,
+  // ready once backward has produced the floats from its start to the buffer's end.
+  std::vector<GradientBucket> three = estimated_buckets(52008, 0.02);
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(three[0].bytes, 12008);
+  EXPECT_EQ(three[1].bytes, 20000);
+  EXPECT_EQ(three[2].bytes, 20000);
+  EXPECT_DOUBLE_EQ(three[0].ready_fraction, 3002.0 / 13002);
+  EXPECT_DOUBLE_EQ(three[1].ready_fraction, 8002.0 / 13002);
+  EXPECT_DOUBLE_EQ(three[2].ready_fraction, 1);
+  EXPECT_THROW(estimated_buckets(0, 1), std::invalid_argument);
+  EXPECT_THROW(estimated_buckets(1e6, -1), std::invalid_argument);
+  EXPECT_THROW(estimated_buckets(1e9, 1e-6), std::invalid_argument);  // 250 million buckets
+}
+
+/// Two ranks, two iterations, three buckets; forward 10 ms and backward 20 ms everywhere.
+CaseRecord bucketed_record(const std::vector<double>& starts) {
+  CaseRecord r;
+  r.ranks = 2;
+  r.iterations = 2;
+  r.buckets = 3;
+  for (int i = 0; i < 4; ++i) r.phase_time_s.insert(r.phase_time_s.end(), {0.010, 0.020, 0.005, 0.001});
+  r.bucket_start_s = starts;
+  return r;
+}
+
+TEST(ProjectCaseInputs, MeasuredReadinessIsTheMedianNeverFalling) {
+  // bucket_start_s[rank][iteration][bucket], the buffer's first bucket first; readiness order
+  // is the last first. Bucket 2 starts 5 ms into backward (0.25) in every rank and iteration;
+  // bucket 1 at 0.5, 0.5, 0.5, 1.0 (median 0.5); bucket 0 at 0.1 (before bucket 1: never falling).
+  const CaseRecord r = bucketed_record({0.012, 0.020, 0.015,  //
+                                        0.012, 0.020, 0.015,  //
+                                        0.012, 0.020, 0.015,  //
+                                        0.012, 0.030, 0.015});
+  std::vector<GradientBucket> buckets = estimated_buckets(52008, 0.02);
+  ASSERT_TRUE(apply_measured_readiness(r, buckets));
+  EXPECT_DOUBLE_EQ(buckets[0].ready_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(buckets[1].ready_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(buckets[2].ready_fraction, 0.5);
+  // Another bucket count than the file's: the estimate stays.
+  std::vector<GradientBucket> one = estimated_buckets(52008, 0);
+  EXPECT_FALSE(apply_measured_readiness(r, one));
+  EXPECT_EQ(one[0].ready_fraction, 1);
+}
+
+CaseRecord usable_record() {
+  CaseRecord r = bucketed_record(std::vector<double>(12, 0.015));
+  r.attrs = {
+      {"hosts", int64_t{1}}, {"scaling", std::string("weak")}, {"overlap", int64_t{1}}, {"grad_bytes", int64_t{52008}},
+      {"bucket_mb", 0.02},   {"status", std::string("ok")},    {"phases", int64_t{1}}};
+  r.summary = {{"step_median_s", 0.040}};
+  return r;
+}
+
+TEST(ProjectCaseInputs, ProgressModeFromTheThreadLevel) {
+  const CaseRecord r = usable_record();
+  ASSERT_EQ(unusable_reason(r), "");
+  for (const char* level : {"", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"}) {
+    const CaseInputs c = case_inputs("0001", r, level);
+    EXPECT_TRUE(c.progressed_by_thread) << level;
+    EXPECT_TRUE(c.overlap) << level;
+  }
+  for (const char* level : {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED"}) {
+    const CaseInputs c = case_inputs("0001", r, level);
+    EXPECT_FALSE(c.progressed_by_thread) << level;
+    EXPECT_FALSE(c.overlap) << level;  // the buckets move in the wait after backward
+  }
+  const CaseInputs c = case_inputs("0001", r, "MPI_THREAD_MULTIPLE");
+  EXPECT_EQ(c.samples.size(), 4u);
+  EXPECT_EQ(c.samples[0].forward_s, 0.010);
+  EXPECT_EQ(c.samples[0].update_s, 0.001);  // the all-reduce phase is what the simulation replaces
+  EXPECT_TRUE(c.readiness_measured);
+}
+
+}  // namespace
+}  // namespace dlscale::project
