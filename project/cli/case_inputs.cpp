@@ -73,7 +73,7 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
   return out;
 }
 
-CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const std::string& mpi_thread_level) {
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& root) {
   const std::string where = "case " + name;
   CaseInputs c;
   c.name = name;
@@ -87,8 +87,9 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(fmt::format("{}: scaling {} is neither weak nor strong", where, scaling));
   }
   c.strong = scaling == "strong";
-  c.progressed_by_thread = mpi_thread_level.empty() || mpi_thread_level == "MPI_THREAD_SERIALIZED" ||
-                          mpi_thread_level == "MPI_THREAD_MULTIPLE";
+  const std::string thread_level = text_attr(root, "mpi_thread_level", "");
+  c.progressed_by_thread =
+      thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
   c.overlap = number_attr(record.attrs, "overlap", where) != 0 && c.progressed_by_thread;
   c.measured_step_s = number_attr(record.summary, "step_median_s", where + " summary");
   c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", text_attr(record.attrs, "workload", "?"),

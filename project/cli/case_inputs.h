@@ -35,10 +35,10 @@ struct CaseInputs {
 /// Why the case cannot be projected (mode, status, phases), or "" when it can.
 std::string unusable_reason(const CaseRecord& record);
 
-/// The inputs of a usable case of a file whose root attribute `mpi_thread_level` is the given
-/// one ("" where the file has none: taken as the level dlscale asks for). Throws
+/// The inputs of a usable case, given the file's root attributes (`root`: its
+/// `mpi_thread_level`; a file without one is taken to have the level dlscale asks for). Throws
 /// std::invalid_argument naming the attribute when one is missing or out of range.
-CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const std::string& mpi_thread_level);
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& root);
 
 /// The buckets dlscale's BucketedAllreduce cuts `grad_bytes` of float32 gradients into for
 /// `bucket_mb` (MB = 1e6 bytes; 0: one bucket after backward), in the order they become ready,

@@ -183,10 +183,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
   const Platform preset = measured ? Platform{} : load_preset(o.platform);
 
   const std::vector<std::string> names = file.case_names();
-  std::string thread_level;
-  for (const auto& [key, value] : file.read_root()) {
-    if (key == "mpi_thread_level" && std::holds_alternative<std::string>(value)) thread_level = std::get<std::string>(value);
-  }
+  const Attrs root = file.read_root();
   std::vector<std::string> chosen;
   for (const std::string& arg : o.cases) {
     const std::string name = case_name(arg, names);
@@ -205,7 +202,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       const CaseRecord record = file.read_case(name);
       const std::string reason = unusable_reason(record);
       if (!reason.empty()) throw std::invalid_argument(fmt::format("case {}: {}", name, reason));
-      job.inputs = case_inputs(name, record, thread_level);
+      job.inputs = case_inputs(name, record, root);
       const int largest =
           std::max({requested.empty() ? kDefaultMaxRanks : *std::max_element(requested.begin(), requested.end()),
                     job.inputs.measured_ranks, 1});

@@ -76,16 +76,16 @@ TEST(ProjectCaseInputs, ProgressModeFromTheThreadLevel) {
   const CaseRecord r = usable_record();
   ASSERT_EQ(unusable_reason(r), "");
   for (const char* level : {"", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"}) {
-    const CaseInputs c = case_inputs("0001", r, level);
+    const CaseInputs c = case_inputs("0001", r, level[0] ? Attrs{{"mpi_thread_level", std::string(level)}} : Attrs{});
     EXPECT_TRUE(c.progressed_by_thread) << level;
     EXPECT_TRUE(c.overlap) << level;
   }
   for (const char* level : {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED"}) {
-    const CaseInputs c = case_inputs("0001", r, level);
+    const CaseInputs c = case_inputs("0001", r, {{"mpi_thread_level", std::string(level)}});
     EXPECT_FALSE(c.progressed_by_thread) << level;
     EXPECT_FALSE(c.overlap) << level;  // the buckets move in the wait after backward
   }
-  const CaseInputs c = case_inputs("0001", r, "MPI_THREAD_MULTIPLE");
+  const CaseInputs c = case_inputs("0001", r, {{"mpi_thread_level", std::string("MPI_THREAD_MULTIPLE")}});
   EXPECT_EQ(c.samples.size(), 4u);
   EXPECT_EQ(c.samples[0].forward_s, 0.010);
   EXPECT_EQ(c.samples[0].update_s, 0.001);  // the all-reduce phase is what the simulation replaces
