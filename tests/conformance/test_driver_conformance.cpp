@@ -22,7 +22,8 @@
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
 
-namespace dlscale {
+// In dlscale::conformance: conformance_support.h's names without using-declarations.
+namespace dlscale::conformance {
 namespace {
 
 // Small variants with the structure of every catalog network.
@@ -40,11 +41,6 @@ const std::vector<std::string> kVariants = {
     "imdb_lstm:vocab=50,embed=8,hidden=6,seq=12",
     "mnist_cnn_nayak:width=4,fc=16",
 };
-
-using conformance::drivers_under_test;
-using conformance::kDevice;
-using conformance::registry;
-using conformance::test_name;
 
 constexpr int64_t kBatch = 4;
 constexpr uint64_t kSeed = 2024;
@@ -373,4 +369,4 @@ INSTANTIATE_TEST_SUITE_P(EveryCpuDriver, GradientReadiness, ::testing::ValuesIn(
 #endif
 
 }  // namespace
-}  // namespace dlscale
+}  // namespace dlscale::conformance

@@ -23,17 +23,9 @@
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
 
-namespace dlscale {
+// In dlscale::conformance: conformance_support.h's names without using-declarations.
+namespace dlscale::conformance {
 namespace {
-
-using conformance::drivers_under_test;
-using conformance::kDevice;
-using conformance::kPathVariants;
-using conformance::kSeed;
-using conformance::make_model;
-using conformance::registry;
-using conformance::same_results;
-using conformance::test_name;
 
 std::vector<float> gradients_of_one_step(Model& m) {
   m.forward();
@@ -185,4 +177,4 @@ INSTANTIATE_TEST_SUITE_P(Contract, TrainingDriver, ::testing::ValuesIn(drivers_u
                          [](const auto& param_info) { return test_name(param_info.param); });
 
 }  // namespace
-}  // namespace dlscale
+}  // namespace dlscale::conformance
