@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The GPU step-time table of scripts/gpu-check.sh: each GPU case of a dlscale results file on
-every driver that ran it, beside PyTorch eager on the same network, batch and precision
-(bench/pytorch_eager.py's JSON lines), with achieved TFLOP/s and its share of the GPU's measured
-matrix-product ceiling in that precision.
+every driver that ran it, beside PyTorch eager (and torch.compile, where it was timed) on the same
+network, batch and precision (bench/pytorch_eager.py's JSON lines), with achieved TFLOP/s and its
+share of the GPU's measured matrix-product ceiling in that precision.
 
   python3 bench/gpu_step_table.py gpu-check.h5 pytorch.jsonl
 
 Columns: median step (ms) and TFLOP/s per driver; `%gemm` is the cuda driver's TFLOP/s over the
-ceiling; `cuda/eager` is the cuda driver's step time over PyTorch eager's (below 1: faster).
-A case that did not run shows its status (unsupported, oom, error).
+ceiling; `cuda/eager` and `cuda/compile` are the cuda driver's step time over PyTorch eager's and
+torch.compile's (below 1: faster). A case that did not run shows its status (unsupported, oom,
+error); `-` where it was not timed.
 """
 
 import json
@@ -37,7 +38,7 @@ def read_dlscale(path):
 
 
 def read_pytorch(path):
-    """({(workload, batch, precision): (ms, tflops) or status}, {precision: ceiling TFLOP/s}, device)."""
+    """({(workload, batch, precision, mode): (ms, tflops) or status}, {precision: ceiling TFLOP/s}, device)."""
     cases, ceilings, device = {}, {}, ""
     try:
         lines = open(path).read().splitlines()
@@ -49,9 +50,10 @@ def read_pytorch(path):
             ceilings[r["gemm"]] = r["tflops"]
             device = r["device"]
         elif "step_median_s" in r:
-            cases[(r["workload"], r["batch"], r["precision"])] = (r["step_median_s"] * 1e3, r["tflops"])
+            cases[(r["workload"], r["batch"], r["precision"], r.get("mode", "eager"))] = (r["step_median_s"] * 1e3,
+                                                                                           r["tflops"])
         else:
-            cases[(r["workload"], r["batch"], r["precision"])] = r.get("status", "error")
+            cases[(r["workload"], r["batch"], r["precision"], r.get("mode", "eager"))] = r.get("status", "error")
     return cases, ceilings, device
 
 
@@ -65,20 +67,24 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: gpu_step_table.py DLSCALE.h5 PYTORCH.jsonl")
     rows = read_dlscale(sys.argv[1])
-    eager, ceilings, device = read_pytorch(sys.argv[2])
+    pytorch, ceilings, device = read_pytorch(sys.argv[2])
     print(f"GPU: {device or 'unknown (no PyTorch records)'}")
     if ceilings:
         print("matrix-product ceiling (torch.matmul, 8192^3, random data): " +
               ", ".join(f"{p} {t:.1f} TFLOP/s" for p, t in ceilings.items()))
     print(f"{'workload':<10} {'batch':>5} {'prec':<5} {'cuda ms':>9} {'TFLOP/s':>7} {'%gemm':>5}  "
-          f"{'libtorch ms':>9} {'TFLOP/s':>7}  {'eager ms':>9} {'TFLOP/s':>7}  cuda/eager")
+          f"{'libtorch ms':>9} {'TFLOP/s':>7}  {'eager ms':>9} {'TFLOP/s':>7}  {'compile ms':>9} {'TFLOP/s':>7}  "
+          f"cuda/eager  cuda/compile")
     for key, drivers in rows.items():
         workload, batch, precision = key
-        cuda, ours = drivers.get("cuda"), eager.get(key)
+        cuda, eager, compiled = drivers.get("cuda"), pytorch.get(key + ("eager",)), pytorch.get(key + ("compile",))
         share = f"{100 * cuda[1] / ceilings[precision]:5.1f}" if isinstance(cuda, tuple) and precision in ceilings else "    -"
-        ratio = f"{cuda[0] / ours[0]:.3f}" if isinstance(cuda, tuple) and isinstance(ours, tuple) else "-"
+
+        def ratio(other):
+            return f"{cuda[0] / other[0]:.3f}" if isinstance(cuda, tuple) and isinstance(other, tuple) else "-"
+
         print(f"{workload:<10} {batch:>5} {precision:<5} {cell(cuda)} {share}  {cell(drivers.get('libtorch'))}  "
-              f"{cell(ours)}  {ratio}")
+              f"{cell(eager)}  {cell(compiled)}  {ratio(eager):>10}  {ratio(compiled):>12}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The same networks in PyTorch eager mode on the same GPU or CPU: the yardstick dlscale's drivers
-are held to (issue: "at least match PyTorch eager").
+"""The same networks in PyTorch, eager and compiled, on the same GPU or CPU: the yardsticks dlscale's
+drivers are held to.
 
 Each network is built from `dlscale list --json NAME`, so it is layer for layer the network dlscale
 trains (workloads/workload.h). A step is what dlscale times: forward, loss, backward, plain SGD
@@ -9,11 +9,17 @@ the CPU); the median is reported. fp32 means fp32: TF32 is switched off for cuBL
 unless --precision tf32. bf16 is PyTorch's mixed precision: the forward pass under
 torch.autocast(device, torch.bfloat16), fp32 parameters and SGD.
 
+--modes eager,compile adds a torch.compile row per case: forward and loss compiled together
+(torch.compile(..., dynamic=False), the default mode: TorchInductor), backward through the
+compiled graph, the same SGD step. Its record also carries compile_s, the wall time of the
+first step (tracing and compiling forward and backward), which is not part of the median.
+Compiling takes from seconds (fcn5) to minutes (resnet50) per case.
+
   python3 bench/pytorch_eager.py --dlscale build/current/dlscale -w fcn5,alexnet,resnet50,lstm64 --batch 64,128
   python3 bench/pytorch_eager.py --dlscale build/gpu/dlscale --cases-from gpu.h5   # the GPU cases of a dlscale file
   python3 bench/pytorch_eager.py --device cpu --threads 2 -w resnet50 --batch 16 --precision fp32,bf16
 
-Prints one JSON object per case (workload, batch, precision, step_median_s, tflops), after one per
+Prints one JSON object per case and mode (workload, batch, precision, mode, step_median_s, tflops), after one per
 precision with the device's measured matrix-product ceiling (gemm, device, tflops: torch.matmul of
 two random square matrices, 8192 on a GPU, 2048 on the CPU), the yardstick for "share of peak"
 (scripts/gpu-check.sh).
@@ -101,7 +107,7 @@ def build(w):
     return nn.Sequential(*[layer(l) for l in w["layers"]])
 
 
-def time_workload(w, batch, precision, warmup, iterations, device):
+def time_workload(w, batch, precision, warmup, iterations, device, mode):
     torch.manual_seed(0)
     model = build(w).to(device).train()
     # The same network: dlscale's parameter count, plus PyTorch's second LSTM bias (4H a layer),
@@ -124,17 +130,27 @@ def time_workload(w, batch, precision, warmup, iterations, device):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
 
+    def forward_loss():
+        with autocast:
+            return loss_fn(model(x))
+
+    if mode == "compile":
+        forward_loss = torch.compile(forward_loss, dynamic=False)
+
     def step():
         opt.zero_grad(set_to_none=False)
-        with autocast:
-            loss = loss_fn(model(x))
-        loss.backward()
+        forward_loss().backward()
         opt.step()
 
-    for _ in range(warmup):
+    start = time.perf_counter()
+    step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    first = time.perf_counter() - start
+    for _ in range(warmup - 1):
         step()
     median = statistics.median(timed(step, iterations, device))
-    return median, w["train_flops_per_sample"] * batch / median / 1e12
+    return median, w["train_flops_per_sample"] * batch / median / 1e12, first
 
 
 def timed(f, iterations, device):
@@ -199,6 +215,7 @@ def main():
     ap.add_argument("--cases-from", metavar="FILE", help="instead of -w/--batch/--precision: the GPU cases of FILE")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: PyTorch's choice")
+    ap.add_argument("--modes", default="eager", help="eager, compile (torch.compile), comma-separated")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
     malloc_policy.add_argument(ap)
@@ -210,6 +227,12 @@ def main():
         cases = list(itertools.product(args.workloads.split(","), [int(b) for b in args.batch.split(",")],
                                        args.precision.split(",")))
     device = args.device
+    modes = args.modes.split(",")
+    for mode in modes:
+        if mode not in ("eager", "compile"):
+            sys.exit(f"pytorch_eager: unknown mode {mode!r} (eager, compile)")
+    if args.warmup < 1:
+        sys.exit(f"pytorch_eager: --warmup {args.warmup}: at least 1 (the first step compiles and allocates)")
     for _, _, precision in cases:
         if precision not in ("fp32", "tf32", "bf16") or (device == "cpu" and precision == "tf32"):
             sys.exit(f"pytorch_eager: unknown precision {precision!r} on {device} (fp32, bf16; tf32 on cuda)")
@@ -226,16 +249,20 @@ def main():
         if name not in networks:
             networks[name] = json.loads(subprocess.run([args.dlscale, "list", "--json", name], check=True,
                                                        capture_output=True, text=True).stdout)
-        set_precision(precision)
-        record = {"workload": name, "batch": batch, "precision": precision}
-        try:
-            median, tflops = time_workload(networks[name], batch, precision, args.warmup, args.iterations, device)
-            record.update(step_median_s=median, tflops=tflops)
-        except torch.cuda.OutOfMemoryError:
-            record.update(status="oom")
-        print(json.dumps(record), flush=True)
-        if device == "cuda":
-            torch.cuda.empty_cache()  # the next network gets the memory this one cached
+        for mode in modes:
+            set_precision(precision)
+            record = {"workload": name, "batch": batch, "precision": precision, "mode": mode}
+            try:
+                median, tflops, first = time_workload(networks[name], batch, precision, args.warmup, args.iterations,
+                                                      device, mode)
+                record.update(step_median_s=median, tflops=tflops)
+                if mode == "compile":
+                    record.update(compile_s=first)
+            except torch.cuda.OutOfMemoryError:
+                record.update(status="oom")
+            print(json.dumps(record), flush=True)
+            if device == "cuda":
+                torch.cuda.empty_cache()  # the next network gets the memory this one cached
 
 
 if __name__ == "__main__":

@@ -255,6 +255,8 @@ class Model {
   virtual void backward() = 0;
   /// The loss of the last forward pass (waits for it).
   virtual double loss() = 0;
+  /// The flat buffer the reducer averages: the canonical layout in host memory on the CPU; a GPU
+  /// driver's own layout (padding, cuDNN's weight spaces), at least parameter_count() values.
   virtual GradBuffer grad_buffer() = 0;
   /// Applies the gradients in grad_buffer() to the parameters.
   virtual void update(const Optimizer& opt) = 0;

@@ -22,7 +22,9 @@
 # (build/gpu), CUDA_HOME (/usr/local/cuda), PYTHON (the first of python3 and /usr/bin/python3 that has
 # h5py and numpy), TABLE_CASES
 # ("fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256": batch 64 and the largest of Shi et
-# al.'s GPU sweep), PRECISIONS (fp32,tf32,bf16), WARMUP (5), ITERATIONS (20), STAGES ("tests
+# al.'s GPU sweep), PRECISIONS (fp32,tf32,bf16), MODES (eager: PyTorch's modes in the table;
+# eager,compile adds torch.compile rows, minutes of compiling), WARMUP (5), ITERATIONS (20),
+# TESTS_FILTER (a ctest -R regular expression: only those gpu tests), STAGES ("tests
 # table overlap": what runs on the GPU after the build; naming some of them splits the work over
 # several device calls, the later ones finding the build done while the machine is still warm;
 # "overlap" is bench_overlap_vs_blocking on the GPU, into overlap.txt).
@@ -47,6 +49,7 @@ build=${BUILD_DIR:-build/gpu}
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 table_cases=${TABLE_CASES:-fcn5:64,512 alexnet:64,128 resnet50:64 lstm64:64,256}
 precisions=${PRECISIONS:-fp32,tf32,bf16}
+modes=${MODES:-eager}
 warmup=${WARMUP:-5}
 iterations=${ITERATIONS:-20}
 stages=${STAGES:-tests table overlap}
@@ -283,7 +286,8 @@ if [[ " $stages " == *" tests "* ]]; then
   step "tests labelled gpu"
   # Each test at most 300 s (gpu_e2e declares its own 900), so that one stuck test cannot take
   # the whole device call.
-  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300 > "$out/tests.log" 2>&1 || tests_status=$?
+  ctest --test-dir "$build" -L gpu ${TESTS_FILTER:+-R "$TESTS_FILTER"} --output-on-failure --timeout 300 \
+    > "$out/tests.log" 2>&1 || tests_status=$?
   tail -n 25 "$out/tests.log"
 fi
 
@@ -303,7 +307,7 @@ config=$out/gpu-check.toml
 } > "$config"
 "$build/dlscale" run --config "$config" --out "$out/gpu-check.h5" --overwrite || run_status=$?
 "$python" bench/pytorch_eager.py --dlscale "$build/dlscale" --cases-from "$out/gpu-check.h5" \
-  --warmup "$warmup" --iterations "$iterations" > "$out/pytorch.jsonl" || pytorch_status=$?
+  --modes "$modes" --warmup "$warmup" --iterations "$iterations" > "$out/pytorch.jsonl" || pytorch_status=$?
 "$python" bench/gpu_step_table.py "$out/gpu-check.h5" "$out/pytorch.jsonl" | tee "$out/table.txt" ||
   table_status=$?
 fi

@@ -3,6 +3,9 @@
 // cuBLAS and cuDNN want for their fastest kernels), except that each LSTM layer is one cuDNN
 // weight space, whose internal order cuDNN chooses. load_parameters/export_* translate.
 //
+// Activations and their gradients are fp32, or bf16 under bf16 precision: then they stay bf16
+// from layer to layer, as under autocast, and only the loss works on an fp32 copy of the logits.
+//
 // The network is built on the first set_batch() of a batch size: per-layer activation and
 // gradient buffers, cuDNN descriptors, convolution algorithms found by cuDNN's find API on the
 // real buffers, and one shared workspace, so that a timed step allocates nothing. A batch of
@@ -48,6 +51,8 @@ class CudaModel final : public Model {
     ctx_.stream = stream_;
     ctx_.memory = &memory_;
     ctx_.precision = ctx.precision;
+    ctx_.act = ctx.precision == Precision::kBf16 ? Act::kBf16 : Act::kFloat;
+    ctx_.act_cudnn = ctx.precision == Precision::kBf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     seed_ = ctx.seed;
     ctx_.conv_algorithms = &conv_algorithms_;
     DLSCALE_CHECK_CUDA(cudnnSetStream(cudnn_, stream_));
@@ -111,7 +116,7 @@ class CudaModel final : public Model {
   Evaluation evaluate(const Batch& batch) override {
     set_batch(batch);
     run_layers(/*training=*/false);
-    const float* logits = acts_.back();
+    const float* logits = logits32_;
     if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
       binary_correct(logits, labels_.as(), row_correct_.as(), rows(), stream_);
     } else {
@@ -193,8 +198,12 @@ class CudaModel final : public Model {
   /// statistics as they are. The loss kernels also write the logits' gradient, which only
   /// backward() reads.
   void run_layers(bool training) {
-    // Mixed precision: this step's bf16 copy of the fp32 master weights (as autocast casts them).
-    if (ctx_.precision == Precision::kBf16) to_bf16(params_.as(), params16_.get(), total_, stream_);
+    if (bf16()) {
+      // Mixed precision: this step's bf16 copies of the fp32 master weights and of the input, as
+      // autocast casts them at the first product.
+      to_bf16(params_.as(), params16_.get(), total_, stream_);
+      if (input16_.get() != nullptr) to_bf16(input_.as(), input16_.get(), input16_.bytes() / 2, stream_);
+    }
     for (size_t i = 0; i < layers_.size(); ++i) {
       if (!layers_[i]) continue;
       if (training) {
@@ -203,18 +212,26 @@ class CudaModel final : public Model {
         layers_[i]->infer(input_of(i), acts_[i]);
       }
     }
-    const float* logits = acts_.back();
-    float* dlogits = grads_of_acts_.back();
+    // The loss in fp32, as autocast computes it: under bf16 on a widened copy of the logits, its
+    // gradient narrowed back to bf16 for the last layer's backward.
+    float* dlogits = static_cast<float*>(grads_of_acts_.back());
+    if (bf16()) {
+      from_bf16(acts_.back(), logits32_, logit_count_, stream_);
+      dlogits = dlogits32_.as();
+    }
     if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
-      sigmoid_binary_cross_entropy(logits, labels_.as(), row_loss_.as(), dlogits, rows(), stream_);
+      sigmoid_binary_cross_entropy(logits32_, labels_.as(), row_loss_.as(), dlogits, rows(), stream_);
     } else {
       const float one = 1.0f, zero = 0.0f;
       DLSCALE_CHECK_CUDA(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &one, logits_desc_,
-                                             logits, &zero, logits_desc_, log_probs_.get()));
+                                             logits32_, &zero, logits_desc_, log_probs_.get()));
       softmax_cross_entropy(log_probs_.as(), labels_.as<int64_t>(), row_loss_.as(), dlogits, rows(),
                             workload_.num_classes, stream_);
     }
+    if (bf16()) to_bf16(dlogits, grads_of_acts_.back(), logit_count_, stream_);
   }
+
+  bool bf16() const { return ctx_.precision == Precision::kBf16; }
 
   /// Batch norm's running statistics as a fresh model has them: mean 0, variance 1.
   void reset_running_statistics() {
@@ -240,13 +257,15 @@ class CudaModel final : public Model {
     size_t s = 0;
     for (size_t li = 0; li < workload_.layers.size(); ++li) {
       const Layer& l = workload_.layers[li];
+      // Each layer its own dropout stream: equal seeds would give equal masks to equal shapes.
+      dropout_streams_[li].seed = seed_ + 0x9e3779b97f4a7c15ULL * (li + 1);
       if (l.kind == LayerKind::kLstm) {
         const LstmWeightLayout lw = lstm_weight_layout(cudnn_, l, specs[s].offset, ctx_.precision);
         next = align(next);
         for (const WeightPiece& p : lw.pieces) pieces_.push_back({p.canonical, next + p.driver, p.count});
         offsets[li].push_back(next);
         lstm_bytes[static_cast<int>(li)] = lw.bytes;
-        next += static_cast<int64_t>(lw.bytes / 4);
+        next += lw.values;
         while (s < specs.size() && specs[s].layer == static_cast<int>(li)) ++s;
         continue;
       }
@@ -319,24 +338,29 @@ class CudaModel final : public Model {
     batch_ = 0;
     const std::vector<std::vector<int64_t>> shapes = activation_shapes(workload_);
     const auto floats = [&](int64_t count) { return gpu::DeviceBuffer(static_cast<size_t>(count) * 4, &memory_); };
+    const auto activations = [&](int64_t count) {
+      return gpu::DeviceBuffer(static_cast<size_t>(count) * bytes_of(ctx_.act), &memory_);
+    };
+    input16_ = gpu::DeviceBuffer();
     if (workload_.input_kind == InputKind::kTokens) {
       tokens_ = gpu::DeviceBuffer(static_cast<size_t>(n * workload_.input_size()) * 8, &memory_);
     } else {
       input_ = floats(n * workload_.input_size());
+      if (bf16()) input16_ = activations(n * workload_.input_size());
     }
     for (size_t i = 0; i < workload_.layers.size(); ++i) {
       if (workload_.layers[i].kind == LayerKind::kFlatten) {
         // A view: the same buffers as its input. As the first layer it passes the input on, and
         // nothing needs the input's gradient.
-        acts_.push_back(i == 0 ? input_.as() : acts_.back());
+        acts_.push_back(i == 0 ? network_input() : acts_.back());
         grads_of_acts_.push_back(i == 0 ? nullptr : grads_of_acts_.back());
         continue;
       }
       const int64_t elems = n * shape_elements(shapes[i]);
-      owned_.push_back(floats(elems));
-      acts_.push_back(owned_.back().as());
-      owned_.push_back(floats(elems));
-      grads_of_acts_.push_back(owned_.back().as());
+      owned_.push_back(activations(elems));
+      acts_.push_back(owned_.back().get());
+      owned_.push_back(activations(elems));
+      grads_of_acts_.push_back(owned_.back().get());
     }
     for (size_t i = 0; i < workload_.layers.size(); ++i) {
       const Layer& l = workload_.layers[i];
@@ -345,17 +369,20 @@ class CudaModel final : public Model {
         continue;
       }
       const std::vector<int64_t>& in = i == 0 ? workload_.input_shape : shapes[i - 1];
-      // Each layer its own dropout stream: equal seeds would give equal masks to equal shapes.
-      // A rebuild (an evaluation at another batch size) carries each stream on from where it was.
-      const uint64_t layer_seed = seed_ + 0x9e3779b97f4a7c15ULL * (i + 1);
-      layers_.push_back(make_layer(ctx_, l, n, in, shapes[i], layer_params_[i], tokens_.as<int64_t>(), layer_seed,
-                                   dropout_streams_[i]));
+      // A rebuild (an evaluation at another batch size) carries each dropout stream on from where
+      // it was.
+      layers_.push_back(
+          make_layer(ctx_, l, n, in, shapes[i], layer_params_[i], tokens_.as<int64_t>(), dropout_streams_[i]));
     }
     const int64_t rows = n * workload_.labels_per_sample();
     const int64_t classes = workload_.num_classes;
     row_loss_ = floats(rows);
     row_correct_ = floats(rows);
     loss_ = gpu::DeviceBuffer(sizeof(double), &memory_);
+    logit_count_ = n * shape_elements(shapes.back());
+    logits32_copy_ = bf16() ? floats(logit_count_) : gpu::DeviceBuffer();
+    dlogits32_ = bf16() ? floats(logit_count_) : gpu::DeviceBuffer();
+    logits32_ = bf16() ? logits32_copy_.as() : static_cast<float*>(acts_.back());
     evaluation_ = gpu::DeviceBuffer(2 * sizeof(double), &memory_);
     if (workload_.loss == LossKind::kSigmoidBinaryCrossEntropy) {
       labels_ = floats(rows);
@@ -366,6 +393,8 @@ class CudaModel final : public Model {
                                                     static_cast<int>(rows), static_cast<int>(classes), 1, 1));
     }
     batch_ = n;
+    // The searches time the algorithms on the real weights (on zeros some run faster than they will).
+    if (bf16()) to_bf16(params_.as(), params16_.get(), total_, stream_);
     choose_algorithms();
   }
 
@@ -394,9 +423,12 @@ class CudaModel final : public Model {
     DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_));
   }
 
-  const float* input_of(size_t i) const { return i == 0 ? input_.as() : acts_[i - 1]; }
+  /// What the first layer reads: the input features (their bf16 copy under bf16) or, for token
+  /// inputs, nothing (the embedding reads the tokens).
+  void* network_input() const { return input16_.get() != nullptr ? input16_.get() : input_.get(); }
+  const void* input_of(size_t i) const { return i == 0 ? network_input() : acts_[i - 1]; }
   /// Where layer i's input gradient goes; nullptr when no earlier layer needs it.
-  float* input_grad_of(size_t i) const { return i == 0 ? nullptr : grads_of_acts_[i - 1]; }
+  void* input_grad_of(size_t i) const { return i == 0 ? nullptr : grads_of_acts_[i - 1]; }
 
   void require_batch() const {
     if (batch_ == 0) throw std::logic_error("cuda driver: set_batch() must come before training");
@@ -457,10 +489,13 @@ class CudaModel final : public Model {
   std::vector<int64_t> running_offsets_, running_channels_;  // per norm: first float in running_, channels
   gpu::DeviceBuffer adam_m_, adam_v_;                        // Adam's moments, made at its first update
   int64_t adam_steps_ = 0;                                   // Adam's t: updates since made or loaded
-  gpu::DeviceBuffer input_, tokens_, labels_, row_loss_, row_correct_, log_probs_, loss_, evaluation_;
+  gpu::DeviceBuffer input_, input16_, tokens_, labels_, row_loss_, row_correct_, log_probs_, loss_, evaluation_;
   gpu::TensorDesc logits_desc_;
-  std::vector<gpu::DeviceBuffer> owned_;           // activation and gradient buffers
-  std::vector<float*> acts_, grads_of_acts_;       // per layer: its output and the loss's gradient there
+  int64_t logit_count_ = 0;                       // the last layer's outputs for the built batch
+  gpu::DeviceBuffer logits32_copy_, dlogits32_;   // bf16: fp32 copies of the logits and their gradient
+  float* logits32_ = nullptr;                     // the logits in fp32: the last activation or its copy
+  std::vector<gpu::DeviceBuffer> owned_;          // activation and gradient buffers
+  std::vector<void*> acts_, grads_of_acts_;       // per layer: its output and the loss's gradient there
   std::vector<std::unique_ptr<GpuLayer>> layers_;  // nullptr for Flatten
 };
 
@@ -565,14 +600,7 @@ class CudaDriver final : public Driver {
     return Support::yes();  // every layer kind of workloads/workload.h
   }
 
-  Support supports_precision(const Workload& w, DeviceType, Precision precision) const override {
-    if (precision == Precision::kBf16) {
-      for (const Layer& l : w.layers) {
-        if (l.kind == LayerKind::kLstm) return Support::no("cuda driver: bf16 LSTMs are not implemented");
-      }
-    }
-    return Support::yes();
-  }
+  Support supports_precision(const Workload&, DeviceType, Precision) const override { return Support::yes(); }
 
   std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
     if (ctx.device != DeviceType::kCuda) throw std::invalid_argument("the cuda driver runs on GPUs only");

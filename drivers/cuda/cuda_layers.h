@@ -1,6 +1,7 @@
 // The CUDA driver's layers. Each layer owns its cuDNN descriptors and any state it keeps between
-// forward and backward; activations and gradients are buffers the model owns and passes in.
-// Every call queues work on the model's stream and returns without waiting.
+// forward and backward; activations and gradients are buffers the model owns and passes in, of
+// the context's activation type (fp32, or bf16 under bf16 precision: `Act`). Every call queues
+// work on the model's stream and returns without waiting.
 #pragma once
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/cuda/cuda_kernels.h"
 #include "drivers/driver.h"
 #include "drivers/gpu/cuda_resources.h"
 #include "workloads/workload.h"
@@ -30,6 +32,10 @@ struct LayerContext {
   cudaStream_t stream = nullptr;
   gpu::MemoryTracker* memory = nullptr;
   Precision precision = Precision::kFp32;
+  /// The element type of activations and their gradients: bf16 under bf16 precision (they stay
+  /// bf16 between layers, as under autocast), else fp32.
+  Act act = Act::kFloat;
+  cudnnDataType_t act_cudnn = CUDNN_DATA_FLOAT;
   /// Algorithms found per convolution shape, so that ResNet's repeated blocks search once.
   std::map<std::string, ConvAlgorithms>* conv_algorithms = nullptr;
   /// Scratch for algorithm searches (prepare) and the shared workspace of the timed steps.
@@ -51,12 +57,13 @@ struct LayerParams {
   std::vector<float*> running;
 };
 
-/// A dropout layer's generator: cuDNN's states buffer, in the model's keeping like the running
-/// statistics, so that a network rebuilt for another batch size (an evaluation's) goes on with the
-/// masks where the last build left them: training draws the same masks whether or not an
-/// evaluation came between its steps.
+/// A dropout layer's generator: its seed and how many masks it has drawn, in the model's keeping
+/// like the running statistics, so that a network rebuilt for another batch size (an
+/// evaluation's) goes on with the masks where the last build left them: training draws the same
+/// masks whether or not an evaluation came between its steps.
 struct DropoutStream {
-  gpu::DeviceBuffer states;  ///< empty until the layer's first build seeds it
+  uint64_t seed = 0;
+  uint64_t draws = 0;  ///< training forward passes so far: the next mask is draw number `draws`
 };
 
 class GpuLayer {
@@ -64,24 +71,24 @@ class GpuLayer {
   virtual ~GpuLayer() = default;
   /// Runs the searches that choose algorithms, with real buffers, before any timed step; returns
   /// the workspace the layer needs during training.
-  virtual size_t prepare(const float* x, float* y, float* dx, float* dy) {
+  virtual size_t prepare(const void* x, void* y, void* dx, void* dy) {
     (void)x, (void)y, (void)dx, (void)dy;
     return 0;
   }
-  virtual void forward(const float* x, float* y) = 0;
+  virtual void forward(const void* x, void* y) = 0;
   /// The forward pass in inference mode (evaluation): dropout passes its input through, batch
   /// norm normalises with its running statistics; nothing the layer keeps changes. The same as
   /// forward() for every other layer.
-  virtual void infer(const float* x, float* y) { forward(x, y); }
+  virtual void infer(const void* x, void* y) { forward(x, y); }
   /// Computes the parameter gradients and, unless dx is nullptr, the input gradient.
-  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
+  virtual void backward(const void* x, const void* y, const void* dy, void* dx) = 0;
 };
 
 /// Builds the layer `l` for a batch of `n` with per-sample input shape `in` and output `out`.
 /// `tokens` is the model's device token buffer (Embedding reads it instead of `x`); dropout draws
-/// from `dropout`, which `seed` seeds at its first build.
+/// from `dropout`.
 std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t n, const std::vector<int64_t>& in,
                                      const std::vector<int64_t>& out, const LayerParams& params, const int64_t* tokens,
-                                     uint64_t seed, DropoutStream& dropout);
+                                     DropoutStream& dropout);
 
 }  // namespace dlscale::cuda

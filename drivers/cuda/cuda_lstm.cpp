@@ -10,17 +10,23 @@ namespace dlscale::cuda {
 
 namespace {
 
+bool bf16(Precision precision) { return precision == Precision::kBf16; }
+
 /// The descriptor of `l`: one input bias per gate (the canonical layout has one bias of 4H per
-/// layer), no dropout between layers, fp32 data; FMA math under fp32 so that no TF32 sneaks in.
+/// layer), no dropout between layers. fp32 and tf32: fp32 data, FMA math under fp32 so that no
+/// TF32 sneaks in. bf16: bf16 data, weights and states with fp32 arithmetic on tensor cores (cuDNN
+/// has no bf16 arithmetic for RNNs).
 void describe(cudnnHandle_t cudnn, cudnnRNNDescriptor_t rnn, cudnnDropoutDescriptor_t no_dropout, const Layer& l,
               Precision precision) {
-  if (precision == Precision::kBf16) throw std::invalid_argument("cuda driver: bf16 LSTMs are not implemented");
   DLSCALE_CHECK_CUDA(cudnnSetDropoutDescriptor(no_dropout, cudnn, 0.0f, nullptr, 0, 0));
-  const cudnnMathType_t math = precision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  cudnnMathType_t math = CUDNN_TENSOR_OP_MATH;
+  if (precision == Precision::kFp32) math = CUDNN_FMA_MATH;
+  if (precision == Precision::kTf32) math = CUDNN_DEFAULT_MATH;
+  const cudnnDataType_t data = bf16(precision) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   // Padded I/O: required for the unpacked batch-major layout the activations already have.
   DLSCALE_CHECK_CUDA(cudnnSetRNNDescriptor_v8(
       rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_SINGLE_INP_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
-      CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math, static_cast<int32_t>(l.in), static_cast<int32_t>(l.out),
+      data, CUDNN_DATA_FLOAT, math, static_cast<int32_t>(l.in), static_cast<int32_t>(l.out),
       static_cast<int32_t>(l.out), static_cast<int32_t>(l.num_layers), no_dropout, CUDNN_RNN_PADDED_IO_ENABLED));
 }
 
@@ -41,8 +47,9 @@ class LstmLayer final : public GpuLayer {
         steps_(steps),
         hidden_(l.out),
         all_steps_(l.all_steps),
-        weights_(p.value[0]),
-        dweights_(p.grad[0]),
+        act_bytes_(bytes_of(ctx.act)),
+        weights_(bf16(ctx.precision) ? p.bf16[0] : static_cast<void*>(p.value[0])),
+        grad_(p.grad[0]),
         weight_bytes_(p.weight_space_bytes) {
     describe(ctx.cudnn, rnn_, no_dropout_, l, ctx.precision);
     size_t bytes = 0;
@@ -51,78 +58,86 @@ class LstmLayer final : public GpuLayer {
       throw std::logic_error(
           fmt::format("cuda driver: LSTM weight space is {} bytes, the layout reserved {}", bytes, weight_bytes_));
     }
+    // cuDNN writes the weight gradient in the weight space's type: under bf16 into a bf16 space of
+    // the layer's own, widened into the fp32 gradient buffer afterwards.
+    if (bf16(ctx.precision)) dweights16_ = gpu::DeviceBuffer(weight_bytes_, ctx.memory);
     const std::vector<int> lengths(static_cast<size_t>(batch), static_cast<int>(steps));
     seq_lengths_ = gpu::DeviceBuffer(lengths.size() * sizeof(int32_t), ctx.memory);
     DLSCALE_CHECK_CUDA(
         cudaMemcpy(seq_lengths_.get(), lengths.data(), lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    DLSCALE_CHECK_CUDA(cudnnSetRNNDataDescriptor(x_desc_, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+    DLSCALE_CHECK_CUDA(cudnnSetRNNDataDescriptor(x_desc_, ctx.act_cudnn, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
                                                  static_cast<int>(steps), static_cast<int>(batch),
                                                  static_cast<int>(l.in), lengths.data(), nullptr));
-    DLSCALE_CHECK_CUDA(cudnnSetRNNDataDescriptor(y_desc_, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+    DLSCALE_CHECK_CUDA(cudnnSetRNNDataDescriptor(y_desc_, ctx.act_cudnn, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
                                                  static_cast<int>(steps), static_cast<int>(batch),
                                                  static_cast<int>(l.out), lengths.data(), nullptr));
     const int dims[3] = {static_cast<int>(l.num_layers), static_cast<int>(batch), static_cast<int>(l.out)};
     const int strides[3] = {dims[1] * dims[2], dims[2], 1};
-    DLSCALE_CHECK_CUDA(cudnnSetTensorNdDescriptor(h_desc_, CUDNN_DATA_FLOAT, 3, dims, strides));
+    DLSCALE_CHECK_CUDA(cudnnSetTensorNdDescriptor(h_desc_, ctx.act_cudnn, 3, dims, strides));
     size_t reserve = 0;
     DLSCALE_CHECK_CUDA(
         cudnnGetRNNTempSpaceSizes(ctx.cudnn, rnn_, CUDNN_FWD_MODE_TRAINING, x_desc_, &workspace_, &reserve));
     reserve_ = gpu::DeviceBuffer(reserve, ctx.memory);
     if (!all_steps_) {
       // Only the last step feeds the next layer: the full sequence and its gradient live here.
-      y_full_ = gpu::DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * 4, ctx.memory);
-      dy_full_ = gpu::DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * 4, ctx.memory);
+      y_full_ = gpu::DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * act_bytes_, ctx.memory);
+      dy_full_ = gpu::DeviceBuffer(static_cast<size_t>(batch * steps * hidden_) * act_bytes_, ctx.memory);
     }
     input_elems_ = batch * steps * l.in;
   }
 
-  size_t prepare(const float*, float*, float* dx, float*) override {
+  size_t prepare(const void*, void*, void* dx, void*) override {
     // cuDNN always writes the input gradient; without a consumer it lands in scratch.
-    if (dx == nullptr) dx_scratch_ = gpu::DeviceBuffer(static_cast<size_t>(input_elems_) * 4, ctx_.memory);
+    if (dx == nullptr) dx_scratch_ = gpu::DeviceBuffer(static_cast<size_t>(input_elems_) * act_bytes_, ctx_.memory);
     return workspace_;
   }
 
-  void forward(const float* x, float* y) override {
-    float* seq = all_steps_ ? y : y_full_.as();
+  void forward(const void* x, void* y) override {
+    void* seq = all_steps_ ? y : y_full_.get();
     DLSCALE_CHECK_CUDA(cudnnRNNForward(ctx_.cudnn, rnn_, CUDNN_FWD_MODE_TRAINING, seq_lengths_.as<int32_t>(), x_desc_,
                                        x, y_desc_, seq, h_desc_, nullptr, nullptr, h_desc_, nullptr, nullptr,
                                        weight_bytes_, weights_, ctx_.workspace_bytes, ctx_.workspace, reserve_.bytes(),
                                        reserve_.get()));
-    if (!all_steps_) select_last_step(seq, y, batch_, steps_, hidden_, ctx_.stream);
+    if (!all_steps_) select_last_step(ctx_.act, seq, y, batch_, steps_, hidden_, ctx_.stream);
   }
 
-  void backward(const float* x, const float* y, const float* dy, float* dx) override {
-    const float* seq = y;
-    const float* dseq = dy;
+  void backward(const void* x, const void* y, const void* dy, void* dx) override {
+    const void* seq = y;
+    const void* dseq = dy;
     if (!all_steps_) {
-      scatter_last_step(dy, dy_full_.as(), batch_, steps_, hidden_, ctx_.stream);
-      seq = y_full_.as();
-      dseq = dy_full_.as();
+      scatter_last_step(ctx_.act, dy, dy_full_.get(), batch_, steps_, hidden_, ctx_.stream);
+      seq = y_full_.get();
+      dseq = dy_full_.get();
     }
     // Data first: it prepares the reserve space that the weight gradient reads.
     DLSCALE_CHECK_CUDA(cudnnRNNBackwardData_v8(
         ctx_.cudnn, rnn_, seq_lengths_.as<int32_t>(), y_desc_, seq, dseq, x_desc_,
-        dx != nullptr ? dx : dx_scratch_.as(), h_desc_, nullptr, nullptr, nullptr, h_desc_, nullptr, nullptr, nullptr,
+        dx != nullptr ? dx : dx_scratch_.get(), h_desc_, nullptr, nullptr, nullptr, h_desc_, nullptr, nullptr, nullptr,
         weight_bytes_, weights_, ctx_.workspace_bytes, ctx_.workspace, reserve_.bytes(), reserve_.get()));
     // cuDNN only adds weight gradients (CUDNN_WGRAD_MODE_ADD), so they start from zero.
-    DLSCALE_CHECK_CUDA(cudaMemsetAsync(dweights_, 0, weight_bytes_, ctx_.stream));
+    void* dweights = dweights16_.get() != nullptr ? dweights16_.get() : static_cast<void*>(grad_);
+    DLSCALE_CHECK_CUDA(cudaMemsetAsync(dweights, 0, weight_bytes_, ctx_.stream));
     DLSCALE_CHECK_CUDA(cudnnRNNBackwardWeights_v8(
         ctx_.cudnn, rnn_, CUDNN_WGRAD_MODE_ADD, seq_lengths_.as<int32_t>(), x_desc_, x, h_desc_, nullptr, y_desc_, seq,
-        weight_bytes_, dweights_, ctx_.workspace_bytes, ctx_.workspace, reserve_.bytes(), reserve_.get()));
+        weight_bytes_, dweights, ctx_.workspace_bytes, ctx_.workspace, reserve_.bytes(), reserve_.get()));
+    if (dweights16_.get() != nullptr) {
+      from_bf16(dweights16_.get(), grad_, static_cast<int64_t>(weight_bytes_ / 2), ctx_.stream);
+    }
   }
 
  private:
   LayerContext& ctx_;
   int64_t batch_, steps_, hidden_, input_elems_ = 0;
   bool all_steps_;
-  float* weights_;
-  float* dweights_;
+  size_t act_bytes_;
+  void* weights_;  // the fp32 weight space, or under bf16 its bf16 copy
+  float* grad_;    // the layer's block of the fp32 gradient buffer
   size_t weight_bytes_, workspace_ = 0;
   gpu::RnnDesc rnn_;
   gpu::DropoutDesc no_dropout_;
   gpu::RnnDataDesc x_desc_, y_desc_;
   gpu::TensorDesc h_desc_;
-  gpu::DeviceBuffer seq_lengths_, reserve_, y_full_, dy_full_, dx_scratch_;
+  gpu::DeviceBuffer seq_lengths_, reserve_, y_full_, dy_full_, dx_scratch_, dweights16_;
 };
 
 }  // namespace
@@ -134,10 +149,12 @@ LstmWeightLayout lstm_weight_layout(cudnnHandle_t cudnn, const Layer& l, int64_t
   describe(cudnn, rnn, no_dropout, l, precision);
   LstmWeightLayout layout;
   DLSCALE_CHECK_CUDA(cudnnGetRNNWeightSpaceSize(cudnn, rnn, &layout.bytes));
+  const int64_t value_bytes = bf16(precision) ? 2 : 4;
+  layout.values = static_cast<int64_t>(layout.bytes) / value_bytes;
   // cuDNN reports addresses inside a weight space, so it gets a real (uncounted, temporary) one.
   const gpu::DeviceBuffer space(layout.bytes, nullptr);
   const auto offset_of = [&](void* address) {
-    return static_cast<int64_t>(static_cast<char*>(address) - static_cast<char*>(space.get())) / 4;
+    return static_cast<int64_t>(static_cast<char*>(address) - static_cast<char*>(space.get())) / value_bytes;
   };
   const int64_t h = l.out;
   int64_t base = canonical_offset, mapped = 0;

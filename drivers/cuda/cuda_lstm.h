@@ -1,6 +1,9 @@
 // Stacked LSTMs on cuDNN's RNN API (v8). cuDNN keeps an LSTM's weights in its own "weight
 // space"; the model places that space, as one block, in its flat parameter buffer, and maps the
-// canonical tensors (w_ih, w_hh, bias per layer, gates i,f,g,o) to and from it.
+// canonical tensors (w_ih, w_hh, bias per layer, gates i,f,g,o) to and from it. Under bf16 the
+// weight space, the data and the states are bf16 and cuDNN computes in fp32; the flat fp32
+// buffer then holds the weight space value for value, so that the step's bf16 copy of the
+// parameters holds cuDNN's bf16 weight space at the same offset.
 #pragma once
 
 #include <memory>
@@ -15,10 +18,11 @@ struct WeightPiece {
   int64_t canonical = 0, driver = 0, count = 0;
 };
 
-/// An LSTM layer's cuDNN weight space: its size, and where every canonical value lies in it
-/// (driver offsets relative to the weight space's start).
+/// An LSTM layer's cuDNN weight space: its size in bytes and in values, and where every canonical
+/// value lies in it (driver offsets, in values, relative to the weight space's start).
 struct LstmWeightLayout {
   size_t bytes = 0;
+  int64_t values = 0;
   std::vector<WeightPiece> pieces;
 };
 

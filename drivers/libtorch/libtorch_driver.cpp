@@ -44,35 +44,45 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// LibTorch's CPU autocast state on the calling thread. LibTorch 2.4 replaced the per-device calls
-// (is_cpu_enabled, get_autocast_cpu_dtype, ...) by ones taking the device type, and the old ones
-// print a deprecation warning at every call there: on every Linear's forward pass.
+// LibTorch's autocast state for a device type (CPU or CUDA) on the calling thread. LibTorch 2.4
+// replaced the per-device calls (is_cpu_enabled, get_autocast_cpu_dtype, is_enabled for CUDA, ...)
+// by ones taking the device type, and the old ones print a deprecation warning at every call
+// there: on every Linear's forward pass.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-bool cpu_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCPU); }
-at::ScalarType cpu_autocast_type() { return at::autocast::get_autocast_dtype(at::kCPU); }
-void set_cpu_autocast(bool enabled, at::ScalarType type) {
-  at::autocast::set_autocast_enabled(at::kCPU, enabled);
-  at::autocast::set_autocast_dtype(at::kCPU, type);
+bool autocast_enabled(at::DeviceType device) { return at::autocast::is_autocast_enabled(device); }
+at::ScalarType autocast_type(at::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
+void set_autocast(at::DeviceType device, bool enabled, at::ScalarType type) {
+  at::autocast::set_autocast_enabled(device, enabled);
+  at::autocast::set_autocast_dtype(device, type);
 }
 #else
-bool cpu_autocast_enabled() { return at::autocast::is_cpu_enabled(); }
-at::ScalarType cpu_autocast_type() { return at::autocast::get_autocast_cpu_dtype(); }
-void set_cpu_autocast(bool enabled, at::ScalarType type) {
-  at::autocast::set_cpu_enabled(enabled);
-  at::autocast::set_autocast_cpu_dtype(type);
+bool autocast_enabled(at::DeviceType device) {
+  return device == at::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+at::ScalarType autocast_type(at::DeviceType device) {
+  return device == at::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+void set_autocast(at::DeviceType device, bool enabled, at::ScalarType type) {
+  if (device == at::kCUDA) {
+    at::autocast::set_enabled(enabled);
+    at::autocast::set_autocast_gpu_dtype(type);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    at::autocast::set_autocast_cpu_dtype(type);
+  }
 }
 #endif
 
 /// y = x W^T + b on a 2-D x, whose backward writes dW and db in place into slices of the flat
 /// gradient buffer and returns no gradient for W and b (so autograd never allocates one).
-/// Under CPU autocast (bf16 cases) it does what autocast does to a Linear: the products read
-/// bf16 copies of x and W and return bf16, and the gradients follow in bf16 (dW and db are
-/// rounded to bf16 as autocast's casts round them, then stored in the fp32 flat buffer).
+/// Under autocast (bf16 cases, on the CPU or a GPU) it does what autocast does to a Linear: the
+/// products read bf16 copies of x and W and return bf16, and the gradients follow in bf16 (dW and
+/// db are rounded to bf16 as autocast's casts round them, then stored in the fp32 flat buffer).
 struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                             const at::Tensor& dw, const at::Tensor& db) {
-    const bool autocast = cpu_autocast_enabled() && x.device().is_cpu();
-    const at::ScalarType type = autocast ? cpu_autocast_type() : x.scalar_type();
+    const at::DeviceType device = x.device().type();
+    const at::ScalarType type = autocast_enabled(device) ? autocast_type(device) : x.scalar_type();
     const at::Tensor xc = x.to(type), wc = w.to(type);
     ctx->save_for_backward({xc, wc});
     ctx->saved_data["dw"] = dw;
@@ -102,24 +112,26 @@ struct LinearIntoFlatGrad : torch::autograd::Function<LinearIntoFlatGrad> {
   }
 };
 
-/// CPU autocast to `type` on the calling thread for the scope's length, as
-/// `torch.autocast("cpu", dtype)` does: LibTorch's own mixed precision (its op lists decide
-/// which operations run in bf16: products and convolutions do, losses do not).
-class CpuAutocast {
+/// Autocast on `device` to `type` on the calling thread for the scope's length, as
+/// `torch.autocast(device, dtype)` does: LibTorch's own mixed precision (its op lists decide
+/// which operations run in bf16: products, convolutions and LSTMs do, losses do not).
+class Autocast {
  public:
-  explicit CpuAutocast(at::ScalarType type) : was_enabled_(cpu_autocast_enabled()), was_type_(cpu_autocast_type()) {
-    set_cpu_autocast(true, type);
+  Autocast(at::DeviceType device, at::ScalarType type)
+      : device_(device), was_enabled_(autocast_enabled(device)), was_type_(autocast_type(device)) {
+    set_autocast(device, true, type);
     at::autocast::increment_nesting();
   }
-  ~CpuAutocast() {
+  ~Autocast() {
     // The cast weights autocast caches live until the outermost scope ends.
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    set_cpu_autocast(was_enabled_, was_type_);
+    set_autocast(device_, was_enabled_, was_type_);
   }
-  CpuAutocast(const CpuAutocast&) = delete;
-  CpuAutocast& operator=(const CpuAutocast&) = delete;
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
 
  private:
+  at::DeviceType device_;
   bool was_enabled_;
   at::ScalarType was_type_;
 };
@@ -169,7 +181,7 @@ class LibTorchModel final : public Model {
                                                 : at::Device(at::kCPU)),
         threads_(ctx.threads),
         denormals_(ctx.denormals),
-        autocast_(ctx.precision == Precision::kBf16 && ctx.device == DeviceType::kCpu) {
+        autocast_(ctx.precision == Precision::kBf16) {
     at::set_num_threads(ctx.threads);
     at::manual_seed(ctx.seed);  // dropout masks
 #ifdef DLSCALE_TORCH_CUDA_ALLOCATOR
@@ -364,8 +376,8 @@ class LibTorchModel final : public Model {
   /// norm normalises with the batch's statistics (updating the running ones); otherwise dropout
   /// passes its input through and batch norm uses the running statistics, as module.eval() does.
   at::Tensor run_layers(bool training) {
-    std::optional<CpuAutocast> autocast;
-    if (autocast_) autocast.emplace(at::kBFloat16);
+    std::optional<Autocast> autocast;
+    if (autocast_) autocast.emplace(device_.type(), at::kBFloat16);
     at::Tensor h = input_;
     size_t stats = 0;
     for (size_t i = 0; i < workload_.layers.size(); ++i) {
@@ -489,7 +501,7 @@ class LibTorchModel final : public Model {
   at::Device device_;
   int threads_;
   Denormals denormals_;
-  bool autocast_;  // bf16 on the CPU: forward() under CPU autocast
+  bool autocast_;  // bf16: forward() under autocast on the model's device
   at::Tensor params_, grads_, input_, labels_, loss_;
   std::vector<at::Tensor> lstm_zero_bias_;        // per layer: LibTorch's second LSTM bias, held at zero
   std::vector<std::vector<Param>> layer_params_;  // per layer, in canonical order
@@ -604,10 +616,7 @@ class LibTorchDriver final : public Driver {
 
   Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
     if (precision == Precision::kTf32 && device == DeviceType::kCuda) return Support::yes();
-    if (precision == Precision::kBf16 && device == DeviceType::kCpu) return Support::yes();
-    if (precision == Precision::kBf16) {
-      return Support::no("libtorch driver: bf16 runs on the CPU (CPU autocast); on GPUs the cuda driver has it");
-    }
+    if (precision == Precision::kBf16) return Support::yes();  // autocast, on the CPU or a GPU
     return Driver::supports_precision(w, device, precision);
   }
 

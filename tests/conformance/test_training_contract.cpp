@@ -52,11 +52,14 @@ TEST_P(TrainingPath, GradBufferIsTheCanonicalExport) {
   auto m = make_model(driver, w, 3);
   const std::vector<float> exported = gradients_of_one_step(*m);
   const GradBuffer g = m->grad_buffer();
-  ASSERT_EQ(g.count, static_cast<size_t>(parameter_count(w)));
   if (g.on_device) {
     ASSERT_NE(kDevice, DeviceType::kCpu) << "a CPU model keeps its gradients in host memory";
-    GTEST_SKIP() << "device memory: compared through export_gradients() only";
+    // In the driver's own layout (alignment padding, cuDNN's LSTM weight spaces): every gradient
+    // is in it, and export_gradients() translates (the conformance tests compare that).
+    EXPECT_GE(g.count, static_cast<size_t>(parameter_count(w)));
+    GTEST_SKIP() << "device memory in the driver's layout: compared through export_gradients() only";
   }
+  ASSERT_EQ(g.count, static_cast<size_t>(parameter_count(w)));
   EXPECT_EQ(std::vector<float>(g.data, g.data + g.count), exported);
 }
 

@@ -49,6 +49,15 @@ def catalog():
 CATALOG = catalog()
 
 
+def gpu_drivers():
+    """The drivers `dlscale list` shows able to run on cuda (the cuda driver; LibTorch where it was
+    built against a CUDA LibTorch)."""
+    lines = subprocess.run([DLSCALE, "list"], capture_output=True, text=True, check=True).stdout.splitlines()
+    start = lines.index("Drivers") + 2
+    end = lines.index("", start)
+    return [line.split()[0] for line in lines[start:end] if "cuda" in line.split()[1]]
+
+
 def dlscale(args, ranks=1, timeout=900):
     cmd = [MPIEXEC, "-n", str(ranks), DLSCALE] + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -88,14 +97,25 @@ class GpuRuns(unittest.TestCase):
                         "--precision", "fp32,tf32,bf16", "--batch", "8", "--iterations", "3", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         with h5py.File(out, "r") as f:
+            self.assertEqual(len(f["cases"]), 9)
             for case in f["cases"].values():
                 a = case.attrs
-                if a["precision"] == "bf16" and a["workload"].startswith("lstm"):
-                    self.assertEqual(a["status"], "unsupported")
-                    self.assertIn("bf16 LSTM", a["message"])
-                else:
-                    self.assertEqual(a["status"], "ok", f"{a['workload']} {a['precision']}: {a['message']}")
-                    self.assertTrue(all(math.isfinite(x) for x in case["loss"][()]))
+                self.assertEqual(a["status"], "ok", f"{a['workload']} {a['precision']}: {a['message']}")
+                self.assertTrue(all(math.isfinite(x) for x in case["loss"][()]))
+
+    def test_every_workload_trains_in_bf16_on_every_gpu_driver(self):
+        drivers = gpu_drivers()
+        out = os.path.join(self.dir, "bf16.h5")
+        proc = dlscale(["run", "-d", ",".join(drivers), "--device", "cuda", "-w", ",".join(CATALOG),
+                        "--precision", "bf16", "--batch", "2", "--warmup", "1", "--iterations", "3", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(len(f["cases"]), len(CATALOG) * len(drivers))
+            for case in f["cases"].values():
+                a = case.attrs
+                self.assertEqual(a["status"], "ok", f"{a['driver']} {a['workload']}: {a['message']}")
+                self.assertEqual(a["precision"], "bf16")
+                self.assertTrue(np.all(np.isfinite(case["loss"][()])), f"{a['driver']} {a['workload']}")
 
     def test_out_of_memory_is_recorded_and_the_sweep_goes_on(self):
         out = os.path.join(self.dir, "oom.h5")

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "suite/case/device_binding.h"
 #include "suite/case/training_step.h"
 #include "suite/comm/mpi_context.h"
+#include "tests/common/relative_error.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -185,16 +185,10 @@ TEST(GpuTraining, BucketsDuringBackwardGiveTheParametersOfOneAllreduceAfterIt) {
       }
       EXPECT_TRUE(overlapped) << "the buckets should start during backward: the driver reports finished gradients";
       ASSERT_EQ(after[0].size(), after[1].size());
-      if (mpi().size() <= 2) {
-        // A sum of two is the same in any order: NCCL's algorithm and protocol, which depend on
-        // the size reduced, cannot change it.
-        EXPECT_EQ(std::memcmp(after[0].data(), after[1].data(), after[0].size() * 4), 0);
-      } else {
-        double worst = 0;
-        for (size_t i = 0; i < after[0].size(); ++i)
-          worst = std::max(worst, double{std::abs(after[0][i] - after[1][i])});
-        EXPECT_LT(worst, 1e-5);
-      }
+      // Not bitwise: each model chooses its own cuDNN algorithms by timing them, and some sum
+      // with atomics (two models of mnist_cnn differed in the last bits on an H200). Rounding
+      // differs by about fp32's 6e-8; a bucket reduced twice, or not at all, changes whole steps.
+      EXPECT_LT(relative_error(after[1], after[0]), 1e-6);
     }
   }
 }
