@@ -491,11 +491,11 @@ class CudaModel final : public Model {
   int64_t adam_steps_ = 0;                                   // Adam's t: updates since made or loaded
   gpu::DeviceBuffer input_, input16_, tokens_, labels_, row_loss_, row_correct_, log_probs_, loss_, evaluation_;
   gpu::TensorDesc logits_desc_;
-  int64_t logit_count_ = 0;                       // the last layer's outputs for the built batch
-  gpu::DeviceBuffer logits32_copy_, dlogits32_;   // bf16: fp32 copies of the logits and their gradient
-  float* logits32_ = nullptr;                     // the logits in fp32: the last activation or its copy
-  std::vector<gpu::DeviceBuffer> owned_;          // activation and gradient buffers
-  std::vector<void*> acts_, grads_of_acts_;       // per layer: its output and the loss's gradient there
+  int64_t logit_count_ = 0;                        // the last layer's outputs for the built batch
+  gpu::DeviceBuffer logits32_copy_, dlogits32_;    // bf16: fp32 copies of the logits and their gradient
+  float* logits32_ = nullptr;                      // the logits in fp32: the last activation or its copy
+  std::vector<gpu::DeviceBuffer> owned_;           // activation and gradient buffers
+  std::vector<void*> acts_, grads_of_acts_;        // per layer: its output and the loss's gradient there
   std::vector<std::unique_ptr<GpuLayer>> layers_;  // nullptr for Flatten
 };
 

@@ -63,8 +63,9 @@ struct PlaneGrid {
     return {dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(c), static_cast<unsigned>(n))};
   }
 };
-#define PLANE_STRIDE(k, plane) \
-  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < (plane); k += static_cast<int64_t>(blockDim.x) * gridDim.x)
+#define PLANE_STRIDE(k, plane)                                                               \
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < (plane); \
+       k += static_cast<int64_t>(blockDim.x) * gridDim.x)
 /// The first element of this block's (sample, channel) plane.
 __device__ __forceinline__ int64_t plane_base(int64_t plane) {
   return (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * plane;
@@ -231,7 +232,7 @@ __global__ void dropout_backward_kernel(const T* dy, T* dx, const uint8_t* mask,
 
 template <class T>
 __global__ void bn_stats_partial_kernel(const T* x, float* partial, int64_t n, int64_t c, int64_t plane,
-                                       int64_t splits) {
+                                        int64_t splits) {
   const int64_t ch = blockIdx.x, slice = blockIdx.y;
   const float shift = to_float(x[ch * plane]);
   float s1 = 0, s2 = 0;
@@ -346,9 +347,7 @@ __global__ void bn_backward_apply_kernel(const T* x, const T* dy, T* dx, const f
                                          int64_t plane) {
   const int64_t base = plane_base(plane);
   const float p = coefficients[blockIdx.y], q = coefficients[c + blockIdx.y], r = coefficients[2 * c + blockIdx.y];
-  PLANE_STRIDE(k, plane) {
-    dx[base + k] = from_float<T>(p * to_float(dy[base + k]) + q * to_float(x[base + k]) + r);
-  }
+  PLANE_STRIDE(k, plane) { dx[base + k] = from_float<T>(p * to_float(dy[base + k]) + q * to_float(x[base + k]) + r); }
 }
 
 // One block per row.
@@ -491,7 +490,7 @@ void bias_grad_rows(Act t, const void* dy, float* db, int64_t rows, int64_t cols
   with_type(t, [&](auto tag) {
     using T = ACT_TYPE(tag);
     bias_grad_rows_kernel<<<static_cast<unsigned>((cols + 31) / 32), block, 0, stream>>>(static_cast<const T*>(dy), db,
-                                                                                          rows, cols);
+                                                                                         rows, cols);
   });
   check_launch();
 }
@@ -542,8 +541,8 @@ void select_last_step(Act t, const void* seq, void* out, int64_t batch, int64_t 
   const int64_t total = batch * width;
   with_type(t, [&](auto tag) {
     using T = ACT_TYPE(tag);
-    select_last_step_kernel<<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(seq), static_cast<T*>(out),
-                                                                        total, steps, width);
+    select_last_step_kernel<<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(seq),
+                                                                        static_cast<T*>(out), total, steps, width);
   });
   check_launch();
 }
@@ -576,8 +575,8 @@ void dropout_backward(Act t, const void* dy, void* dx, const uint8_t* mask, int6
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   with_type(t, [&](auto tag) {
     using T = ACT_TYPE(tag);
-    dropout_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(dy), static_cast<T*>(dx), mask,
-                                                                    n, scale);
+    dropout_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(dy), static_cast<T*>(dx),
+                                                                    mask, n, scale);
   });
   check_launch();
 }
@@ -594,8 +593,8 @@ void batch_norm_forward_training(Act t, const BatchNormShape& s, const void* x, 
     bn_stats_partial_kernel<<<stats, kThreads, 0, stream>>>(xt, scratch, s.n, s.c, s.plane, s.splits);
     check_launch();
     bn_stats_total_kernel<<<blocks_for(s.c), kThreads, 0, stream>>>(xt, scratch, s.n, s.c, s.plane, s.splits, scale,
-                                                                     bias, running_mean, running_var, momentum, eps,
-                                                                     saved_mean, saved_inv_std, coefficients);
+                                                                    bias, running_mean, running_var, momentum, eps,
+                                                                    saved_mean, saved_inv_std, coefficients);
     check_launch();
     bn_apply_kernel<<<g.grid, kThreads, 0, stream>>>(xt, static_cast<T*>(y), coefficients, s.c, s.plane);
   });
@@ -607,7 +606,7 @@ void batch_norm_forward_inference(Act t, const BatchNormShape& s, const void* x,
                                   float* coefficients, cudaStream_t stream) {
   const PlaneGrid g = PlaneGrid::of(s.n, s.c, s.plane);
   bn_inference_coefficients_kernel<<<blocks_for(s.c), kThreads, 0, stream>>>(s.c, scale, bias, running_mean,
-                                                                              running_var, eps, coefficients);
+                                                                             running_var, eps, coefficients);
   check_launch();
   with_type(t, [&](auto tag) {
     using T = ACT_TYPE(tag);
@@ -629,12 +628,10 @@ void batch_norm_backward(Act t, const BatchNormShape& s, const void* x, const vo
     bn_backward_partial_kernel<<<sums, kThreads, 0, stream>>>(xt, dyt, saved_mean, scratch, s.n, s.c, s.plane,
                                                               s.splits);
     check_launch();
-    bn_backward_total_kernel<<<blocks_for(s.c), kThreads, 0, stream>>>(scratch, s.c, s.n * s.plane, s.splits, scale,
-                                                                        saved_mean, saved_inv_std, dscale, dbias,
-                                                                        coefficients);
+    bn_backward_total_kernel<<<blocks_for(s.c), kThreads, 0, stream>>>(
+        scratch, s.c, s.n * s.plane, s.splits, scale, saved_mean, saved_inv_std, dscale, dbias, coefficients);
     check_launch();
-    bn_backward_apply_kernel<<<g.grid, kThreads, 0, stream>>>(xt, dyt, static_cast<T*>(dx), coefficients, s.c,
-                                                              s.plane);
+    bn_backward_apply_kernel<<<g.grid, kThreads, 0, stream>>>(xt, dyt, static_cast<T*>(dx), coefficients, s.c, s.plane);
   });
   check_launch();
 }

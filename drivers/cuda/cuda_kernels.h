@@ -33,8 +33,7 @@ void bias_grad_channels(Act t, const void* dy, float* db, int64_t n, int64_t c, 
 void bias_grad_rows(Act t, const void* dy, float* db, int64_t rows, int64_t cols, cudaStream_t stream);
 
 /// y[n, c] = mean over p of x[n, c, p];  dx[n, c, p] = dy[n, c] / plane.
-void global_avg_pool_forward(Act t, const void* x, void* y, int64_t channels_total, int64_t plane,
-                             cudaStream_t stream);
+void global_avg_pool_forward(Act t, const void* x, void* y, int64_t channels_total, int64_t plane, cudaStream_t stream);
 void global_avg_pool_backward(Act t, const void* dy, void* dx, int64_t channels_total, int64_t plane,
                               cudaStream_t stream);
 

@@ -373,8 +373,8 @@ class DropoutLayer final : public GpuLayer {
   }
   /// The identity, drawing no mask (the stream is left for the next training step).
   void infer(const void* x, void* y) override {
-    DLSCALE_CHECK_CUDA(cudaMemcpyAsync(y, x, static_cast<size_t>(n_) * bytes_of(ctx_.act), cudaMemcpyDeviceToDevice,
-                                       ctx_.stream));
+    DLSCALE_CHECK_CUDA(
+        cudaMemcpyAsync(y, x, static_cast<size_t>(n_) * bytes_of(ctx_.act), cudaMemcpyDeviceToDevice, ctx_.stream));
   }
   void backward(const void*, const void*, const void* dy, void* dx) override {
     if (dx != nullptr) dropout_backward(ctx_.act, dy, dx, mask_.as<uint8_t>(), n_, p_, ctx_.stream);
@@ -413,9 +413,9 @@ class CudnnBatchNormLayer final : public GpuLayer {
         kBatchNormMomentum, p_.running_mean, p_.running_var, kBatchNormEps, saved_mean_.get(), saved_inv_var_.get()));
   }
   void infer(const void* x, void* y) override {
-    DLSCALE_CHECK_CUDA(cudnnBatchNormalizationForwardInference(
-        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc_, x, x_desc_, y, param_desc_, p_.scale, p_.bias,
-        p_.running_mean, p_.running_var, kBatchNormEps));
+    DLSCALE_CHECK_CUDA(cudnnBatchNormalizationForwardInference(ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero,
+                                                               x_desc_, x, x_desc_, y, param_desc_, p_.scale, p_.bias,
+                                                               p_.running_mean, p_.running_var, kBatchNormEps));
   }
   void backward(const void* x, const void*, const void* dy, void* dx) override {
     // cuDNN always computes dx here; a batch norm is never a network's first layer.
@@ -483,8 +483,8 @@ class BottleneckLayer final : public GpuLayer {
     // A batch norm of the block: its scale at tensor `scale` of the layer, its bias next; its
     // running statistics are the block's k-th pair.
     const auto norm = [&](size_t scale, size_t k) {
-      return BatchNormParams{p.value[scale], p.value[scale + 1], p.grad[scale],
-                             p.grad[scale + 1], p.running[2 * k], p.running[2 * k + 1]};
+      return BatchNormParams{p.value[scale],    p.value[scale + 1], p.grad[scale],
+                             p.grad[scale + 1], p.running[2 * k],   p.running[2 * k + 1]};
     };
     conv1_ = std::make_unique<ConvLayer>(ctx, n, l.in, h, w, l.mid, 1, 1, 0, false, p.value[0], p.grad[0], bf(0),
                                          nullptr, nullptr);
@@ -636,9 +636,9 @@ std::unique_ptr<GpuLayer> make_layer(LayerContext& ctx, const Layer& l, int64_t 
     case LayerKind::kDropout:
       return std::make_unique<DropoutLayer>(ctx, l.p, n * shape_elements(in), dropout);
     case LayerKind::kBatchNorm2d:
-      return make_batch_norm(ctx, n, in[0], in[1], in[2],
-                             {params.value[0], params.value[1], params.grad[0], params.grad[1], params.running[0],
-                              params.running[1]});
+      return make_batch_norm(
+          ctx, n, in[0], in[1], in[2],
+          {params.value[0], params.value[1], params.grad[0], params.grad[1], params.running[0], params.running[1]});
     case LayerKind::kBottleneck:
       return std::make_unique<BottleneckLayer>(ctx, l, n, in, out, params);
     case LayerKind::kEmbedding:
