@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "drivers/cpu/blas_core.h"
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
 #include "suite/comm/mpi_context.h"
@@ -92,6 +93,7 @@ class BareLoop {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlscale::select_blas_core(argv);  // the BLAS kernels dlscale itself would run on
   dlscale::MpiSession session(&argc, &argv);
   dlscale::MpiContext mpi(MPI_COMM_WORLD);
   std::string workload = "fcn5";

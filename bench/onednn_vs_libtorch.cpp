@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "bench/onednn_bench_util.h"
+#include "drivers/cpu/blas_core.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -102,6 +103,7 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlscale::select_blas_core(argv);  // the BLAS kernels dlscale itself would run on
   try {
     return run_main(argc, argv);
   } catch (const std::exception& e) {

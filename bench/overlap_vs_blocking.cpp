@@ -41,6 +41,7 @@
 #include <fmt/format.h>
 
 #include "bench/onednn_bench_util.h"
+#include "drivers/cpu/blas_core.h"
 #include "suite/case/device_binding.h"
 #include "suite/case/training_step.h"
 #include "suite/comm/gradient_allreduce.h"
@@ -176,6 +177,7 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlscale::select_blas_core(argv);  // the BLAS kernels dlscale itself would run on
   try {
     return run_main(argc, argv);
   } catch (const std::exception& e) {

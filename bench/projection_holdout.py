@@ -13,22 +13,19 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
              headers (--goodput, 1448 of every 1514 bytes on the wire by default) and half the
              one-way latency between the hosts (a TCP ping-pong; a route pays 2 x NIC)
   project    dlscale-project on the ONE-host file with that platform at P = 2 (one rank per node)
-             and --steps --steps; its simulated step and exposed all-reduce against the hold-out's.
-             The all-reduce it simulates is the one that ran: a ring for --bucket-mb 0 (the
-             blocking MPI_Allreduce of two ranks sends both ways at once), and for buckets
-             --allreduce binomial, Open MPI 4.1's choice for them, unless --mca forced the ring
+             and --steps --steps, without --allreduce: it simulates the all-reduce the case
+             recorded (a ring: MPI_Allreduce, once or per bucket); its simulated step and exposed
+             all-reduce against the hold-out's
 
   sudo python3 bench/projection_holdout.py --rates 200mbit,500mbit [--buckets 1] [--repeats 2]
       [--workload mnist_fnn:width=512] [--driver libtorch] [--batch 256] [--keep DIR]
-      [--mca coll_libnbc_iallreduce_algorithm=1] [--dlscale build/cpu/dlscale]
-      [--project build/cpu/dlscale-project]
+      [--mca NAME=VALUE] [--dlscale build/current/dlscale] [--project build/current/dlscale-project]
 
 The measured exposed all-reduce is given as the diagnosis defines it (from the last rank's
 arrival: what the simulation's is) and as the summary's exposed_allreduce_median_s (the slowest
 rank's phase, waiting included); "MPI alone" is the microbenchmark the hold-out job ran at the
-gradient size, "link" the simulated link's time for it. Buckets under Open MPI's defaults are a
-binomial reduce-then-broadcast (dlscale-project --allreduce binomial); --mca with the line above
-forces the ring (docs/projection.md#hold-out-validation has the table and the causes of error).
+gradient size, "link" the simulated link's time for it; --mca passes Open MPI settings to both
+jobs (docs/projection.md#hold-out-validation has the table and the causes of error).
 
 Prints one row per rate, bucket size and repeat and the errors (simulated / measured - 1); no
 figure here is asserted by a test but tests/cluster/test_projection_holdout.py's loose bound
@@ -150,21 +147,11 @@ def platform_toml(rate_bits, latency_s, within_fit, goodput):
             f"latency_us = {latency_s / 2 * 1e6:.6g}\n[fabric]\ntopology = \"star\"\n")
 
 
-def allreduce_that_ran(bucket_mb, mca):
-    """dlscale-project's --allreduce for a case of the bed's Open MPI 4.1: the blocking MPI_Allreduce
-    (--bucket-mb 0) of two ranks sends both ways at once, as a ring does; buckets are MPI_Iallreduce
-    in place, which coll/libnbc runs as a binomial reduce-then-broadcast unless its algorithm is
-    forced (1: the ring)."""
-    if float(bucket_mb) == 0 or "coll_libnbc_iallreduce_algorithm=1" in mca:
-        return "ring"
-    return "binomial"
-
-
-def simulate(project, path, case, toml_path, steps, allreduce):
-    """dlscale-project on one case at P = 2: {step, straggler, exposed} of the group it adds."""
+def simulate(project, path, case, toml_path, steps):
+    """dlscale-project on one case at P = 2, simulating the all-reduce the case recorded: {step,
+    straggler, exposed, allreduce} of the group it adds."""
     r = subprocess.run([project, path, "--platform", toml_path, "--ranks", "2", "--case", case,
-                        "--steps", str(steps), "--allreduce", allreduce], capture_output=True, text=True,
-                       timeout=300)
+                        "--steps", str(steps)], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(r.stdout + r.stderr)
     with h5py.File(path, "r") as f:
@@ -172,7 +159,7 @@ def simulate(project, path, case, toml_path, steps, allreduce):
         g = sims[sorted(sims)[-1]]
         i = list(g["ranks"][()]).index(2)
         return dict(step=float(g["step_s"][i]), straggler=float(g["straggler_wait_s"][i]),
-                    exposed=float(g["exposed_allreduce_s"][i]))
+                    exposed=float(g["exposed_allreduce_s"][i]), allreduce=str(g.attrs["allreduce"]))
 
 
 def parse_rate(rate):
@@ -204,8 +191,8 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
         toml = os.path.join(workdir, f"testbed-{rate}{tag}.toml")
         with open(toml, "w") as f:
             f.write(platform_toml(parse_rate(rate), latency, cal["fit"], goodput))
-        allreduce = allreduce_that_ran(mb, mca)
-        sim = simulate(project, one, cal["case"], toml, steps, allreduce)
+        sim = simulate(project, one, cal["case"], toml, steps)
+        allreduce = sim["allreduce"]
         # The simulated ring all-reduce of the whole gradient alone: n / B + 2 a for P = 2.
         link = parse_rate(rate) * goodput / 8
         rows.append(dict(rate=rate, bucket_mb=mb, allreduce=allreduce, overlap=cal["overlap"], latency_s=latency, calibration=cal,

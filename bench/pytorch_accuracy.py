@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas_core  # noqa: E402  (the BLAS kernels dlscale runs on)
 import malloc_policy  # noqa: E402  (dlscale's --malloc, for the same allocator)
 from pytorch_eager import build  # noqa: E402  (the same network, layer for layer)
 
@@ -112,6 +113,7 @@ def main():
     malloc_policy.add_argument(ap)
     args = ap.parse_args()
     malloc_policy.apply(args.malloc)
+    blas_core.apply(args.dlscale)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     w = json.loads(subprocess.run([args.dlscale, "list", "--json", args.workload], check=True,

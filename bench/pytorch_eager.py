@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas_core  # noqa: E402  (the BLAS kernels dlscale runs on)
 import malloc_policy  # noqa: E402  (dlscale's --malloc, for the same allocator)
 
 
@@ -221,6 +222,7 @@ def main():
     malloc_policy.add_argument(ap)
     args = ap.parse_args()
     malloc_policy.apply(args.malloc)
+    blas_core.apply(args.dlscale)
     if args.cases_from:
         cases = cases_from(args.cases_from)
     else:

@@ -11,9 +11,11 @@ host's link limited to RATE by tbf at both ends (docs/cluster-testing.md). For e
              size, and its ratio to the TCP figures (issue 32: within 25% of what TCP delivers)
   overlap    with --overlap CASES: bench_overlap_vs_blocking across the two hosts
              (--bucket-mb buckets progressed during backward against one all-reduce after it)
+  mechanisms with --mechanisms MB: bench_allreduce_mechanisms across the two hosts (MB of
+             gradients in --bucket-mb buckets through each MPI call a bucketed all-reduce could use)
 
-  sudo python3 bench/shaped_link.py --rates 200mbit,500mbit [--overlap "resnet50:8"]
-      [--dlscale build/cpu/dlscale] [--bench build/cpu/bench/bench_overlap_vs_blocking]
+  sudo python3 bench/shaped_link.py --rates 200mbit,500mbit [--overlap "resnet50:8"] [--mechanisms 102]
+      [--dlscale build/current/dlscale] [--bench build/current/bench/bench_overlap_vs_blocking]
 
 Prints one table; no figure here is asserted by a test (timings depend on the machine and its
 load), the note of the change that measured them quotes them with this command.
@@ -101,6 +103,7 @@ def main():
     ap.add_argument("--dlscale", default=os.path.join(SOURCE, "build", "current", "dlscale"))
     ap.add_argument("--bench", default=os.path.join(SOURCE, "build", "current", "bench", "bench_overlap_vs_blocking"))
     ap.add_argument("--overlap", default="", help="cases for bench_overlap_vs_blocking (its --cases syntax)")
+    ap.add_argument("--mechanisms", type=float, default=0, help="MB of gradients for bench_allreduce_mechanisms")
     ap.add_argument("--bucket-mb", default="25")
     ap.add_argument("--drivers", default="libtorch")
     args = ap.parse_args()
@@ -123,6 +126,12 @@ def main():
             # Two ranks: each sends and receives S bytes, both ways at once (a full-duplex ring).
             duplex = min(in_a, in_b)
             rows.append((rate, one, in_a, in_b, size, t, busbw, errors, busbw / duplex, busbw / one))
+            if args.mechanisms:
+                mechanisms = os.path.join(os.path.dirname(args.bench), "bench_allreduce_mechanisms")
+                r = bed.run(bed.hosts[0], bed.mpirun_args(1) + [mechanisms, "--grad-mb", str(args.mechanisms),
+                                                                 "--bucket-mb", args.bucket_mb, "--iterations", "3"],
+                            timeout=3600, cwd=workdir)
+                print(f"-- MPI mechanisms across 2 hosts at {rate}\n{r.stdout}{r.stderr}", flush=True)
             if args.overlap:
                 r = bed.run(bed.hosts[0], bed.mpirun_args(1) + [args.bench, "--drivers", args.drivers, "--cases",
                                                                  args.overlap, "--bucket-mb", args.bucket_mb,

@@ -237,6 +237,11 @@ class GradientReducer {
   virtual void wait() {}
   /// The same reduction, on a buffer of its own, for the all-reduce microbenchmark.
   virtual std::unique_ptr<AllreduceTransport> transport() = 0;
+  /// What reduces the gradients since bind(), for the record (docs/schema.md,
+  /// allreduce_mechanism): e.g. "nccl" (one all-reduce after backward), "nccl_buckets_stream";
+  /// "none" where nothing is reduced (one rank without buckets). And into how many buckets.
+  virtual std::string mechanism() const = 0;
+  virtual size_t bucket_count() const = 0;
 };
 
 /// One trainable instance of a workload on one backend and device.

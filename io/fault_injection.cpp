@@ -30,4 +30,9 @@ int sleep_rank() { return rank_from("DLSCALE_TEST_SLEEP_RANK"); }
 
 int skip_reduction_rank() { return rank_from("DLSCALE_TEST_SKIP_REDUCTION_RANK"); }
 
+std::string blas_fallback() {
+  const char* v = std::getenv("DLSCALE_TEST_BLAS_FALLBACK");
+  return v != nullptr ? v : "";
+}
+
 }  // namespace dlscale::fault_injection

@@ -4,6 +4,8 @@
 // part of dlscale links io.
 #pragma once
 
+#include <string>
+
 namespace dlscale::fault_injection {
 
 /// DLSCALE_TEST_STALL=STAGE:N: stops the process for ten minutes at STAGE ("written", "synced"
@@ -20,5 +22,12 @@ int sleep_rank();
 /// of the run through a driver's reducer (NCCL), so that its peers wait for it as for a hung
 /// peer; -1 when unset.
 int skip_reduction_rank();
+
+/// DLSCALE_TEST_BLAS_FALLBACK=best or =CORE: the OPENBLAS_CORETYPE in the environment stands for
+/// OpenBLAS's own choice, not the user's, as if OpenBLAS had fallen back to those kernels on an
+/// unknown CPU (drivers/cpu/blas_core.h), so that the tests see dlscale choose on any CPU; with
+/// CORE, dlscale tries those kernels instead of the best for the CPU (one the CPU cannot run, to
+/// see the check's child crash). "" when unset.
+std::string blas_fallback();
 
 }  // namespace dlscale::fault_injection

@@ -116,6 +116,12 @@ class NcclReducer final : public GradientReducer {
     return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
   }
 
+  std::string mechanism() const override {
+    if (!buckets_.empty()) return "nccl_buckets_stream";
+    return nccl_ ? "nccl" : "none";
+  }
+  size_t bucket_count() const override { return buckets_.empty() ? (nccl_ ? 1 : 0) : buckets_.size(); }
+
   void start_step(Deadline deadline) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     deadline_ = deadline;

@@ -31,6 +31,10 @@ double number_attr(const Attrs& attrs, const std::string& key, const std::string
   throw std::invalid_argument(fmt::format("{}: attribute {} is missing", where, key));
 }
 
+bool has_attr(const Attrs& attrs, const std::string& key) {
+  return std::any_of(attrs.begin(), attrs.end(), [&](const auto& kv) { return kv.first == key; });
+}
+
 }  // namespace
 
 std::string unusable_reason(const CaseRecord& record) {
@@ -87,9 +91,25 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(fmt::format("{}: scaling {} is neither weak nor strong", where, scaling));
   }
   c.strong = scaling == "strong";
-  const std::string thread_level = text_attr(root, "mpi_thread_level", "");
-  c.progressed_by_thread =
-      thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
+  const std::string mechanism = text_attr(record.attrs, "allreduce_mechanism", "");
+  const bool bucketed = number_attr(record.attrs, "bucket_mb", where) > 0;
+  if (!mechanism.empty()) {
+    // As recorded: MPI_Allreduce (per bucket or whole) or NCCL, both rings at large sizes.
+    c.progressed_by_thread = mechanism != "mpi_allreduce_buckets_after_backward";
+  } else {
+    // Before the mechanism was recorded, buckets were MPI_Iallreduce calls, which Open MPI 4.1
+    // runs as a binomial tree, progressed by a thread where the root's thread level allowed one.
+    const std::string thread_level = text_attr(root, "mpi_thread_level", "");
+    c.progressed_by_thread =
+        thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
+    // The case's own record where it has one: such files could name MPI_THREAD_SERIALIZED while
+    // Open MPI had lowered the level when dlscale read its settings (docs/projection.md).
+    if (bucketed && has_attr(record.attrs, "progress_thread")) {
+      c.progressed_by_thread = number_attr(record.attrs, "progress_thread", where) != 0;
+    }
+    const bool gpu = text_attr(record.attrs, "device_type", "cpu") == "cuda";
+    if (bucketed && !gpu) c.algorithm = AllreduceAlgorithm::binomial;
+  }
   c.overlap = number_attr(record.attrs, "overlap", where) != 0 && c.progressed_by_thread;
   c.measured_step_s = number_attr(record.summary, "step_median_s", where + " summary");
   c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", text_attr(record.attrs, "workload", "?"),

@@ -26,6 +26,10 @@ struct CaseInputs {
   /// MPI calls of the main thread (a test as each is started, then the wait after backward):
   /// simulated as reduced after backward.
   bool progressed_by_thread = true;
+  /// The all-reduce the case ran: a ring for MPI_Allreduce and NCCL (the recorded
+  /// allreduce_mechanism), Open MPI 4.1's binomial tree for the MPI_Iallreduce buckets of files
+  /// written before the mechanism was recorded.
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;
@@ -36,8 +40,9 @@ struct CaseInputs {
 std::string unusable_reason(const CaseRecord& record);
 
 /// The inputs of a usable case, given the file's root attributes (`root`: its
-/// `mpi_thread_level`; a file without one is taken to have the level dlscale asks for). Throws
-/// std::invalid_argument naming the attribute when one is missing or out of range.
+/// `mpi_thread_level`, for files without the case's `allreduce_mechanism`; a file without either
+/// is taken to have the level dlscale asks for). Throws std::invalid_argument naming the
+/// attribute when one is missing or out of range.
 CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& root);
 
 /// The buckets dlscale's BucketedAllreduce cuts `grad_bytes` of float32 gradients into for

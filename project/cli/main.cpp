@@ -33,7 +33,7 @@ constexpr int kDefaultMaxRanks = 8192;
 constexpr int kMaxMessageModelRanks = 256;
 
 struct Options {
-  std::string results, platform = "measured", ranks, allreduce = "ring", model = "flow", seed = "1";
+  std::string results, platform = "measured", ranks, allreduce, model = "flow", seed = "1";
   std::vector<std::string> cases;
   int steps = 3;
   bool dry_run = false;
@@ -145,6 +145,8 @@ AllreduceAlgorithm parse_algorithm(const std::string& text) {
   throw UsageError(fmt::format("--allreduce {}: must be ring or binomial", text));
 }
 
+const char* algorithm_name(AllreduceAlgorithm a) { return a == AllreduceAlgorithm::binomial ? "binomial" : "ring"; }
+
 AllreduceModel parse_model(const std::string& text) {
   if (text == "flow") return AllreduceModel::flow;
   if (text == "message") return AllreduceModel::message;
@@ -175,7 +177,7 @@ std::string case_name(const std::string& arg, const std::vector<std::string>& na
 /// printed only once every check has passed, so that an error is the only line of a refused run.
 std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
   const std::vector<int> requested = o.ranks_given ? parse_ranks(o.ranks) : std::vector<int>{};
-  const AllreduceAlgorithm algorithm = parse_algorithm(o.allreduce);
+  if (!o.allreduce.empty()) parse_algorithm(o.allreduce);
   const AllreduceModel model = parse_model(o.model);
   if (o.steps < 1 || o.steps > 1000) throw UsageError(fmt::format("--steps {}: must be 1 to 1000", o.steps));
   parse_seed(o.seed);
@@ -203,6 +205,8 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       const std::string reason = unusable_reason(record);
       if (!reason.empty()) throw std::invalid_argument(fmt::format("case {}: {}", name, reason));
       job.inputs = case_inputs(name, record, root);
+      // The all-reduce the case ran, unless --allreduce asks "what if".
+      if (!o.allreduce.empty()) job.inputs.algorithm = parse_algorithm(o.allreduce);
       const int largest =
           std::max({requested.empty() ? kDefaultMaxRanks : *std::max_element(requested.begin(), requested.end()),
                     job.inputs.measured_ranks, 1});
@@ -231,7 +235,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       throw UsageError(fmt::format("case {}: P = {} exceeds the {} devices of platform {} ({} nodes of {})", name,
                                    ranks.back(), devices, cluster.name, cluster.nodes, cluster.devices_per_node));
     }
-    if (algorithm == AllreduceAlgorithm::ring && model == AllreduceModel::message &&
+    if (job.inputs.algorithm == AllreduceAlgorithm::ring && model == AllreduceModel::message &&
         ranks.back() > kMaxMessageModelRanks) {
       throw UsageError(
           fmt::format("--model message: P = {} is above {} (2P(P-1) messages per bucket); give "
@@ -256,7 +260,8 @@ const char* bucket_timing(const CaseInputs& c) {
 std::vector<Point> simulate(const Job& job, const Options& o) {
   std::printf(
       "\ncase %s (%s) on %s: %s all-reduce, %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n",
-      job.inputs.name.c_str(), job.inputs.label.c_str(), job.platform.cluster.name.c_str(), o.allreduce.c_str(),
+      job.inputs.name.c_str(), job.inputs.label.c_str(), job.platform.cluster.name.c_str(),
+      (std::string(algorithm_name(job.inputs.algorithm)) + (o.allreduce.empty() ? " (as recorded)" : "")).c_str(),
       o.model.c_str(), o.steps, o.seed.c_str(), job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
       bucket_timing(job.inputs),
       job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
@@ -269,7 +274,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.ranks = p;
     in.buckets = job.inputs.buckets;
     in.overlap = job.inputs.overlap;
-    in.algorithm = parse_algorithm(o.allreduce);
+    in.algorithm = job.inputs.algorithm;
     in.model = parse_model(o.model);
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);
@@ -323,7 +328,8 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
              {"platform_toml", job.platform.toml},
              {"platform_xml", job.platform.xml},
              {"placement", std::string(placement_name(job.platform.cluster))},
-             {"allreduce", o.allreduce},
+             {"allreduce", std::string(algorithm_name(job.inputs.algorithm))},
+             {"allreduce_source", std::string(o.allreduce.empty() ? "recorded" : "--allreduce")},
              {"model", o.model},
              {"steps", int64_t{o.steps}},
              {"seed", static_cast<int64_t>(parse_seed(o.seed))},
@@ -402,8 +408,8 @@ int main(int argc, char** argv) {
                                       "platform); 1 and the measured P are always added");
   app.add_option("--case", o.cases, "cases to project (default: every usable one)")->allow_extra_args(false);
   app.add_option("--allreduce", o.allreduce,
-                 "all-reduce algorithm: ring (the default) or binomial (Open MPI 4.1's non-blocking all-reduce in "
-                 "place, as dlscale's --bucket-mb runs it: docs/projection.md)");
+                 "all-reduce algorithm: ring or binomial (Open MPI 4.1's non-blocking all-reduce in place); default: "
+                 "the one the case ran (docs/projection.md)");
   app.add_option("--model", o.model, "ring model: flow (any P) or message (P up to 256)");
   app.add_option("--steps", o.steps, "steps simulated per P (default 3)");
   app.add_option("--seed", o.seed, "seed of the compute resampling (default 1)");

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .conditions import contention_text, kernel_text
+from .conditions import allreduce_text, bucketed, contention_text, kernel_text
 from .scaling import build_series, point_label, scaling_modes
 from .study import hosts_text
 
@@ -171,9 +171,17 @@ def diagnose_series(series):
     first = series.rows[0]
     d = Diagnosis(label=series.label, mode=series.mode, workload=first["workload"],
                   driver=first["driver"], placement=first["placement"])
-    # Contention and the kernel's share shape the step times the diagnosis splits: say so.
-    d.conditions = [f"P={row['ranks']}: {text}" for row, case in zip(series.rows, series.cases)
-                    for text in (contention_text(case), kernel_text(case)) if text]
+    # Buckets decide how much of the all-reduce is exposed, and contention and the kernel's share
+    # shape the step times the diagnosis splits: say so; the buckets once where every rank count
+    # reduced them alike.
+    reductions = {row["ranks"]: allreduce_text(case) for row, case in zip(series.rows, series.cases)
+                  if bucketed(case)}
+    if len(set(reductions.values())) == 1:
+        d.conditions = list(set(reductions.values()))
+    else:
+        d.conditions = [f"P={p}: {text}" for p, text in reductions.items()]
+    d.conditions += [f"P={row['ranks']}: {text}" for row, case in zip(series.rows, series.cases)
+                     for text in (contention_text(case), kernel_text(case)) if text]
     ok = [(row, case) for row, case in zip(series.rows, series.cases) if row["speedup"] is not None]
     if len({row["ranks"] for row, _ in ok}) < 2:
         have = ", ".join(f"P={row['ranks']}" for row, _ in ok) or "no rank count"

@@ -8,7 +8,7 @@ import csv
 import io
 import math
 
-from .conditions import case_conditions, short_flags
+from .conditions import allreduce_mechanism, case_conditions, short_flags
 from .schema import load_results
 from .stats import case_stats
 from .study import hosts_count, placement_of
@@ -59,7 +59,8 @@ CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa
                "peak_gflops", "peak_pct", "peak_note", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
                "energy_j_per_sample", "energy_source", "user_ms_per_step", "system_ms_per_step", "kernel_pct",
                "faults_per_step", "major_faults_per_step",
-               "cpu_wait_pct", "cpu_steal_pct", "contended", "allocator", "run", "conditions", "status", "message")
+               "cpu_wait_pct", "cpu_steal_pct", "contended", "allocator", "run", "allreduce_mechanism",
+               "allreduce_buckets", "mpi_allreduce_settings", "conditions", "status", "message")
 
 
 def case_row(case):
@@ -91,6 +92,8 @@ def case_row(case):
         "user_ms_per_step": None, "system_ms_per_step": None,
         "faults_per_step": None, "major_faults_per_step": None, "cpu_wait_pct": None, "cpu_steal_pct": None,
         "contended": None, "allocator": a.get("allocator"), "run": a.get("run"),
+        "allreduce_mechanism": allreduce_mechanism(case), "allreduce_buckets": a.get("allreduce_buckets"),
+        "mpi_allreduce_settings": a.get("mpi_allreduce_settings", ""),
         "conditions": ", ".join(short_flags(case)), "conditions_text": case_conditions(case),
     }
     # Memory: the largest rank's peak (1 MB = 1e6 B); -1 (not measured) and 0 (a CPU case's

@@ -109,6 +109,18 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
 
 }  // namespace
 
+std::string PreparedCase::allreduce_mechanism(int ranks) const {
+  if (reducer) return reducer->mechanism();
+  if (buckets) return buckets->mechanism();
+  return ranks > 1 ? "mpi_allreduce" : "none";
+}
+
+int64_t PreparedCase::allreduce_buckets(int ranks) const {
+  if (reducer) return static_cast<int64_t>(reducer->bucket_count());
+  if (buckets) return static_cast<int64_t>(buckets->bucket_count());
+  return ranks > 1 ? 1 : 0;
+}
+
 void reset_memory_mark(Progress& progress) {
   release_freed_memory();
   if (!reset_peak_rss()) {

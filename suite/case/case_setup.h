@@ -53,6 +53,9 @@ struct PreparedCase {
   std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
   bool overlap = false;
   bool progress_thread() const { return buckets && buckets->progress_thread(); }
+  /// What reduces the gradients (docs/schema.md, allreduce_mechanism), and in how many buckets.
+  std::string allreduce_mechanism(int ranks) const;
+  int64_t allreduce_buckets(int ranks) const;
 };
 
 /// Prepares the case on every rank of ctx.comm (collective); the outcome is agreed.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "suite/case/run_mode.h"
+#include "suite/comm/mpi_settings.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 #include "suite/matrix/placement.h"
@@ -120,6 +121,10 @@ CaseResult Runner::run_on(const ResolvedCase& c, MPI_Comm comm, int index, int t
   // Finish.
   r.overlap = prepared.overlap;
   r.progress_thread = prepared.progress_thread();
+  r.allreduce_mechanism = prepared.allreduce_mechanism(c.spec.ranks);
+  r.allreduce_buckets = prepared.allreduce_buckets(c.spec.ranks);
+  if (r.allreduce_mechanism.rfind("mpi_", 0) == 0) r.mpi_allreduce_settings = mpi_allreduce_settings();
+  r.blas = blas_core();
   r.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   return r;
 }

@@ -45,6 +45,8 @@ class SkipsOneReduction final : public GradientReducer {
   void start_step(Deadline deadline) override { reducer_.start_step(deadline); }
   void wait() override { reducer_.wait(); }
   std::unique_ptr<AllreduceTransport> transport() override { return reducer_.transport(); }
+  std::string mechanism() const override { return reducer_.mechanism(); }
+  size_t bucket_count() const override { return reducer_.bucket_count(); }
 
  private:
   GradientReducer& reducer_;

@@ -26,11 +26,11 @@ int info_command(const MpiContext& mpi) {
   print_attrs("Software (/system/software)", software_attributes(drivers));
   fmt::print("\n");
   print_attrs("Environment (/system/environment, allow-listed)", environment_attributes());
-  fmt::print("\nRanks (/system/ranks)\n  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}\n", "rank", "host", "local",
-             "cpus", "numa", "device", "threads");
+  fmt::print("\nRanks (/system/ranks)\n  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}  {}\n", "rank", "host", "local",
+             "cpus", "numa", "device", "threads", "blas");
   for (const RankInfo& r : table) {
-    fmt::print("  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}\n", r.rank, r.host, r.local_rank, r.cpu_affinity,
-               r.numa_node, r.device, r.threads);
+    fmt::print("  {:>4} {:<20} {:>5} {:<14} {:>4} {:<8} {:>7}  {}\n", r.rank, r.host, r.local_rank, r.cpu_affinity,
+               r.numa_node, r.device, r.threads, r.blas);
   }
   // One line per host: the ranks there and its interfaces (the network between hosts).
   fmt::print("\nHosts\n");

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "drivers/cpu/blas_core.h"
 #include "suite/cli/commands.h"
 #include "suite/data/datasets.h"
 #include "suite/errors.h"
@@ -215,6 +216,15 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   std::string list_json;
   list->add_option("--json", list_json, "print one workload's layers as JSON (e.g. --json resnet50:width=32)");
   CLI::App* info = app.add_subcommand("info", "print the provenance a results file would record");
+  // Read before MPI starts (drivers/cpu/blas_core.h); declared here so that it is checked, and
+  // accepted after any subcommand.
+  std::string blas_core = "auto";
+  app.add_option("--blas-core", blas_core,
+                 "auto (default): dlscale selects the BLAS kernels of this CPU's instruction set where the BLAS "
+                 "fell back below it; keep: the BLAS's own choice")
+      ->check(CLI::IsMember({"auto", "keep"}))
+      ->capture_default_str();
+  for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -250,6 +260,8 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before MPI and before any thread: it may start the process again with other BLAS kernels.
+  dlscale::select_blas_core(argv);
   dlscale::MpiSession session(&argc, &argv);
   dlscale::install_stop_signals();
   try {

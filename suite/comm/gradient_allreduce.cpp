@@ -8,14 +8,6 @@
 
 namespace dlscale {
 
-void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm) {
-  for (size_t done = 0; done < count;) {
-    const size_t n = std::min<size_t>(count - done, INT_MAX);
-    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
-    done += n;
-  }
-}
-
 void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
   int size = 1;
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
@@ -42,30 +34,28 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
     buckets_.push_back({first, count, count});
   }
   next_ = buckets_.size();
-  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
   started_s_.assign(buckets_.size(), 0.0);
+  // One bucket has nothing to overlap: it is the one all-reduce after backward, without a thread
+  // that would only share the cores backward runs on.
   int level = MPI_THREAD_SINGLE;
   DLSCALE_CHECK_MPI(MPI_Query_thread(&level));
-  if (level >= MPI_THREAD_SERIALIZED) thread_ = std::thread([this] { communicate(); });
+  if (level >= MPI_THREAD_SERIALIZED && buckets_.size() > 1) thread_ = std::thread([this] { communicate(); });
 }
 
 BucketedAllreduce::~BucketedAllreduce() {
-  if (thread_.joinable()) {
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();  // it completes every bucket it started before it returns
+  if (!thread_.joinable()) return;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
   }
-  // Never leave a collective in flight (only possible when a step failed halfway).
-  for (MPI_Request& r : requests_) {
-    if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
-  }
+  wake_.notify_one();
+  thread_.join();  // it reduces every bucket handed to it before it returns
 }
 
 bool BucketedAllreduce::follow(Model& model) {
-  return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
+  // The reports feed start_times() either way; they overlap the reduction only with the thread.
+  const bool reports = model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
+  return reports && thread_.joinable();
 }
 
 void BucketedAllreduce::start_step() {
@@ -78,63 +68,41 @@ void BucketedAllreduce::start_step() {
 
 void BucketedAllreduce::start(size_t index) {
   started_s_[index] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
-  const Bucket& b = buckets_[index];
-  if (thread_.joinable()) {
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      to_start_.push_back(index);
-    }
-    wake_.notify_one();
-    return;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    to_reduce_.push_back(index);
   }
-  DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM, comm_,
-                                   &requests_[index]));
+  wake_.notify_one();
+}
+
+void BucketedAllreduce::reduce(size_t index) {
+  const Bucket& b = buckets_[index];
+  allreduce_sum_in_place(data_ + b.first, b.count, comm_);
 }
 
 void BucketedAllreduce::communicate() {
-  std::vector<size_t> in_flight;
-  std::vector<size_t> starting;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    if (in_flight.empty()) wake_.wait(lock, [&] { return stop_ || !to_start_.empty(); });
-    if (stop_ && to_start_.empty() && in_flight.empty()) return;
-    starting.swap(to_start_);
+    wake_.wait(lock, [&] { return stop_ || !to_reduce_.empty(); });
+    if (to_reduce_.empty()) return;  // stopped, nothing handed over left
+    const size_t index = to_reduce_.front();
+    to_reduce_.pop_front();
     lock.unlock();
-    size_t finished = 0;
     try {
-      for (size_t i : starting) {
-        const Bucket& b = buckets_[i];
-        DLSCALE_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data_ + b.first, static_cast<int>(b.count), MPI_FLOAT, MPI_SUM,
-                                         comm_, &requests_[i]));
-        in_flight.push_back(i);
-      }
-      for (auto it = in_flight.begin(); it != in_flight.end();) {
-        int done = 0;
-        DLSCALE_CHECK_MPI(MPI_Test(&requests_[*it], &done, MPI_STATUS_IGNORE));
-        if (done) {
-          it = in_flight.erase(it);
-          ++finished;
-        } else {
-          ++it;
-        }
-      }
+      reduce(index);
     } catch (const std::exception& e) {
       // An MPI error with MPI_ERRORS_RETURN: hand it to finish(), which throws it on the main
       // thread; the communicator is then unusable, and the case with it.
       lock.lock();
       error_ = e.what();
-      in_flight.clear();
-      to_start_.clear();
+      to_reduce_.clear();
       done_.notify_all();
       wake_.wait(lock, [&] { return stop_; });
       return;
     }
-    starting.clear();
-    // Nothing completed: let the compute threads have the core before the next poll.
-    if (finished == 0 && !in_flight.empty()) std::this_thread::yield();
     lock.lock();
-    completed_ += finished;
-    if (finished > 0) done_.notify_all();
+    ++completed_;
+    done_.notify_all();
   }
 }
 
@@ -149,22 +117,19 @@ void BucketedAllreduce::ready(size_t first, size_t count) {
   // rank, whichever order its model reports them in (several buckets of one layer come in one
   // report), and also on a rank whose backward failed half-way and starts the rest in finish().
   while (next_ > 0 && buckets_[next_ - 1].pending == 0) start(--next_);
-  if (thread_.joinable()) return;
-  // No communication thread: give MPI one chance to progress here.
-  int done = 0;
-  DLSCALE_CHECK_MPI(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
 }
 
 void BucketedAllreduce::finish() {
   // The buckets not started yet, in the order of ready() (the last first), so that a rank whose
-  // backward failed half-way starts them in the order the others do.
+  // backward failed half-way reduces them in the order the others do.
   while (next_ > 0) start(--next_);
   if (thread_.joinable()) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return completed_ == buckets_.size() || !error_.empty(); });
     if (!error_.empty()) throw std::runtime_error("bucketed all-reduce: " + error_);
   } else {
-    DLSCALE_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    // No communication thread: every bucket is reduced here, in the order they were handed over.
+    for (; !to_reduce_.empty(); to_reduce_.pop_front()) reduce(to_reduce_.front());
   }
   const float scale = 1.0f / static_cast<float>(size_);
   const auto n = static_cast<int64_t>(buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count);

@@ -4,7 +4,6 @@
 #include <ifaddrs.h>
 #include <linux/ethtool.h>
 #include <linux/sockios.h>
-#include <mpi.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -82,54 +81,6 @@ std::string describe_host_network() {
     out += (out.empty() ? "" : "; ") + entry;
   }
   return out;
-}
-
-std::string mpi_transport() {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "unknown (no MPI tool interface)";
-  // The settings that pick the point-to-point layer and its network transports, and where a
-  // transport may run (Open MPI's names; another MPI library has none of them).
-  static const char* const kNames[] = {
-      "pml", "mtl", "btl", "btl_tcp_if_include", "btl_tcp_if_exclude", "oob_tcp_if_include"};
-  std::map<std::string, std::string> set;
-  bool failed = false;
-  int count = 0;
-  if (MPI_T_cvar_get_num(&count) != MPI_SUCCESS) {
-    count = 0;
-    failed = true;
-  }
-  for (int index = 0; index < count; ++index) {
-    // The description is not wanted: a short buffer, which MPI_T truncates into.
-    char name[256] = {0}, description[8] = {0};
-    int name_len = sizeof name, description_len = sizeof description, verbosity = 0, bind = 0, scope = 0;
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_T_enum enumtype = MPI_T_ENUM_NULL;
-    if (MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, description, &description_len, &bind,
-                            &scope) != MPI_SUCCESS ||
-        type != MPI_CHAR || bind != MPI_T_BIND_NO_OBJECT) {
-      continue;
-    }
-    bool wanted = false;
-    for (const char* n : kNames) wanted = wanted || std::string(name) == n;
-    if (!wanted) continue;
-    MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
-    int elements = 0;
-    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &elements) != MPI_SUCCESS) continue;
-    std::string value(static_cast<size_t>(std::max(elements, 1)) + 1, '\0');
-    if (MPI_T_cvar_read(handle, value.data()) == MPI_SUCCESS) {
-      value.resize(value.find('\0'));
-      if (!value.empty()) set[name] = value;
-    }
-    failed = MPI_T_cvar_handle_free(&handle) != MPI_SUCCESS || failed;
-  }
-  failed = MPI_T_finalize() != MPI_SUCCESS || failed;
-  if (failed) return "unknown (an MPI tool interface call failed)";
-  std::string out;
-  for (const char* n : kNames) {
-    const auto it = set.find(n);
-    if (it != set.end()) out += fmt::format("{}{}={}", out.empty() ? "" : " ", n, it->second);
-  }
-  return out.empty() ? "the MPI library's own choice (no pml, mtl or btl named)" : out;
 }
 
 }  // namespace dlscale

@@ -1,7 +1,7 @@
 // What this host's network looks like, for /system/ranks: its interfaces (the loopback left out),
 // each with its IPv4 addresses, state and link speed where the kernel reports one. Between hosts
 // the all-reduce runs over one of them; which one, the MPI transport settings say
-// (mpi_transport()).
+// (suite/comm/mpi_settings.h).
 #pragma once
 
 #include <string>
@@ -10,10 +10,5 @@ namespace dlscale {
 
 /// "eth0 10.77.0.2/24 up 10000Mb/s; ib0 192.168.1.5/24 up 100000Mb/s"; "" when there is none.
 std::string describe_host_network();
-
-/// The MPI library's transport settings that decide how ranks on different hosts talk, read
-/// through the MPI tool interface after MPI_Init: e.g. "pml=ob1 btl=tcp,self
-/// btl_tcp_if_include=10.77.0.0/24", or what the library chose on its own where none is set.
-std::string mpi_transport();
 
 }  // namespace dlscale

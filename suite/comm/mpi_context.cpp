@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "drivers/cpu/blas_core.h"
 #include "suite/comm/host_network.h"
 #include "suite/errors.h"
 
@@ -112,6 +113,8 @@ RankInfo MpiContext::info() const {
   r.device = "cpu";
   r.threads = default_threads();
   r.network = describe_host_network();
+  const BlasCore blas = blas_core();
+  r.blas = blas.library.empty() ? "" : blas.library + " " + blas.used;
   return r;
 }
 
@@ -191,17 +194,17 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
 std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine) {
   // Fields joined by a byte that cannot occur in host names, CPU lists or device names.
   const char sep = '\x1f';
-  const std::string packed =
-      fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}", mine.rank, sep, mine.host, sep, mine.local_rank, sep,
-                  mine.cpu_affinity, sep, mine.numa_node, sep, mine.device, sep, mine.threads, sep, mine.network);
+  const std::string packed = fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}", mine.rank, sep, mine.host, sep,
+                                         mine.local_rank, sep, mine.cpu_affinity, sep, mine.numa_node, sep, mine.device,
+                                         sep, mine.threads, sep, mine.network, sep, mine.blas);
   std::vector<RankInfo> table;
   for (const std::string& row : gather_strings(comm, packed)) {
     std::vector<std::string> f;
     std::stringstream ss(row);
     std::string item;
     while (std::getline(ss, item, sep)) f.push_back(item);
-    f.resize(8);
-    table.push_back({std::stoi(f[0]), f[1], std::stoi(f[2]), f[3], std::stoi(f[4]), f[5], std::stoi(f[6]), f[7]});
+    f.resize(9);
+    table.push_back({std::stoi(f[0]), f[1], std::stoi(f[2]), f[3], std::stoi(f[4]), f[5], std::stoi(f[6]), f[7], f[8]});
   }
   return table;
 }

@@ -46,6 +46,7 @@ struct RankInfo {
   std::string device;        ///< "cpu" or the GPU's description
   int threads = 0;           ///< default backend threads: the CPU set's size
   std::string network;       ///< the host's interfaces (suite/comm/host_network.h)
+  std::string blas;          ///< the BLAS kernels this rank computes with (drivers/cpu/blas_core.h)
 };
 
 class MpiContext {

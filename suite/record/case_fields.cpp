@@ -67,6 +67,13 @@ const Field<R> kAccuracy[] = {
 const Field<R> kOutcome[] = {
     {"overlap", [](const R& r) { return flag(r.overlap); }},
     {"progress_thread", [](const R& r) { return flag(r.progress_thread); }},
+    {"allreduce_mechanism", [](const R& r) -> AttrValue { return r.allreduce_mechanism; }},
+    {"allreduce_buckets", [](const R& r) -> AttrValue { return r.allreduce_buckets; }},
+    {"mpi_allreduce_settings", [](const R& r) -> AttrValue { return r.mpi_allreduce_settings; }},
+    {"blas_core", [](const R& r) -> AttrValue { return r.blas.used; }},
+    {"blas_core_chosen", [](const R& r) -> AttrValue { return r.blas.chosen; }},
+    {"blas_core_reason", [](const R& r) -> AttrValue { return r.blas.reason; }},
+    {"blas_core_below_cpu", [](const R& r) { return flag(r.blas.below_cpu); }},
     {"status", [](const R& r) { return text(status_name(r.outcome.status)); }},
     {"message", [](const R& r) -> AttrValue { return r.outcome.message; }},
     {"wall_s", [](const R& r) -> AttrValue { return r.wall_s; }},

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/cpu/blas_core.h"
 #include "drivers/driver.h"
 #include "suite/case/accuracy_mode.h"
 #include "suite/case/resolved_case.h"
@@ -72,6 +73,12 @@ struct CaseResult {
   /// result must not be written (a resume runs the case again).
   bool interrupted = false;
   bool overlap = false, progress_thread = false;
+  /// What reduced the gradients (docs/schema.md): the mechanism, its buckets, and the MPI
+  /// library's MPI_Allreduce settings where an MPI mechanism did.
+  std::string allreduce_mechanism = "none";
+  int64_t allreduce_buckets = 0;
+  std::string mpi_allreduce_settings;
+  BlasCore blas;  ///< the BLAS kernels the process computed with (drivers/cpu/blas_core.h)
   double wall_s = 0;
   std::vector<RankMemory> memory;  ///< [ranks], on the case's rank 0
   StepSamples steps;               ///< timing cases

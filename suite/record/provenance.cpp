@@ -14,8 +14,9 @@
 
 #include "dlscale_build_info.h"
 #include "dlscale_git_commit.h"
+#include "drivers/cpu/blas_core.h"
 #include "io/h5.h"
-#include "suite/comm/host_network.h"
+#include "suite/comm/mpi_settings.h"
 
 extern char** environ;
 
@@ -123,12 +124,21 @@ Attrs software_attributes(const Registry& drivers) {
                                                  : level >= MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
                                                                                   : "MPI_THREAD_SINGLE"));
   a.emplace_back("mpi_transport", mpi_transport());
+  // How --bucket-mb reduces gradients on CPU ranks in this process (suite/comm/gradient_allreduce.h).
+  a.emplace_back("bucketed_allreduce", std::string(level >= MPI_THREAD_SERIALIZED
+                                                       ? "one all-reduce per bucket on a communication thread"
+                                                       : "one all-reduce per bucket after backward (no communication "
+                                                         "thread below MPI_THREAD_SERIALIZED)"));
+  a.emplace_back("mpi_allreduce_settings", mpi_allreduce_settings());
   a.emplace_back("hdf5", h5::library_version());
   const LoadedMath math = detect_loaded_math();
   a.emplace_back("blas", math.blas.empty() ? std::string("none loaded") : math.blas);
   a.emplace_back("blas_path", math.blas_path);
   a.emplace_back("blas_config", math.blas_config);
   a.emplace_back("blas_core", math.blas_core);
+  const BlasCore core = blas_core();
+  a.emplace_back("blas_core_chosen", core.chosen);
+  a.emplace_back("blas_core_reason", core.reason);
   a.emplace_back("openmp_runtime", math.openmp_runtime);
   for (const auto& driver : drivers.all()) {
     for (const auto& [lib, version] : driver->versions()) a.emplace_back(lib, version);
@@ -181,15 +191,10 @@ std::vector<std::string> provenance_warnings(const LoadedMath& math) {
                     "OpenBLAS on FCN-5: install libopenblas0-openmp (scripts/setup-deps.sh does)",
                     math.blas_path));
   }
-  static const char* const kFallbackCores[] = {"Prescott", "Core2", "Katmai", "Northwood", "Banias"};
-  for (const char* core : kFallbackCores) {
-    if (math.blas_core == core) {
-      w.push_back(
-          fmt::format("OpenBLAS runs its generic '{}' kernels on this CPU (unrecognised, e.g. under a "
-                      "hypervisor): the matrix products of LibTorch and Kokkos are slower than the CPU allows; "
-                      "OPENBLAS_CORETYPE=Haswell or SkylakeX selects better ones",
-                      math.blas_core));
-    }
+  const BlasCore core = blas_core();
+  if (core.below_cpu) {
+    w.push_back(fmt::format("{} runs its {} kernels, below what this CPU's instruction set allows: {}", core.library,
+                            core.used, core.reason));
   }
   return w;
 }

@@ -141,6 +141,17 @@ std::string json_value(const AttrValue& v) {
   return std::isfinite(d) ? fmt::format("{}", d) : "null";  // {} is the shortest exact form
 }
 
+/// " (5 buckets on a communication thread)" for a bucketed case, else "".
+std::string bucket_text(const CaseResult& r) {
+  const std::string& m = r.allreduce_mechanism;
+  const char* where = m == "mpi_allreduce_buckets_thread"           ? "on a communication thread"
+                      : m == "mpi_allreduce_buckets_after_backward" ? "after backward"
+                      : m == "nccl_buckets_stream"                  ? "on a stream"
+                                                                    : nullptr;
+  if (where == nullptr) return "";
+  return fmt::format(" ({} bucket{} {})", r.allreduce_buckets, r.allreduce_buckets == 1 ? "" : "s", where);
+}
+
 }  // namespace
 
 std::string summary_line(const CaseResult& r) {
@@ -156,7 +167,7 @@ std::string summary_line(const CaseResult& r) {
   line += fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s", m.stats.median * 1e3,
                       m.stats.ci95_low * 1e3, m.stats.ci95_high * 1e3, m.samples_per_s, m.achieved_flops / 1e9);
   if (m.exposed_allreduce_median_s) {
-    line += fmt::format(" | exposed all-reduce {:.2f} ms", *m.exposed_allreduce_median_s * 1e3);
+    line += fmt::format(" | exposed all-reduce {:.2f} ms{}", *m.exposed_allreduce_median_s * 1e3, bucket_text(r));
   }
   return line + utilisation_text(*r.utilisation);
 }

@@ -111,6 +111,7 @@ const ColumnField<RankInfo> kRankColumns[] = {
     {"device", [](const RankInfo& r, size_t) -> AttrValue { return r.device; }},
     {"threads", [](const RankInfo& r, size_t) -> AttrValue { return int64_t{r.threads}; }},
     {"network", [](const RankInfo& r, size_t) -> AttrValue { return r.network; }},
+    {"blas", [](const RankInfo& r, size_t) -> AttrValue { return r.blas; }},
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 // workloads it refuses) stays in that backend's own test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -106,8 +107,13 @@ TEST_P(TrainingPath, ABatchSizeChangeRebuildsTheBuffers) {
 }
 
 #ifndef DLSCALE_CONFORMANCE_ON_GPU
-// A driver that cannot compute on two threads here refuses them at create() (the Kokkos driver
-// with a space that keeps its first thread count); that is its answer, not a failure.
+// Two threads split the sums differently, so they round differently: each result is within its
+// float32 error of the float64 reference, and the two within the sum of those errors. The bound
+// is four times the one-thread error, measured here against the reference (so it follows the
+// network's depth and the kernels the BLAS runs, generic ones included), and never under 16
+// float32 units of round-off. A driver that cannot compute on two threads here refuses them at
+// create() (the Kokkos driver with a space that keeps its first thread count); that is its
+// answer, not a failure.
 TEST_P(TrainingPath, TwoThreadsAgreeWithOne) {
   const auto& [driver, variant] = GetParam();
   const Workload w = without_dropout(make_workload(variant));
@@ -118,9 +124,15 @@ TEST_P(TrainingPath, TwoThreadsAgreeWithOne) {
   } catch (const std::invalid_argument& e) {
     GTEST_SKIP() << e.what();
   }
-  const std::vector<float> g1 = gradients_of_one_step(*one), g2 = gradients_of_one_step(*two);
-  EXPECT_LT(relative_error(g2, g1), 1e-5);
-  EXPECT_NEAR(two->loss(), one->loss(), 1e-6 * std::abs(one->loss()));
+  auto reference = make_model("reference", w, 4);
+  const std::vector<float> g1 = gradients_of_one_step(*one), g2 = gradients_of_one_step(*two),
+                           want = gradients_of_one_step(*reference);
+  constexpr double kFloor = 16 * 0x1p-24;
+  const double gradient_bound = std::max(kFloor, 4 * relative_error(g1, want));
+  const double loss_bound =
+      std::max(kFloor, 4 * std::abs(one->loss() - reference->loss()) / std::abs(reference->loss()));
+  EXPECT_LT(relative_error(g2, g1), gradient_bound);
+  EXPECT_NEAR(two->loss(), one->loss(), loss_bound * std::abs(one->loss()));
 }
 #endif
 

@@ -99,6 +99,7 @@ class Project(unittest.TestCase):
             self.assertEqual(a["platform_toml"], CROSSBAR)
             self.assertEqual((a["placement"], a["allreduce"], a["model"], a["steps"], a["seed"]),
                              ("block", "ring", "flow", 3, 1))
+            self.assertEqual(a["allreduce_source"], "recorded")
             self.assertRegex(a["simgrid_version"], r"^\d+\.\d+\.\d+$")
             self.assertEqual((a["measured_ranks"], a["scaling"], a["overlap"]), (2, "weak", 0))
             ranks = g["ranks"][()]
@@ -133,6 +134,27 @@ class Project(unittest.TestCase):
                 exposed[g.attrs["allreduce"]] = g["exposed_allreduce_s"][list(g["ranks"][()]).index(2)]
         self.assertAlmostEqual(exposed["binomial"] - exposed["ring"], 52008 / 10e9, delta=1e-10)
 
+    def test_the_default_all_reduce_is_the_one_the_case_ran(self):
+        path = self.copy("recorded.h5")
+        with h5py.File(path, "r") as f:
+            self.assertEqual(f["cases/0001"].attrs["allreduce_mechanism"], "mpi_allreduce_buckets_thread")
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("ring (as recorded) all-reduce", proc.stdout)
+        # A file written before the mechanism was recorded: its buckets were MPI_Iallreduce calls,
+        # which Open MPI 4.1 runs as a binomial tree.
+        with h5py.File(path, "a") as f:
+            del f["cases/0001"].attrs["allreduce_mechanism"]
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("binomial (as recorded) all-reduce", proc.stdout)
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1", "--allreduce", "ring")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            groups = f["cases/0001/simulations"]
+            self.assertEqual([(groups[n].attrs["allreduce"], groups[n].attrs["allreduce_source"]) for n in groups],
+                             [("ring", "recorded"), ("binomial", "recorded"), ("ring", "--allreduce")])
+
     def test_simgrid_xml_platform_equals_its_toml_twin(self):
         path = self.copy("xml.h5")
         for platform in (self.crossbar, self.crossbar_xml):
@@ -154,8 +176,8 @@ class Project(unittest.TestCase):
             g = f["cases/0001/simulations/0000"]
             self.assertEqual((g.attrs["overlap"], g.attrs["progress"]), (1, "thread"))
             # A run whose MPI gave less than MPI_THREAD_SERIALIZED had no communication thread:
-            # its buckets moved only in the main thread's MPI calls, the wait after backward.
-            f.attrs["mpi_thread_level"] = "MPI_THREAD_FUNNELED"
+            # its buckets were reduced after backward.
+            f["cases/0001"].attrs["allreduce_mechanism"] = "mpi_allreduce_buckets_after_backward"
         proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("after backward: no communication thread to progress them", proc.stdout)

@@ -124,6 +124,18 @@ class Scaling(unittest.TestCase):
         (plain, _, _), (bucketed, _, p) = cases(out)
         self.assertEqual((plain["bucket_mb"], plain["overlap"]), (0.0, 0))
         self.assertEqual((bucketed["bucket_mb"], bucketed["overlap"]), (0.25, 1))
+        # What reduced the gradients: one MPI_Allreduce, or one per bucket on the communication
+        # thread (which needs the thread level dlscale asked MPI for, still in force after it read
+        # MPI's settings), and MPI's own allreduce settings.
+        self.assertEqual((plain["allreduce_mechanism"], plain["allreduce_buckets"]), ("mpi_allreduce", 1))
+        grad_bytes = bucketed["grad_bytes"]
+        self.assertEqual((bucketed["allreduce_mechanism"], bucketed["progress_thread"]),
+                         ("mpi_allreduce_buckets_thread", 1))
+        self.assertEqual(bucketed["allreduce_buckets"], -(-grad_bytes // 250000))
+        with h5py.File(out, "r") as f:
+            open_mpi = f["system/software"].attrs["mpi"].startswith("Open MPI")
+        if open_mpi:  # its blocking collectives' component, coll/tuned, shows its choice
+            self.assertIn("coll_tuned_allreduce_algorithm=", bucketed["mpi_allreduce_settings"])
         self.assertIn("--bucket-mb 0.25", bucketed["case_key"])
 
 

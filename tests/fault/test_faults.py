@@ -173,9 +173,18 @@ class CaseTimeout(unittest.TestCase):
     def test_a_case_stuck_in_a_collective_ends_the_job_with_a_message(self):
         # Rank 1 stopped (SIGSTOP) in the middle of a case: rank 0 waits in the step's all-reduce,
         # where MPI cannot interrupt it; its watchdog ends it 2 x 1 + 30 s after the case began.
-        out = os.path.join(self.dir, "h.h5")
+        self.stuck_case("0")
+
+    def test_a_case_stuck_in_a_bucket_ends_the_job_with_a_message(self):
+        # The same with gradient buckets: rank 0's communication thread waits in a bucket's
+        # MPI_Allreduce and its main thread for that thread; the watchdog ends it all the same.
+        self.stuck_case("0.01")
+
+    def stuck_case(self, bucket_mb):
+        out = os.path.join(self.dir, f"h{bucket_mb}.h5")
         launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
-                                     "--batch", "64", "--iterations", "100000", "--case-timeout", "1", "--out", out],
+                                     "--batch", "64", "--iterations", "100000", "--case-timeout", "1", "--bucket-mb",
+                                     bucket_mb, "--out", out],
                                     cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = launcher.stdout.readline()
         while first and "# dlscale run" not in first:

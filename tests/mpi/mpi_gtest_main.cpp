@@ -1,10 +1,14 @@
-// main() of the GoogleTest binaries that run under mpiexec: MPI started as dlscale starts it
-// (MPI_THREAD_SERIALIZED, which the bucketed all-reduce's communication thread needs), only
-// rank 0 prints gtest's report, and a failure on any rank fails every rank's exit code.
+// main() of the GoogleTest binaries that run under mpiexec: the BLAS kernels and MPI started as
+// dlscale chooses and starts them (drivers/cpu/blas_core.h; MPI_THREAD_SERIALIZED, which the
+// bucketed all-reduce's communication thread needs), only rank 0 prints gtest's report, and a
+// failure on any rank fails every rank's exit code.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "drivers/cpu/blas_core.h"
+
 int main(int argc, char** argv) {
+  dlscale::select_blas_core(argv);
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   ::testing::InitGoogleTest(&argc, argv);

@@ -134,6 +134,8 @@ class ReducerGivesUpDriver final : public Driver {
       if (where_ == GivesUp::kWait) throw Timeout("the all-reduce never completed (test reducer)");
     }
     std::unique_ptr<AllreduceTransport> transport() override { return nullptr; }
+    std::string mechanism() const override { return "test"; }
+    size_t bucket_count() const override { return 1; }
 
    private:
     GivesUp where_;

@@ -13,6 +13,7 @@
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
 #include "suite/comm/gradient_allreduce.h"
+#include "suite/comm/mpi_settings.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -92,6 +93,33 @@ std::vector<std::string> cpu_drivers() {
 
 INSTANTIATE_TEST_SUITE_P(CpuDrivers, OverlapEveryDriver, ::testing::ValuesIn(cpu_drivers()),
                          [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace dlscale
+
+namespace dlscale {
+namespace {
+
+// Reading MPI's settings through its tool interface (the results file records them) must leave
+// the thread level MPI gave: Open MPI 4.1 takes MPI_T_init_thread's level as the process's, and
+// a lower one took the communication thread from every bucketed case of a `dlscale run`.
+TEST(MpiSettings, ReadingThemKeepsTheThreadLevel) {
+  int before = MPI_THREAD_SINGLE, after = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&before);
+  EXPECT_FALSE(mpi_transport().empty());
+  const std::string settings = mpi_allreduce_settings();
+  MPI_Query_thread(&after);
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(mpi_allreduce_settings(), settings) << "read once per process";
+}
+
+// A library without the variables asked for (as MPICH has none of Open MPI's) answers nothing,
+// and nothing fails.
+TEST(MpiSettings, VariablesTheLibraryLacksGiveNothing) {
+  bool failed = true;
+  EXPECT_EQ(mpi_control_variables({"dlscale_no_such_variable", "another_one"}, false, &failed), "");
+  EXPECT_FALSE(failed);
+}
 
 }  // namespace
 }  // namespace dlscale

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
@@ -122,6 +123,49 @@ TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
   for (size_t i = 0; i < values.size(); ++i) {
     EXPECT_FLOAT_EQ(values[i], (static_cast<float>(10 * (i + 1) * size) + rank_sum) / static_cast<float>(size))
         << "element " << i << ", rank " << rank;
+  }
+}
+
+}  // namespace
+}  // namespace dlscale
+
+namespace dlscale {
+namespace {
+
+// dlscale's ring (suite/comm/ring_allreduce.h) at sizes round it and below it, counts that do not
+// divide by P: the sum agrees with MPI_Allreduce's to float32 rounding, is exact where the values
+// are integers, and is bit-identical on every rank.
+TEST(RingAllreduce, AgreesWithMpiAndIsTheSameOnEveryRank) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const int me = world_rank();
+  for (size_t count :
+       {size_t{7}, kRingMinBytes / 4 - 1, kRingMinBytes / 4, size_t{3} * kRingSegmentBytes / 4 + 5, size_t{5000011}}) {
+    SCOPED_TRACE(count);
+    std::vector<float> ring(count), mpi(count), exact(count);
+    for (size_t i = 0; i < count; ++i) {
+      // Values whose sums round differently in different orders, and integers whose sums cannot.
+      ring[i] = mpi[i] = std::sin(0.001f * static_cast<float>(i) + static_cast<float>(me)) * 1e3f + 1e-3f * me;
+      exact[i] = static_cast<float>((i + static_cast<size_t>(me)) % 97);
+    }
+    allreduce_sum_in_place(ring.data(), count, MPI_COMM_WORLD);
+    allreduce_sum_in_place(exact.data(), count, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, mpi.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double diff = 0, norm = 0;
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      diff += (double{ring[i]} - mpi[i]) * (double{ring[i]} - mpi[i]);
+      norm += double{mpi[i]} * mpi[i];
+      size_t want = 0;
+      for (int r = 0; r < ranks; ++r) want += (i + static_cast<size_t>(r)) % 97;
+      wrong += exact[i] == static_cast<float>(want) ? 0 : 1;
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 4 * ranks * 0x1p-24);
+    EXPECT_EQ(wrong, 0u);
+    // Rank 0's result, broadcast, against every rank's own.
+    std::vector<float> first(ring);
+    MPI_Bcast(first.data(), static_cast<int>(count), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(first.data(), ring.data(), count * sizeof(float)), 0) << "rank " << me;
   }
 }
 

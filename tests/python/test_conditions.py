@@ -91,3 +91,38 @@ class Conditions(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AllreduceMechanism(unittest.TestCase):
+    """What reduced a case's gradients (docs/schema.md, allreduce_mechanism): as recorded, and for
+    files written before it was, what that dlscale did."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_allreduce_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_recorded_and_inferred(self):
+        path = os.path.join(self.dir, "m.h5")
+        two = np.full((2, 6), 0.01)
+        settings = "coll_tuned_use_dynamic_rules=false coll_tuned_allreduce_algorithm=ignore"
+        write_results(path, [
+            make_case(two, extra_attrs={"bucket_mb": 25.0, "allreduce_mechanism": "mpi_allreduce_buckets_thread",
+                                        "allreduce_buckets": 5, "mpi_allreduce_settings": settings}),
+            make_case(two, extra_attrs={"bucket_mb": 25.0}),  # older: MPI_Iallreduce buckets
+            make_case(two, extra_attrs={"bucket_mb": 0.0}),   # older: one MPI_Allreduce
+            make_case(np.full((1, 6), 0.01)),                 # one rank: nothing reduced
+        ])
+        thread, old_buckets, old_plain, alone = dr.load_results(path).cases
+        self.assertEqual([conditions.allreduce_mechanism(c) for c in (thread, old_buckets, old_plain, alone)],
+                         ["mpi_allreduce_buckets_thread", "mpi_iallreduce_buckets", "mpi_allreduce", "none"])
+        self.assertEqual(conditions.allreduce_text(thread),
+                         "all-reduce: one all-reduce per bucket on a communication thread, during backward "
+                         f"(5 buckets of 25 MB); MPI's settings: {settings}")
+        self.assertIn("binomial tree", conditions.allreduce_text(old_buckets))
+        self.assertEqual(conditions.allreduce_text(alone), "")
+        # The buckets in a few words in the summary's conditions cell; one all-reduce says nothing.
+        self.assertEqual([conditions.short_flags(c) for c in (thread, old_buckets, old_plain, alone)],
+                         [["buckets on a thread"], ["MPI_Iallreduce buckets"], [], []])
+        self.assertEqual(case_row(thread)["allreduce_mechanism"], "mpi_allreduce_buckets_thread")

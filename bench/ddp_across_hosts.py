@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""dlscale's data-parallel step across hosts against PyTorch DDP's, on the cluster test bed.
+
+On the bed (tests/cluster/testbed.py; root): H hosts, one rank each, every host's link limited to
+RATE by tbf at both ends (docs/cluster-testing.md). For each host count, rate and workload, in
+alternating rounds:
+
+  ddp        PyTorch DistributedDataParallel over gloo with its defaults (25 MB buckets reduced
+             during backward), the same network as dlscale's (`dlscale list --json`, built as
+             bench/pytorch_eager.py builds it), batch per rank, one thread per rank, plain SGD
+  blocking   dlscale -d libtorch --bucket-mb 0: one all-reduce after backward
+  buckets    dlscale -d libtorch --bucket-mb 25: buckets reduced during backward
+
+Per configuration: the median step (slowest rank, per iteration) of each, their ratios, and
+dlscale's exposed all-reduce with buckets over the blocking one. PyTorch comes from the Python
+that runs this script (Debian's python3-torch: the same ATen as Debian's LibTorch); without it,
+or without gloo, the bench says so in one line and exits 1.
+
+  sudo /usr/bin/python3 bench/ddp_across_hosts.py [--hosts 2,4] [--rates 200mbit,1gbit,none]
+      [--workloads resnet50:8,lstm32:64] [--rounds 2] [--iterations 5] [--warmup 2]
+      [--dlscale build/current/dlscale]
+
+Prints one table; no figure here is asserted by a test (timings depend on the machine and its
+load): the note of the change that measured them quotes them with this command.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(SOURCE, "tests", "cluster"))
+import testbed  # noqa: E402
+
+PORT = 29511
+
+
+def worker(args):
+    """One DDP rank inside a host: prints the seconds of each timed step as JSON."""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    sys.path.insert(0, HERE)
+    import pytorch_eager
+
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank,
+                            world_size=args.world)
+    w = json.load(open(args.network))
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(pytorch_eager.build(w).train())  # bucket_cap_mb 25
+    batch = args.batch
+    if w["input_kind"] == "tokens":
+        x = torch.randint(0, w["vocab"], [batch] + w["input_shape"])
+    else:
+        x = torch.randn([batch] + w["input_shape"])
+    steps = w["input_shape"][0] if w["label_per_step"] else 1
+    if w["loss"] == "sigmoid_bce":
+        y = torch.randint(0, 2, (batch,)).float()
+        loss_fn = lambda out: nn.functional.binary_cross_entropy_with_logits(out.reshape(-1), y)  # noqa: E731
+    else:
+        y = torch.randint(0, w["num_classes"], (batch * steps,))
+        loss_fn = lambda out: nn.functional.cross_entropy(out.reshape(-1, w["num_classes"]), y)  # noqa: E731
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    times = []
+    for it in range(args.warmup + args.iterations):
+        dist.barrier()  # every rank starts the step together, as dlscale's steps do
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss_fn(model(x)).backward()  # returns once DDP's bucketed all-reduce has finished
+        opt.step()
+        if it >= args.warmup:
+            times.append(time.perf_counter() - start)
+    dist.destroy_process_group()
+    print(json.dumps(times), flush=True)
+
+
+def ddp_step(bed, hosts, network, batch, args):
+    """Median over iterations of the slowest rank's DDP step."""
+    master = bed.addresses[hosts[0]]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--master", master, "--world", str(len(hosts)),
+           "--network", network, "--batch", str(batch), "--iterations", str(args.iterations), "--warmup",
+           str(args.warmup), "--threads", "1"]
+    # gloo binds to the interface the host name resolves to; the bed's hosts have no such entry.
+    procs = [bed.popen(h, cmd + ["--rank", str(r)], env={"GLOO_SOCKET_IFNAME": "eth0"}, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True) for r, h in enumerate(hosts)]
+    # A rank that fails leaves the others waiting for it: end them too.
+    while any(p.poll() is None for p in procs) and not any(p.returncode not in (None, 0) for p in procs):
+        time.sleep(0.5)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    outs = [p.communicate() for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        if p.returncode != 0:
+            raise RuntimeError(f"DDP rank failed (exit {p.returncode}): {err[-2000:]}")
+    per_rank = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    return statistics.median(max(t) for t in zip(*per_rank))
+
+
+def dlscale_steps(bed, hosts, workload, batch, args, workdir):
+    """(blocking step, bucketed step, blocking exposed all-reduce, bucketed exposed) medians, s."""
+    import h5py
+
+    out = os.path.join(workdir, "dlscale.h5")
+    r = bed.run(hosts[0], bed.mpirun_args(1, hosts) + [
+        args.dlscale, "run", "-d", "libtorch", "-w", workload, "--batch", str(batch), "--threads", "1",
+        "--bucket-mb", "0,25", "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--peak", "skip",
+        "--progress", "none", "--out", out, "--overwrite"], timeout=7200, cwd=workdir)
+    if r.returncode != 0:
+        raise RuntimeError(r.stdout + r.stderr)
+    with h5py.File(out, "r") as f:
+        cases = [f["cases"][n] for n in sorted(f["cases"])]
+        got = {}
+        for c in cases:
+            s = c["summary"].attrs
+            got[float(c.attrs["bucket_mb"])] = (s["step_median_s"], s["exposed_allreduce_median_s"],
+                                                str(c.attrs["allreduce_mechanism"]))
+    return got[0.0], got[25.0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--master", help=argparse.SUPPRESS)
+    ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--world", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--network", help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--hosts", default="2,4", help="host counts, one rank each")
+    ap.add_argument("--rates", default="200mbit,1gbit,none", help="tc rates of every host's link; none: unshaped")
+    ap.add_argument("--workloads", default="resnet50:8,lstm32:64", help="WORKLOAD:BATCH per rank, comma-separated")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of DDP and dlscale")
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--dlscale", default=os.path.join(SOURCE, "build", "current", "dlscale"))
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    try:
+        import torch
+        import torch.distributed as dist
+        if not dist.is_gloo_available():
+            sys.exit("ddp_across_hosts: this PyTorch has no gloo backend")
+    except ImportError:
+        sys.exit(f"ddp_across_hosts: {sys.executable} has no PyTorch (Debian: apt install python3-torch)")
+    reason = testbed.why_unavailable()
+    if reason:
+        sys.exit(f"ddp_across_hosts: {reason}")
+    args.dlscale = os.path.abspath(args.dlscale)
+    sys.path.insert(0, HERE)
+    import blas_core
+    blas_core.apply(args.dlscale)  # the DDP ranks inherit it: the kernels dlscale's ranks run on
+    print(f"CPU: {testbed.machine_cpu()}; PyTorch {torch.__version__}", flush=True)
+    rows = []
+    for count in (int(h) for h in args.hosts.split(",")):
+        bed = testbed.Cluster(hosts=count)
+        try:
+            workdir = os.path.join(bed.dir, "work")
+            os.makedirs(workdir)
+            for rate in args.rates.split(","):
+                for h in bed.hosts:
+                    if rate == "none":
+                        bed.unshape(h)
+                    else:
+                        bed.shape(h, rate)
+                for spec in args.workloads.split(","):
+                    workload, batch = spec.split(":")
+                    network = os.path.join(workdir, f"{workload}.json")
+                    with open(network, "w") as f:
+                        f.write(subprocess.run([args.dlscale, "list", "--json", workload], check=True,
+                                               capture_output=True, text=True).stdout)
+                    ddp, blocking, bucketed = [], [], []
+                    for _ in range(args.rounds):
+                        ddp.append(ddp_step(bed, bed.hosts, network, int(batch), args))
+                        b, o = dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir)
+                        blocking.append(b)
+                        bucketed.append(o)
+                    row = (count, rate, spec, statistics.median(ddp), statistics.median(x[0] for x in blocking),
+                           statistics.median(x[0] for x in bucketed), statistics.median(x[1] for x in blocking),
+                           statistics.median(x[1] for x in bucketed), bucketed[0][2])
+                    rows.append(row)
+                    print(f"-- {count} hosts, {rate}, {spec}: DDP {row[3]:.3f} s, dlscale blocking {row[4]:.3f} s, "
+                          f"buckets {row[5]:.3f} s ({row[8]})", flush=True)
+        finally:
+            bed.close()
+    print(f"{'hosts':>5} {'rate':>8} {'workload':<12} {'DDP s':>8} {'block s':>8} {'bucket s':>8} {'bucket/block':>12} "
+          f"{'bucket/DDP':>10} {'exposed b/b':>11}")
+    for count, rate, spec, ddp, block, bucket, exp_block, exp_bucket, _ in rows:
+        exposed = f"{exp_bucket / exp_block:.2f}" if exp_block > 0 else "-"
+        print(f"{count:>5} {rate:>8} {spec:<12} {ddp:>8.3f} {block:>8.3f} {bucket:>8.3f} {bucket / block:>12.2f} "
+              f"{bucket / ddp:>10.2f} {exposed:>11}")
+
+
+if __name__ == "__main__":
+    main()

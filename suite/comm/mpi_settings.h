@@ -1,0 +1,30 @@
+// The MPI library's own settings that shape dlscale's figures, read through the MPI tool
+// interface (MPI_T control variables) after MPI_Init: how ranks on different hosts talk, and how
+// MPI_Allreduce chooses its algorithm. Each names the library's variables it found; a library
+// without them (or without the tool interface) is said to be so, and nothing fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dlscale {
+
+/// "name=value name=value" for those of `names` that the library has, in the order of `names`
+/// (enumerations by their item's name, booleans true/false); "" for none. `skip_empty` leaves
+/// out variables whose value is the empty string. `*failed`, where given, is set when a tool
+/// interface call failed. Never lowers the thread level MPI gave (Open MPI 4.1 takes
+/// MPI_T_init_thread's as the process's).
+std::string mpi_control_variables(const std::vector<std::string>& names, bool skip_empty = false,
+                                  bool* failed = nullptr);
+
+/// The transport settings: e.g. "pml=ob1 btl=tcp,self btl_tcp_if_include=10.77.0.0/24", or what
+/// the library chose on its own where none is set.
+std::string mpi_transport();
+
+/// How MPI_Allreduce picks its algorithm: e.g. Open MPI's "coll_tuned_use_dynamic_rules=false
+/// coll_tuned_allreduce_algorithm=ignore coll_tuned_allreduce_algorithm_segmentsize=0" (its fixed
+/// rules by size and P), MPICH's "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=auto"; "" when the library
+/// shows none of these variables. Read once per process.
+std::string mpi_allreduce_settings();
+
+}  // namespace dlscale
