@@ -14,7 +14,7 @@ host's link limited to RATE by tbf at both ends (docs/cluster-testing.md). For e
   mechanisms with --mechanisms MB: bench_allreduce_mechanisms across the two hosts (MB of
              gradients in --bucket-mb buckets through each MPI call a bucketed all-reduce could use)
 
-  sudo python3 bench/shaped_link.py --rates 200mbit,500mbit [--overlap "resnet50:8"] [--mechanisms 102]
+  sudo python3 bench/shaped_link.py --rates 200mbit,500mbit [--overlap "resnet50:8"] [--mechanisms 102 [--iterations 3]]
       [--dlscale build/current/dlscale] [--bench build/current/bench/bench_overlap_vs_blocking]
 
 Prints one table; no figure here is asserted by a test (timings depend on the machine and its
@@ -106,6 +106,7 @@ def main():
     ap.add_argument("--mechanisms", type=float, default=0, help="MB of gradients for bench_allreduce_mechanisms")
     ap.add_argument("--bucket-mb", default="25")
     ap.add_argument("--drivers", default="libtorch")
+    ap.add_argument("--iterations", type=int, default=3, help="timed rounds of --mechanisms")
     args = ap.parse_args()
     args.dlscale, args.bench = os.path.abspath(args.dlscale), os.path.abspath(args.bench)
     reason = testbed.why_unavailable()
@@ -129,7 +130,7 @@ def main():
             if args.mechanisms:
                 mechanisms = os.path.join(os.path.dirname(args.bench), "bench_allreduce_mechanisms")
                 r = bed.run(bed.hosts[0], bed.mpirun_args(1) + [mechanisms, "--grad-mb", str(args.mechanisms),
-                                                                 "--bucket-mb", args.bucket_mb, "--iterations", "3"],
+                                                                 "--bucket-mb", args.bucket_mb, "--iterations", str(args.iterations)],
                             timeout=3600, cwd=workdir)
                 print(f"-- MPI mechanisms across 2 hosts at {rate}\n{r.stdout}{r.stderr}", flush=True)
             if args.overlap:
