@@ -16,22 +16,18 @@
 // through the same path; so one GPU (one rank) shows what the stream overlap costs and hides.
 // The all-reduce phase of each step (--phases' third) is its exposed all-reduce.
 //
-// Measured on a 2-vCPU KVM guest (Intel Xeon family 6 model 207, OPENBLAS_CORETYPE=SkylakeX),
-// 2 ranks x 1 thread, 6 steps after 1 warm-up, exposed / blocking all-reduce and overlapped /
-// blocking step: libtorch fcn5 0.99 and 1.12, resnet50 0.60 and 1.00; onednn fcn5 1.09 and
-// 1.14, resnet50 0.50 and 0.99. Neither goal is met there, and it cannot be: the two ranks'
-// compute threads fill both cores, and a shared-memory all-reduce is CPU work (copies and sums),
-// so hiding it only moves it onto the cores backward needs. FCN-5's first layer, a third of its
-// gradients, is also finished last, so at least that third stays exposed on any machine.
+// Measured on one host (AMD EPYC, 2 vCPUs), 2 ranks x 1 thread, 25 MB buckets, 8 steps after 2
+// warm-up; overlapped / blocking step (quartiles of the per-step ratio) and exposed / blocking
+// all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 0.79 (0.77-0.82) and 0.32, onednn
+// 0.83 (0.79-0.88) and 0.30, kokkos 1.03 (0.95-1.09) and 0.66, reference 1.00 (0.98-1.01);
+// resnet50 b8 libtorch 0.94 (0.88-1.00) and 0.40, onednn 0.96 (0.96-0.99) and 0.26, kokkos 1.01
+// (0.97-1.04) and 0.76; lstm32 b64 (24.7 MB: one bucket, the same all-reduce after backward
+// both ways) 0.96-1.01. FCN-5's first layer, a third of its gradients, is finished last, so at
+// least that third stays exposed on any machine.
 //
-// Across two hosts of the cluster test bed, one rank each (bench/shaped_link.py --overlap; AMD
-// EPYC Zen 4, 2 vCPUs, libtorch, 1 thread): resnet50 b8 on a 500 Mbit/s link, where the blocking
-// all-reduce (2.0 s) takes about as long as backward, exposed / blocking 0.24 and overlapped /
-// blocking step 0.88 with 5 MB buckets (0.60 and 1.08 with 25 MB: the last bucket, finished with
-// the first layers, then holds a quarter of the gradients). Both goals are met there: the link,
-// not the cores, is the bottleneck. fcn5 (features 8192, width 2048) b32 on the unshaped link:
-// 1.21 and 1.20 with 25 MB; its 168 MB take 0.18 s, CPU-bound, against 0.07 s of backward, so
-// no link on this machine makes the two equal.
+// Across hosts of the cluster test bed, bench/shaped_link.py --overlap runs this bench between
+// two hosts on a shaped link, and bench/ddp_across_hosts.py sets dlscale's steps against PyTorch
+// DDP's (docs/metrics.md#bucketed-overlapped-all-reduce---bucket-mb).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -126,12 +122,17 @@ void run(const dlscale::Registry& registry, const std::string& driver_name, dlsc
   const Medians b{dlscale::median(step[0]), dlscale::median(exposed[0])};
   const Medians o{dlscale::median(step[1]), dlscale::median(exposed[1])};
   const Contender& over = contenders[1];
-  const std::string how = gpu                                               ? "NCCL side stream"
-                          : over.buckets && over.buckets->progress_thread() ? "progress thread"
-                                                                            : "MPI_Testall";
-  fmt::print("{:<9} {:<32} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>8.2f} {:>8.2f}  {}, {}\n", driver_name,
-             workload, batch, 1e3 * b.step, 1e3 * b.exposed, 1e3 * o.step, 1e3 * o.exposed, o.exposed / b.exposed,
-             o.step / b.step, over.reports ? "during backward" : "after backward", how);
+  const std::string mechanism = over.reducer   ? over.reducer->mechanism()
+                                : over.buckets ? over.buckets->mechanism()
+                                               : "mpi_allreduce";
+  // The steps alternate, so each overlapped step has its blocking neighbour: the spread of their
+  // ratio (quartiles) tells a real difference from the machine's noise.
+  std::vector<double> ratio;
+  for (size_t i = 0; i < step[0].size(); ++i) ratio.push_back(step[1][i] / step[0][i]);
+  fmt::print("{:<9} {:<32} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>8.2f} {:>8.2f} {:>5.2f}-{:<5.2f} {}, {}\n",
+             driver_name, workload, batch, 1e3 * b.step, 1e3 * b.exposed, 1e3 * o.step, 1e3 * o.exposed,
+             o.exposed / b.exposed, o.step / b.step, dlscale::percentile(ratio, 25), dlscale::percentile(ratio, 75),
+             over.reports ? "during backward" : "after backward", mechanism);
   std::fflush(stdout);
 }
 
@@ -155,8 +156,8 @@ int run_main(int argc, char** argv) {
   if (mpi.rank() == 0) {
     fmt::print("{} ranks on {} x {} threads, buckets of {} MB; medians of {} steps (slowest rank) after {} warm-up\n",
                mpi.size(), device, threads, bucket_mb, iterations, warmup);
-    fmt::print("{:<9} {:<32} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "driver", "workload", "batch",
-               "block ms", "exposed", "overlap ms", "exposed", "exp/blk", "step o/b");
+    fmt::print("{:<9} {:<32} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>11} {}\n", "driver", "workload", "batch",
+               "block ms", "exposed", "overlap ms", "exposed", "exp/blk", "step o/b", "o/b p25-p75", "mechanism");
   }
   const dlscale::DeviceType type = device == "cuda" ? dlscale::DeviceType::kCuda : dlscale::DeviceType::kCpu;
   for (const std::string& d : bench::split(drivers)) {

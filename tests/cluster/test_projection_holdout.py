@@ -1,4 +1,4 @@
-"""Hold-out check of dlscale-project on the cluster test bed (testbed.py; issue 34): a case
+"""Hold-out check of dlscale-project on the cluster test bed (testbed.py): a case
 calibrated on ONE host (2 ranks) predicts the same case on TWO hosts (one rank each) over a link
 shaped to 200 Mbit/s, in step time and exposed all-reduce, within a loose bound: one case with
 its gradients in one all-reduce after backward, one with 1 MB buckets, each simulated as the
