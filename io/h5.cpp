@@ -9,6 +9,9 @@ namespace {
 herr_t collect_message(unsigned n, const H5E_error2_t* err, void* data) {
   auto* out = static_cast<std::string*>(data);
   if (n == 0 && err->desc != nullptr) *out = err->desc;  // the innermost, most specific entry
+  // Errors are one line: HDF5's own descriptions may hold newlines (a failed write's carries the
+  // time as ctime() writes it, newline included).
+  std::replace(out->begin(), out->end(), '\n', ' ');
   return 0;
 }
 
