@@ -36,6 +36,18 @@ void wait_all(int count, MPI_Request* requests) {
   }
 }
 
+/// What a ring step receives into, kept per thread from one all-reduce to the next: a fresh
+/// buffer per bucket would cost an allocation and its page faults (megabytes) every step.
+struct RingScratch {
+  std::vector<float> incoming;        // the left neighbour's chunk, during a reduce-scatter step
+  std::vector<MPI_Request> requests;  // this step's receives, then its sends
+};
+
+RingScratch& ring_scratch() {
+  thread_local RingScratch scratch;
+  return scratch;
+}
+
 /// One step of the ring: `send` (ns floats) to the right neighbour while `target` (nr floats)
 /// receives the left one's. Every segment of both is posted at once, so that the link always has
 /// data in flight; received segments are used in order as they arrive. reduce: they are added into
@@ -46,31 +58,32 @@ class RingStep {
 
   void run(const float* send, size_t ns, float* target, size_t nr, bool reduce) {
     const size_t receives = (nr + kSegment - 1) / kSegment, sends = (ns + kSegment - 1) / kSegment;
-    if (reduce && incoming_.size() < nr) incoming_.resize(nr);
-    float* into = reduce ? incoming_.data() : target;
-    requests_.assign(receives + sends, MPI_REQUEST_NULL);
+    std::vector<float>& incoming = scratch_.incoming;
+    std::vector<MPI_Request>& requests = scratch_.requests;
+    if (reduce && incoming.size() < nr) incoming.resize(nr);
+    float* into = reduce ? incoming.data() : target;
+    requests.assign(receives + sends, MPI_REQUEST_NULL);
     for (size_t k = 0; k < receives; ++k) {
       const int n = static_cast<int>(std::min(kSegment, nr - k * kSegment));
-      DLSCALE_CHECK_MPI(MPI_Irecv(into + k * kSegment, n, MPI_FLOAT, left_, kTag, comm_, &requests_[k]));
+      DLSCALE_CHECK_MPI(MPI_Irecv(into + k * kSegment, n, MPI_FLOAT, left_, kTag, comm_, &requests[k]));
     }
     for (size_t k = 0; k < sends; ++k) {
       const int n = static_cast<int>(std::min(kSegment, ns - k * kSegment));
-      DLSCALE_CHECK_MPI(MPI_Isend(send + k * kSegment, n, MPI_FLOAT, right_, kTag, comm_, &requests_[receives + k]));
+      DLSCALE_CHECK_MPI(MPI_Isend(send + k * kSegment, n, MPI_FLOAT, right_, kTag, comm_, &requests[receives + k]));
     }
     for (size_t k = 0; k < receives; ++k) {
-      wait_all(1, &requests_[k]);
+      wait_all(1, &requests[k]);
       if (!reduce) continue;
       const size_t at = k * kSegment, n = std::min(kSegment, nr - at);
       for (size_t i = 0; i < n; ++i) target[at + i] += into[at + i];
     }
-    wait_all(static_cast<int>(sends), requests_.data() + receives);
+    wait_all(static_cast<int>(sends), requests.data() + receives);
   }
 
  private:
   MPI_Comm comm_;
   int left_, right_;
-  std::vector<float> incoming_;        // the left neighbour's chunk, during a reduce-scatter step
-  std::vector<MPI_Request> requests_;  // this step's receives, then its sends
+  RingScratch& scratch_ = ring_scratch();
 };
 
 void mpi_allreduce_in_place(float* data, size_t count, MPI_Comm comm) {
