@@ -103,9 +103,9 @@ class NcclReducer final : public GradientReducer {
     if (bucket_mb <= 0) return false;
     grads_ = model.grad_buffer();
     if (!grads_.on_device) throw std::logic_error("the NCCL reducer needs gradients in GPU memory");
-    // On one GPU there is nothing to average, but the buckets are still reduced (over a one-rank
-    // communicator) on their stream, so that one GPU shows what overlapping them with backward
-    // costs and hides (docs/metrics.md).
+    // On one GPU there is nothing to average, but buckets asked for (the default's give 0 here:
+    // suite/case/case_setup.cpp) are still reduced, over a one-rank communicator, on their stream,
+    // so that one GPU shows what overlapping them with backward costs and hides (docs/metrics.md).
     if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
     bucket_elems_ = std::max<size_t>(1, static_cast<size_t>(bucket_mb * 1e6 / 4));
     for (size_t first = 0; first < grads_.count; first += bucket_elems_) {

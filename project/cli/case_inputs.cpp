@@ -110,7 +110,11 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     const bool gpu = text_attr(record.attrs, "device_type", "cpu") == "cuda";
     if (bucketed && !gpu) c.algorithm = AllreduceAlgorithm::binomial;
   }
-  c.overlap = number_attr(record.attrs, "overlap", where) != 0 && c.progressed_by_thread;
+  // A case that reduced nothing (one rank) made no buckets to overlap; at more ranks its buckets
+  // would: every driver reports its gradients during backward (Model::set_gradient_ready_callback).
+  const bool reduced_nothing = mechanism == "none";
+  c.overlap = (number_attr(record.attrs, "overlap", where) != 0 || (reduced_nothing && bucketed)) &&
+              c.progressed_by_thread;
   c.measured_step_s = number_attr(record.summary, "step_median_s", where + " summary");
   c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", text_attr(record.attrs, "workload", "?"),
                         text_attr(record.attrs, "driver", "?"), scaling, c.measured_ranks,

@@ -1,7 +1,7 @@
 """Two runs of the same cases side by side: B/A ratio and a significance test.
 
 Cases are matched on study.match_key (workload, driver, device, precision,
-scaling, ranks, batch per rank, threads, and bucket/overlap when recorded, and
+scaling, ranks, batch per rank, threads, and the bucket size when recorded, and
 the hosts the ranks spanned and their placement: P=4 on one host and P=4 on two
 are different measurements).
 The ratio is median(B)/median(A) of the step times recomputed from the raw

@@ -82,8 +82,10 @@ def batch_as_given(case):
 
 
 def comm_key(case):
-    """Gradient-communication settings (newer files); None when not recorded."""
-    return (case.attrs.get("bucket_mb"), case.attrs.get("overlap"))
+    """Gradient-communication settings (newer files): the bucket size, None when not recorded.
+    Whether the buckets overlapped backward is not part of it: that follows from the driver and the
+    rank count (one rank reduces nothing), and a series holds its one-rank case beside the rest."""
+    return (case.attrs.get("bucket_mb"),)
 
 
 def placement_of(case):
@@ -139,13 +141,11 @@ def describe(case, without=()):
              ("scaling", case.get("scaling")), ("ranks", ranks),
              ("placement", "" if placement_of(case) == "packed" else placement_of(case)),
              ("batch", f"b={batch_as_given(case)}"), ("threads", f"t={requested_threads(case)}")]
-    # Shown only when set (0 = the default: one all-reduce after backward), to keep
-    # labels short; the grouping keys above always include them.
-    bucket, overlap = comm_key(case)
+    # Shown only when set (0: one all-reduce after backward), to keep labels short; the grouping
+    # keys above always include it.
+    bucket, = comm_key(case)
     if bucket:
         parts.append(("bucket", f"bucket={bucket:g}MB"))
-    if overlap:
-        parts.append(("overlap", f"overlap={overlap}"))
     return " ".join(str(v) for k, v in parts if k not in without and v != "")
 
 

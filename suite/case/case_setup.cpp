@@ -98,7 +98,10 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
                            "(drivers/driver.h), so it runs on one rank only",
                            driver.name())};
     }
-    if (built.ok() && p.reducer) p.overlap = p.reducer->bind(*p.model, spec.bucket_mb);
+    // One rank has nothing to average: the default buckets reduce nothing there, so that one GPU's
+    // step is the network's alone; buckets asked for go through a one-rank communicator.
+    const double bucket_mb = spec.ranks == 1 && spec.bucket_mb_defaulted ? 0 : spec.bucket_mb;
+    if (built.ok() && p.reducer) p.overlap = p.reducer->bind(*p.model, bucket_mb);
   } catch (...) {
     built = outcome_of(std::current_exception());
   }

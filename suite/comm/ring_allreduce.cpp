@@ -17,20 +17,29 @@ constexpr int kTag = 0x6c72;  // the ring's messages on the caller's communicato
 
 /// Waits for `count` requests without holding a core for long: MPI's own waits poll it flat out,
 /// which on a node whose cores all compute (the communication thread beside backward's threads)
-/// takes a share of them from backward for as long as the network takes. Polls for 1 ms, then
+/// takes a share of them from backward for as long as the network takes. Polls for a while, then
 /// sleeps between polls, 10 us at first and twice as long each time up to 200 us, so that a
-/// message that arrives costs at most that much more. Polling only 50 us made the ring 1.4-6x
-/// MPI_Allreduce's time for 64-512 KB buckets on an unshaped link between two hosts: each sleep
-/// lasts longer than such a transfer, and no rank moves data while it sleeps.
-void wait_all(int count, MPI_Request* requests) {
+/// message that arrives costs at most that much more. How long it polls follows the previous wait
+/// on this thread (`last_wait`): after a short one, 1 ms, because polling only 50 us made the ring
+/// 1.4-6x MPI_Allreduce's time for 64-512 KB buckets on an unshaped link between two hosts (each
+/// sleep outlasts such a transfer, and no rank moves data while it sleeps); after one of more than
+/// 2 ms the link is what the ring waits for, the next segment is as far off, and polling would
+/// only take that core from backward (1 ms of every 8 for 1 MiB segments at 1 Gbit/s).
+void wait_all(int count, MPI_Request* requests, std::chrono::steady_clock::duration& last_wait) {
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point spin_until = Clock::now() + std::chrono::microseconds(1000);
+  const Clock::time_point start = Clock::now();
+  const auto poll = last_wait > std::chrono::milliseconds(2) ? std::chrono::microseconds(50)
+                                                              : std::chrono::microseconds(1000);
   auto pause = std::chrono::microseconds(10);
   while (true) {
     int done = 0;
     DLSCALE_CHECK_MPI(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
-    if (done) return;
-    if (Clock::now() < spin_until) continue;
+    const Clock::time_point now = Clock::now();
+    if (done) {
+      last_wait = now - start;
+      return;
+    }
+    if (now < start + poll) continue;
     std::this_thread::sleep_for(pause);
     pause = std::min(2 * pause, std::chrono::microseconds(200));
   }
@@ -41,6 +50,7 @@ void wait_all(int count, MPI_Request* requests) {
 struct RingScratch {
   std::vector<float> incoming;        // the left neighbour's chunk, during a reduce-scatter step
   std::vector<MPI_Request> requests;  // this step's receives, then its sends
+  std::chrono::steady_clock::duration last_wait{};  // how long the previous wait took (wait_all)
 };
 
 RingScratch& ring_scratch() {
@@ -72,12 +82,12 @@ class RingStep {
       DLSCALE_CHECK_MPI(MPI_Isend(send + k * kSegment, n, MPI_FLOAT, right_, kTag, comm_, &requests[receives + k]));
     }
     for (size_t k = 0; k < receives; ++k) {
-      wait_all(1, &requests[k]);
+      wait_all(1, &requests[k], scratch_.last_wait);
       if (!reduce) continue;
       const size_t at = k * kSegment, n = std::min(kSegment, nr - at);
       for (size_t i = 0; i < n; ++i) target[at + i] += into[at + i];
     }
-    wait_all(static_cast<int>(sends), requests.data() + receives);
+    wait_all(static_cast<int>(sends), requests.data() + receives, scratch_.last_wait);
   }
 
  private:

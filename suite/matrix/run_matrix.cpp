@@ -290,11 +290,15 @@ const std::vector<Axis>& axes() {
         TomlKind::kString, 24, &MatrixSpec::placements, &CaseSpec::placement, parse_placement,
         [](const Placement& p) { return std::string(placement_name(p)); },
         [](const CaseSpec& c) { return c.placement != Placement::kPacked; }));
-    t.push_back(list_axis<double>("bucket_mb", "--bucket-mb",
-                                  "gradient buckets of this many MB, reduced during backward where the driver "
-                                  "allows (0: one all-reduce after backward)",
-                                  TomlKind::kNumber, 8, &MatrixSpec::bucket_mb, &CaseSpec::bucket_mb, parse_bucket_mb,
-                                  number<double>, [](const CaseSpec& c) { return c.bucket_mb > 0; }));
+    // Named in every key of more than one rank: keys written while one all-reduce after backward
+    // was the default left it out, and --resume must not take those cases for today's default.
+    t.push_back(list_axis<double>(
+        "bucket_mb", "--bucket-mb",
+        "gradient buckets of this many MB, reduced during backward (default 25, as PyTorch DDP; one rank reduces "
+        "nothing unless given); 0: one all-reduce after backward",
+        TomlKind::kNumber, 8, &MatrixSpec::bucket_mb, &CaseSpec::bucket_mb, parse_bucket_mb, number<double>,
+        [](const CaseSpec& c) { return c.ranks > 1 || !c.bucket_mb_defaulted; }));
+    t.back().defaulted = [](const CaseSpec& c) { return c.ranks == 1 && c.bucket_mb_defaulted; };
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,
@@ -547,6 +551,7 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
       for (size_t k = 0; k < all.size(); ++k) all[k].pick(m, at[k], c);
       if (m.ranks.empty()) c.ranks = world_size;  // every rank of the job
       if (m.learning_rates.empty()) c.learning_rate = default_learning_rate(c.optimizer);
+      c.bucket_mb_defaulted = m.bucket_mb.empty();
       c.device_from_driver = m.devices.empty();  // assign_defaults() knows the drivers
       c.denormals_from_device = m.denormals.empty();
       cases.push_back(c);
@@ -691,6 +696,7 @@ std::string cases_to_toml(const std::vector<CaseSpec>& cases) {
   for (const CaseSpec& c : cases) {
     toml::table t;
     for (const Axis& a : axes()) {
+      if (a.defaulted && a.defaulted(c)) continue;
       const std::string value = a.print(c);
       switch (a.kind) {
         case TomlKind::kString:

@@ -28,6 +28,10 @@ const char* run_mode_name(RunMode m);
 /// defaults of Keras and of torch.optim.Adam).
 double default_learning_rate(OptimizerKind k);
 
+/// The gradient bucket size a case gets when none is given, in MB (1e6 bytes): PyTorch DDP's
+/// bucket_cap_mb, reduced during backward as DDP reduces them (docs/metrics.md).
+constexpr double kDefaultBucketMb = 25;
+
 /// "weak", "strong".
 const char* scaling_name(Scaling s);
 /// "cpu", "cuda".
@@ -47,7 +51,7 @@ struct MatrixSpec {
   std::vector<std::string> data{"synthetic"};             ///< "synthetic" or a dataset spec (suite/data/datasets.h)
   std::vector<int> ranks;                                 ///< ranks per case; empty: every rank of the job
   std::vector<Placement> placements{Placement::kPacked};  ///< which ranks (suite/matrix/placement.h)
-  std::vector<double> bucket_mb{0};                       ///< gradient bucket size; 0: one all-reduce after backward
+  std::vector<double> bucket_mb;  ///< gradient bucket sizes; empty: kDefaultBucketMb (CaseSpec::bucket_mb_defaulted)
   std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
   std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
   int warmup = 2;
@@ -84,7 +88,10 @@ struct CaseSpec {
   bool allow_emulation = false;
   int ranks = 1;                             ///< ranks this case runs on
   Placement placement = Placement::kPacked;  ///< which of the job's ranks (suite/matrix/placement.h)
-  double bucket_mb = 0;  ///< > 0: bucketed all-reduce, overlapped with backward where the driver allows
+  double bucket_mb = kDefaultBucketMb;  ///< > 0: bucketed all-reduce, overlapped with backward; 0: one after backward
+  /// No bucket size was asked for. One rank then reduces nothing; one that was asked for reduces
+  /// its buckets even alone where the driver can (a GPU, over a one-rank communicator).
+  bool bucket_mb_defaulted = true;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0.01;
   RunMode mode = RunMode::kTiming;
@@ -135,6 +142,9 @@ struct Axis {
   std::function<std::string(const CaseSpec& c)> print;
   /// Whether the case's command line names this axis (defaults such as fp32 are left out).
   std::function<bool(const CaseSpec& c)> in_command;
+  /// Whether the case took this axis's value by default where that differs from asking for it
+  /// (bucket_mb on one rank); the recorded config then leaves it out. nullptr: never.
+  std::function<bool(const CaseSpec& c)> defaulted;
   /// The long CLI option ("--workload" of "-w,--workload").
   std::string long_flag() const;
 };

@@ -151,6 +151,25 @@ class ScalingTest(Workdir):
             self.assertEqual(row["ideal_speedup"], p / 2)
             self.assertEqual(row["samples_per_s"], 64 / t)
 
+    def test_one_rank_reducing_nothing_is_the_baseline_of_its_bucketed_series(self):
+        # Default buckets: the one-rank case records 25 MB but reduced nothing (no overlap), the
+        # two-rank one overlapped them; one series, not two.
+        rng = np.random.default_rng(11)
+        t1, t2 = times(rng, 1, 8, 0.02), times(rng, 2, 8, 0.021)
+        one = make_case(t1, extra_attrs={"bucket_mb": 25.0, "overlap": 0, "allreduce_mechanism": "none"})
+        two = make_case(t2, extra_attrs={"bucket_mb": 25.0, "overlap": 1,
+                                         "allreduce_mechanism": "mpi_allreduce_buckets_thread"})
+        blocking = make_case(t2, extra_attrs={"bucket_mb": 0.0, "overlap": 0, "allreduce_mechanism": "mpi_allreduce"})
+        path = self.path("buckets.h5")
+        write_results(path, [one, two, blocking])
+        series, _ = dr.build_series(dr.load_study([path]).cases, "weak")
+        by_bucket = {s.cases[-1].attrs["bucket_mb"]: s for s in series}
+        self.assertEqual(sorted(by_bucket), [0.0, 25.0])
+        self.assertEqual([r["ranks"] for r in by_bucket[25.0].rows], [1, 2])
+        self.assertEqual(by_bucket[25.0].baseline_ranks, 1)
+        self.assertIn("bucket=25MB", by_bucket[25.0].label)
+        self.assertNotIn("overlap", by_bucket[25.0].label)
+
     def test_duplicates_and_auto_threads(self):
         rng = np.random.default_rng(9)
         auto = "dlscale run -w mlp -d native --batch 32 --scaling weak --ranks {p}"

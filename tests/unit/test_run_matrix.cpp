@@ -292,6 +292,29 @@ TEST(RunMatrix, CommandLineRerunsTheCase) {
             "--warmup 0 --iterations 2 --seed 0 --phases");
 }
 
+TEST(RunMatrix, BucketsOf25MbByDefaultNamedInEveryKeyOfSeveralRanks) {
+  const auto cases = expand(parse_matrix_toml("workload = \"fcn5\"\nranks = [1, 2]\n", "b.toml"), 2);
+  ASSERT_EQ(cases.size(), 2u);
+  for (const CaseSpec& c : cases) {
+    EXPECT_EQ(c.bucket_mb, kDefaultBucketMb);
+    EXPECT_TRUE(c.bucket_mb_defaulted);
+  }
+  // One rank reduces nothing by default: its key and recorded config leave the size out, as keys
+  // did when one all-reduce after backward was the default; several ranks always name it, so that
+  // --resume never takes such an older key's case for a bucketed one.
+  EXPECT_EQ(cases[0].command().find("--bucket-mb"), std::string::npos) << cases[0].command();
+  EXPECT_NE(cases[1].command().find(" --bucket-mb 25 --ranks 2"), std::string::npos) << cases[1].command();
+  const std::string toml = cases_to_toml(cases);
+  EXPECT_EQ(toml.find("bucket_mb"), toml.rfind("bucket_mb")) << "named for the 2-rank case only:\n" << toml;
+  EXPECT_NE(toml.find("bucket_mb = 25"), std::string::npos) << toml;
+  // Asked for, a size is named on one rank too, and is no longer the default.
+  const auto given = expand(parse_matrix_toml("workload = \"fcn5\"\nranks = 1\nbucket_mb = [0, 25]\n", "b.toml"), 1);
+  ASSERT_EQ(given.size(), 2u);
+  EXPECT_FALSE(given[1].bucket_mb_defaulted);
+  EXPECT_NE(given[0].command().find("--bucket-mb 0"), std::string::npos) << given[0].command();
+  EXPECT_NE(given[1].command().find("--bucket-mb 25"), std::string::npos) << given[1].command();
+}
+
 TEST(RunMatrix, EveryAxisParsesWhatItPrints) {
   // A case through every axis's printer and back through its parser: the command line, the TOML
   // config and the case key all use these, so each must read what it writes.
@@ -343,7 +366,8 @@ TEST(RunMatrix, AccuracyAxesAndTheirDefaults) {
   EXPECT_EQ(cases[1].target_accuracy, 0.9);
   // An accuracy case's key names its mode and schedule, not the timing loop's warm-up and iterations.
   EXPECT_EQ(cases[1].command(),
-            "dlscale run -w mnist_fnn -d libtorch --device cpu --batch 64 --scaling weak --threads auto --ranks 2 "
+            "dlscale run -w mnist_fnn -d libtorch --device cpu --batch 64 --scaling weak --threads auto --bucket-mb 25 "
+            "--ranks 2 "
             "--seed 42 "
             "--mode accuracy --optimizer adam --epochs 5 --validation 0.2 --target-accuracy 0.9");
   // A timing case's key is as before unless it names a non-default optimiser or rate.
