@@ -11,13 +11,19 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
   link       the bed described as a platform TOML: 2 nodes, 1 device each; intra-node = the
              calibration's within-host ring fit (its `projection` group); NIC = RATE less TCP/IP's
              headers (--goodput, 1448 of every 1514 bytes on the wire by default) and half the
-             one-way latency between the hosts (a TCP ping-pong; a route pays 2 x NIC)
+             one-way latency between the hosts (a TCP ping-pong; a route pays 2 x NIC).
+             `--goodput measured` takes the NIC's rate from what the network delivered instead:
+             the hold-out job's all-reduce microbenchmark of the whole gradient, alone on the link
+             (its blocking case's), as a user describes a cluster from a network benchmark run
+             there. The step times of the hold-out stay unseen. On the bed's 2 cores TCP cannot
+             reach 500 Mbit/s while two hosts compute, so the headers alone overstate the link.
   project    dlscale-project on the ONE-host file with that platform at P = 2 (one rank per node)
              and --steps --steps, without --allreduce: it simulates the all-reduce the case
              recorded (a ring: MPI_Allreduce, once or per bucket); its simulated step and exposed
              all-reduce against the hold-out's
 
   sudo python3 bench/projection_holdout.py --rates 200mbit,500mbit [--buckets 1] [--repeats 2]
+      [--goodput SHARE|measured]
       [--workload mnist_fnn:width=512] [--driver libtorch] [--batch 256] [--keep DIR]
       [--mca NAME=VALUE] [--dlscale build/current/dlscale] [--project build/current/dlscale-project]
 
@@ -184,6 +190,10 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
     finally:
         bed.unshape(bed.hosts[1])
     calibrated, held_out = cases(one), cases(two)
+    if goodput is None:
+        # What the link delivered to the blocking case's microbenchmark: n / B + 2 a for P = 2.
+        alone = held_out[0.0]
+        goodput = alone["grad_bytes"] / (alone["mpi_alone"] - 2 * latency) * 8 / parse_rate(rate)
     rows = []
     for mb, cal in sorted(calibrated.items()):
         two_hosts = held_out[mb]
@@ -195,7 +205,8 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
         allreduce = sim["allreduce"]
         # The simulated ring all-reduce of the whole gradient alone: n / B + 2 a for P = 2.
         link = parse_rate(rate) * goodput / 8
-        rows.append(dict(rate=rate, bucket_mb=mb, allreduce=allreduce, overlap=cal["overlap"], latency_s=latency, calibration=cal,
+        rows.append(dict(rate=rate, bucket_mb=mb, allreduce=allreduce, overlap=cal["overlap"], latency_s=latency,
+                         goodput=goodput, calibration=cal,
                          measured=two_hosts, simulated=sim, link_alone=cal["grad_bytes"] / link + 2 * latency,
                          step_error=sim["step"] / two_hosts["step_median"] - 1,
                          exposed_error=sim["exposed"] / two_hosts["exposed"] - 1,
@@ -213,21 +224,27 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--steps", type=int, default=20, help="dlscale-project --steps")
-    ap.add_argument("--goodput", type=float, default=TCP_GOODPUT,
-                    help="share of the tc rate the NIC gets in the platform (default 1448/1514: TCP/IP headers)")
+    ap.add_argument("--goodput", default=str(TCP_GOODPUT),
+                    help="share of the tc rate the NIC gets in the platform (default 1448/1514: TCP/IP headers), "
+                         "or measured: what the hold-out job's all-reduce microbenchmark got")
     ap.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
                     help="an Open MPI parameter for both jobs, e.g. coll_libnbc_iallreduce_algorithm=1 (ring)")
     ap.add_argument("--keep", default="", help="copy the results files and platform TOMLs into this folder")
     ap.add_argument("--dlscale", default=os.path.join(SOURCE, "build", "current", "dlscale"))
     ap.add_argument("--project", default=os.path.join(SOURCE, "build", "current", "dlscale-project"))
     args = ap.parse_args()
+    try:
+        goodput = None if args.goodput == "measured" else float(args.goodput)
+    except ValueError:
+        sys.exit(f"projection_holdout: --goodput {args.goodput}: a share of the rate, or measured")
     args.dlscale, args.project = os.path.abspath(args.dlscale), os.path.abspath(args.project)
     reason = testbed.why_unavailable()
     if reason:
         sys.exit(f"projection_holdout: {reason}")
     print(f"CPU: {testbed.machine_cpu()}")
     print(f"{args.workload}, batch {args.batch}, {args.driver}, 1 thread, {args.iterations} iterations; "
-          f"NIC = rate x {args.goodput:.4f}; dlscale-project --steps {args.steps}"
+          f"NIC = rate x {'the measured share' if goodput is None else f'{goodput:.4f}'}; "
+          f"dlscale-project --steps {args.steps}"
           f"{''.join(' --mca ' + m for m in args.mca)}", flush=True)
     buckets = ["0"] + [b for b in args.buckets.split(",") if b]
     rows = []
@@ -238,7 +255,7 @@ def main():
         for rate in args.rates.split(","):
             for rep in range(args.repeats):
                 got = holdout(bed, args.dlscale, args.project, rate, workdir, args.workload, args.driver,
-                              args.batch, buckets, args.iterations, steps=args.steps, goodput=args.goodput,
+                              args.batch, buckets, args.iterations, steps=args.steps, goodput=goodput,
                               tag=f"-{rate}-{rep}", mca=args.mca)
                 for row in got:
                     print_row(row, header=not rows)
@@ -257,15 +274,15 @@ def main():
 def print_row(r, header=False):
     if header:
         print(f"{'rate':>8} {'bucket':>6} {'sim.':>8} {'1-host':>7} | {'2 hosts':>7} {'sim':>7} {'error':>7} | {'exposed':>7} "
-              f"{'sim':>7} {'error':>7} | {'summary':>7} {'error':>7} | {'MPI alone':>9} {'link':>7}")
+              f"{'sim':>7} {'error':>7} | {'summary':>7} {'error':>7} | {'MPI alone':>9} {'link':>7} {'NIC':>6}")
         print(f"{'':>8} {'MB':>6} {'ring or':>8} {'step ms':>7} | {'step ms':>7} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
-              f"{'exp. ms':>7} {'':>7} | {'ms':>9} {'ms':>7}")
+              f"{'exp. ms':>7} {'':>7} | {'ms':>9} {'ms':>7} {'share':>6}")
     m, sim = r["measured"], r["simulated"]
     print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['allreduce']:>8} {r['calibration']['step_median'] * 1e3:>7.1f} | "
           f"{m['step_median'] * 1e3:>7.1f} {sim['step'] * 1e3:>7.1f} {r['step_error'] * 100:>+6.1f}% | "
           f"{m['exposed'] * 1e3:>7.1f} {sim['exposed'] * 1e3:>7.1f} {r['exposed_error'] * 100:>+6.1f}% | "
           f"{m['exposed_median'] * 1e3:>7.1f} {r['exposed_median_error'] * 100:>+6.1f}% | "
-          f"{m['mpi_alone'] * 1e3:>9.1f} {r['link_alone'] * 1e3:>7.1f}", flush=True)
+          f"{m['mpi_alone'] * 1e3:>9.1f} {r['link_alone'] * 1e3:>7.1f} {r['goodput']:>6.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "drivers/gpu/cuda_resources.h"
 #include "drivers/gpu/event_timer.h"
 #include "drivers/gpu/nccl_communicator.h"
+#include "drivers/gradient_buckets.h"
 
 namespace dlscale::gpu {
 
@@ -107,11 +108,8 @@ class NcclReducer final : public GradientReducer {
     // suite/case/case_setup.cpp) are still reduced, over a one-rank communicator, on their stream,
     // so that one GPU shows what overlapping them with backward costs and hides (docs/metrics.md).
     if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
-    bucket_elems_ = std::max<size_t>(1, static_cast<size_t>(bucket_mb * 1e6 / 4));
-    for (size_t first = 0; first < grads_.count; first += bucket_elems_) {
-      const size_t count = std::min(bucket_elems_, grads_.count - first);
-      buckets_.push_back({first, count, count});
-    }
+    buckets_ = cut_buckets(grads_.count, static_cast<size_t>(bucket_mb * 1e6 / 4));
+    pending_.assign(buckets_.size(), 0);
     next_ = buckets_.size();
     return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
   }
@@ -125,7 +123,7 @@ class NcclReducer final : public GradientReducer {
   void start_step(Deadline deadline) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     deadline_ = deadline;
-    for (Bucket& b : buckets_) b.pending = b.count;
+    for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
     next_ = buckets_.size();
     queued_ = false;
   }
@@ -157,27 +155,23 @@ class NcclReducer final : public GradientReducer {
   }
 
  private:
-  struct Bucket {
-    size_t first = 0, count = 0;
-    size_t pending = 0;  ///< elements not reported final this step
-  };
-
   /// Elements [first, first + count) are final (their work is queued on the model's stream).
   /// Under the lock: a LibTorch model may report from autograd's threads.
   void ready(size_t first, size_t count) {
     const std::lock_guard<std::mutex> lock(mutex_);
     const size_t end = first + count;
-    for (size_t i = first / bucket_elems_; i < buckets_.size() && buckets_[i].first < end; ++i) {
-      Bucket& b = buckets_[i];
+    if (count == 0 || buckets_.empty()) return;
+    for (size_t i = bucket_holding(buckets_, first); i < buckets_.size() && buckets_[i].first < end; ++i) {
+      const BucketRange& b = buckets_[i];
       const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
-      b.pending -= std::min(b.pending, overlap);
+      pending_[i] -= std::min(pending_[i], overlap);
     }
-    while (next_ > 0 && buckets_[next_ - 1].pending == 0) start(buckets_[--next_]);
+    while (next_ > 0 && pending_[next_ - 1] == 0) start(buckets_[--next_]);
   }
 
   /// Queues bucket `b`'s all-reduce on the side stream, after the work queued so far on the
   /// model's stream.
-  void start(const Bucket& b) {
+  void start(const BucketRange& b) {
     DLSCALE_CHECK_CUDA(cudaEventRecord(ready_, stream_));
     DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(side_, ready_, 0));
     nccl_->allreduce(grads_.data + b.first, b.count, NcclCommunicator::Op::kAverage, side_, deadline_);
@@ -191,9 +185,9 @@ class NcclReducer final : public GradientReducer {
   cudaStream_t stream_ = nullptr;
   GradBuffer grads_;
   std::mutex mutex_;
-  std::vector<Bucket> buckets_;  ///< empty: one all-reduce after backward
-  size_t bucket_elems_ = 1;
-  size_t next_ = 0;  ///< buckets [0, next_) not started this step
+  std::vector<BucketRange> buckets_;  ///< cut_buckets(); empty: one all-reduce after backward
+  std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
+  size_t next_ = 0;                   ///< buckets [0, next_) not started this step
   Deadline deadline_ = Deadline::max();
   bool queued_ = false;  ///< average() queued reductions that wait() has not seen complete
 };

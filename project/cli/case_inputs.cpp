@@ -7,6 +7,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "drivers/gradient_buckets.h"
+
 namespace dlscale::project {
 namespace {
 
@@ -55,8 +57,8 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
   }
   // bucket_mb 0: one MPI_Allreduce of the whole buffer once backward has returned.
   if (bucket_mb == 0) return {{grad_bytes, 1}};
-  // As suite/comm/gradient_allreduce.cpp cuts them: float32 elements, bucket_mb x 1e6 bytes
-  // (MB, not MiB) rounded down to whole elements, the last bucket of the buffer the remainder.
+  // As dlscale cuts them (cut_buckets): float32 elements, bucket_mb x 1e6 bytes (MB, not MiB)
+  // rounded down to whole elements, counted from the end of the buffer.
   const double elems = std::floor(grad_bytes / 4);
   const double bucket_elems = std::clamp(std::floor(bucket_mb * 1e6 / 4), 1.0, static_cast<double>(INT_MAX));
   const auto count = static_cast<size_t>(std::ceil(elems / bucket_elems));
@@ -65,14 +67,14 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
                                             bucket_mb, grad_bytes, count, kMaxBuckets));
   }
   // Backward produces the buffer's gradients from its end to its start (the last layer's first),
-  // and BucketedAllreduce starts buckets from the last to the first: the bucket starting at
-  // element f is ready once backward has produced elements [f, elems), which is taken as that
-  // share of backward's time. An estimate: the file records no per-bucket ready times.
+  // and dlscale starts buckets from the last to the first: the bucket starting at element f is
+  // ready once backward has produced elements [f, elems), which is taken as that share of
+  // backward's time. An estimate: the file records no per-bucket ready times.
+  const std::vector<BucketRange> cut = cut_buckets(static_cast<size_t>(elems), static_cast<size_t>(bucket_elems));
   std::vector<GradientBucket> out;
-  for (size_t i = count; i-- > 0;) {
-    const double first = static_cast<double>(i) * bucket_elems;
-    const double size = std::min(bucket_elems, elems - first);
-    out.push_back({size * 4, (elems - first) / elems});
+  for (auto b = cut.rbegin(); b != cut.rend(); ++b) {
+    const auto first = static_cast<double>(b->first);
+    out.push_back({static_cast<double>(b->count) * 4, (elems - first) / elems});
   }
   return out;
 }
@@ -113,8 +115,8 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
   // A case that reduced nothing (one rank) made no buckets to overlap; at more ranks its buckets
   // would: every driver reports its gradients during backward (Model::set_gradient_ready_callback).
   const bool reduced_nothing = mechanism == "none";
-  c.overlap = (number_attr(record.attrs, "overlap", where) != 0 || (reduced_nothing && bucketed)) &&
-              c.progressed_by_thread;
+  c.overlap =
+      (number_attr(record.attrs, "overlap", where) != 0 || (reduced_nothing && bucketed)) && c.progressed_by_thread;
   c.measured_step_s = number_attr(record.summary, "step_median_s", where + " summary");
   c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", text_attr(record.attrs, "workload", "?"),
                         text_attr(record.attrs, "driver", "?"), scaling, c.measured_ranks,

@@ -28,11 +28,8 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
   const auto elems = static_cast<size_t>(bucket_mb * 1e6 / sizeof(float));
-  bucket_elems_ = std::clamp<size_t>(elems, 1, INT_MAX);
-  for (size_t first = 0; first < grads.count; first += bucket_elems_) {
-    const size_t count = std::min(bucket_elems_, grads.count - first);
-    buckets_.push_back({first, count, count});
-  }
+  buckets_ = cut_buckets(grads.count, std::clamp<size_t>(elems, 1, INT_MAX));
+  pending_.assign(buckets_.size(), 0);
   next_ = buckets_.size();
   started_s_.assign(buckets_.size(), 0.0);
   // One bucket has nothing to overlap: it is the one all-reduce after backward, without a thread
@@ -60,7 +57,7 @@ bool BucketedAllreduce::follow(Model& model) {
 
 void BucketedAllreduce::start_step() {
   step_start_ = std::chrono::steady_clock::now();
-  for (Bucket& b : buckets_) b.pending = b.count;
+  for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
   next_ = buckets_.size();
   const std::lock_guard<std::mutex> lock(mutex_);
   completed_ = 0;
@@ -76,7 +73,7 @@ void BucketedAllreduce::start(size_t index) {
 }
 
 void BucketedAllreduce::reduce(size_t index) {
-  const Bucket& b = buckets_[index];
+  const BucketRange& b = buckets_[index];
   allreduce_sum_in_place(data_ + b.first, b.count, comm_);
 }
 
@@ -108,15 +105,16 @@ void BucketedAllreduce::communicate() {
 
 void BucketedAllreduce::ready(size_t first, size_t count) {
   const size_t end = first + count;
-  for (size_t i = first / bucket_elems_; i < buckets_.size() && buckets_[i].first < end; ++i) {
-    Bucket& b = buckets_[i];
+  if (count == 0 || buckets_.empty()) return;
+  for (size_t i = bucket_holding(buckets_, first); i < buckets_.size() && buckets_[i].first < end; ++i) {
+    const BucketRange& b = buckets_[i];
     const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
-    b.pending -= std::min(b.pending, overlap);
+    pending_[i] -= std::min(pending_[i], overlap);
   }
   // Strictly from the last bucket down: the collectives must start in the same order on every
   // rank, whichever order its model reports them in (several buckets of one layer come in one
   // report), and also on a rank whose backward failed half-way and starts the rest in finish().
-  while (next_ > 0 && buckets_[next_ - 1].pending == 0) start(--next_);
+  while (next_ > 0 && pending_[next_ - 1] == 0) start(--next_);
 }
 
 void BucketedAllreduce::finish() {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "drivers/driver.h"
+#include "drivers/gradient_buckets.h"
 #include "suite/comm/ring_allreduce.h"
 
 namespace dlscale {
@@ -23,7 +24,7 @@ namespace dlscale {
 /// Sums the gradient buffer over `comm` in place, then scales it by 1/P. No-op on one rank.
 void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
 
-/// The gradient buffer cut into buckets of about `bucket_mb` MB, each reduced with its own
+/// The gradient buffer cut into buckets of about `bucket_mb` MB (cut_buckets), each reduced with its own
 /// blocking MPI_Allreduce as soon as it and every bucket after it are final. A driver that reports
 /// finished gradient ranges during backward (Model::set_gradient_ready_callback) so overlaps the
 /// reduction with the rest of the backward pass. Buckets are reduced strictly from the last to the
@@ -76,9 +77,6 @@ class BucketedAllreduce {
   }
 
  private:
-  struct Bucket {
-    size_t first = 0, count = 0, pending = 0;  ///< pending: elements not reported final this step
-  };
   /// Bucket `index` is ready: queued for the communication thread, or for finish() without one.
   void start(size_t index);
   void reduce(size_t index);  ///< its blocking MPI_Allreduce
@@ -87,9 +85,9 @@ class BucketedAllreduce {
   float* data_;
   MPI_Comm comm_;
   int size_ = 1;
-  std::vector<Bucket> buckets_;
-  size_t bucket_elems_ = 1;
-  size_t next_ = 0;  ///< buckets [0, next_) not started this step
+  std::vector<BucketRange> buckets_;  ///< cut_buckets(): the remainder first, reduced last
+  std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
+  size_t next_ = 0;                   ///< buckets [0, next_) not started this step
   std::chrono::steady_clock::time_point step_start_;
   std::vector<double> started_s_;  ///< per bucket, this step (start_times)
 

@@ -28,8 +28,8 @@ constexpr int kTag = 0x6c72;  // the ring's messages on the caller's communicato
 void wait_all(int count, MPI_Request* requests, std::chrono::steady_clock::duration& last_wait) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  const auto poll = last_wait > std::chrono::milliseconds(2) ? std::chrono::microseconds(50)
-                                                              : std::chrono::microseconds(1000);
+  const auto poll =
+      last_wait > std::chrono::milliseconds(2) ? std::chrono::microseconds(50) : std::chrono::microseconds(1000);
   auto pause = std::chrono::microseconds(10);
   while (true) {
     int done = 0;
@@ -48,8 +48,8 @@ void wait_all(int count, MPI_Request* requests, std::chrono::steady_clock::durat
 /// What a ring step receives into, kept per thread from one all-reduce to the next: a fresh
 /// buffer per bucket would cost an allocation and its page faults (megabytes) every step.
 struct RingScratch {
-  std::vector<float> incoming;        // the left neighbour's chunk, during a reduce-scatter step
-  std::vector<MPI_Request> requests;  // this step's receives, then its sends
+  std::vector<float> incoming;                      // the left neighbour's chunk, during a reduce-scatter step
+  std::vector<MPI_Request> requests;                // this step's receives, then its sends
   std::chrono::steady_clock::duration last_wait{};  // how long the previous wait took (wait_all)
 };
 

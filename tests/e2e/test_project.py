@@ -186,14 +186,14 @@ class Project(unittest.TestCase):
             self.assertEqual((g.attrs["overlap"], g.attrs["progress"]), (0, "polling"))
 
     def test_bucket_readiness_measured_and_estimated(self):
-        # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): [0, 5000), [5000, 10000),
-        # [10000, 13002), the last of the buffer ready first.
+        # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes), cut from the buffer's end:
+        # [0, 3002), [3002, 8002), [8002, 13002), the last of the buffer ready first.
         path = self.copy("buckets.h5")
         proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(path, "r") as f:
             g = f["cases/0001/simulations/0000"]
-            self.assertEqual(list(g["bucket_bytes"][()]), [12008, 20000, 20000])
+            self.assertEqual(list(g["bucket_bytes"][()]), [20000, 20000, 12008])
             # dlscale recorded when each bucket started: the fractions are measured, the median
             # over ranks and iterations of (start - forward) / backward, never falling.
             self.assertEqual(g.attrs["bucket_readiness"], "measured")

@@ -18,15 +18,16 @@ TEST(ProjectCaseInputs, BucketsAsDlscaleCutsThem) {
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].bytes, 52008);
   EXPECT_EQ(one[0].ready_fraction, 1);
-  // 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes): the buffer's last bucket first,
-  // ready once backward has produced the floats from its start to the buffer's end.
+  // 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes), cut from the buffer's end: the
+  // buffer's last bucket first, ready once backward has produced the floats from its start to the
+  // buffer's end; the remainder, the first layers', last.
   std::vector<GradientBucket> three = estimated_buckets(52008, 0.02);
   ASSERT_EQ(three.size(), 3u);
-  EXPECT_EQ(three[0].bytes, 12008);
+  EXPECT_EQ(three[0].bytes, 20000);
   EXPECT_EQ(three[1].bytes, 20000);
-  EXPECT_EQ(three[2].bytes, 20000);
-  EXPECT_DOUBLE_EQ(three[0].ready_fraction, 3002.0 / 13002);
-  EXPECT_DOUBLE_EQ(three[1].ready_fraction, 8002.0 / 13002);
+  EXPECT_EQ(three[2].bytes, 12008);
+  EXPECT_DOUBLE_EQ(three[0].ready_fraction, 5000.0 / 13002);
+  EXPECT_DOUBLE_EQ(three[1].ready_fraction, 10000.0 / 13002);
   EXPECT_DOUBLE_EQ(three[2].ready_fraction, 1);
   EXPECT_THROW(estimated_buckets(0, 1), std::invalid_argument);
   EXPECT_THROW(estimated_buckets(1e6, -1), std::invalid_argument);
