@@ -43,6 +43,34 @@ struct RunCli {
               *gflops_option = nullptr, *peak_option = nullptr, *peak_seconds_option = nullptr;
 };
 
+/// What `--help` names an axis's values.
+const char* value_name(const dlscale::Axis& a) {
+  switch (a.kind) {
+    case dlscale::TomlKind::kInteger:
+      return "INT";
+    case dlscale::TomlKind::kNumber:
+      return "NUMBER";
+    case dlscale::TomlKind::kBoolean:
+      return "BOOL";
+    case dlscale::TomlKind::kIntegerOrAuto:
+      return "INT|auto";
+    case dlscale::TomlKind::kString:
+      break;
+  }
+  return "TEXT";
+}
+
+/// An axis's default as `--help` shows it: the value a matrix that names nothing gives a case;
+/// "" where that depends on other axes or the job (the help text then says it).
+std::string default_text(const dlscale::Axis& a) {
+  const dlscale::MatrixSpec m;
+  if (a.list && a.count(m) == 0) return "";
+  dlscale::CaseSpec c;
+  a.pick(m, 0, c);
+  const std::string text = a.print(c);
+  return text == "nan" ? "" : text;  // no target accuracy
+}
+
 void add_run(CLI::App& app, RunCli& cli, dlscale::RunArgs& args) {
   CLI::App* run = cli.app = app.add_subcommand("run", "run benchmark cases (default: the built-in study suite)");
   const std::vector<dlscale::Axis>& axes = dlscale::axes();
@@ -52,7 +80,7 @@ void add_run(CLI::App& app, RunCli& cli, dlscale::RunArgs& args) {
     CLI::Option* o = a.flag_only ? run->add_flag(a.flag, a.help) : run->add_option(a.flag, cli.axis_items[k], a.help);
     // One word per occurrence (lists are comma-separated): a stray word after a value is then
     // refused as itself instead of being taken as the option's second value.
-    if (!a.flag_only) o->allow_extra_args(false);
+    if (!a.flag_only) o->allow_extra_args(false)->type_name(value_name(a))->default_str(default_text(a));
     if (!a.list && !a.flag_only) o->expected(1);
     cli.axis_options.push_back(o);
   }

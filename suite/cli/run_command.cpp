@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -157,6 +158,25 @@ std::vector<MatrixSpec> requested_matrices(const RunArgs& args, std::string& sui
   return matrices;
 }
 
+/// A suite whose cases need more ranks than the job has, where the user chose no rank counts
+/// (`dlscale run` alone, the study, started as one process): the one line says how to launch it,
+/// rather than blaming a --ranks the user never typed. `--bind-to none`: Open MPI binds each rank
+/// to one core by default, and a case of several threads per rank would time them on that core.
+void check_suite_fits(const std::vector<CaseSpec>& specs, const std::string& suite_name, const RunArgs& args,
+                      int world_size) {
+  const bool ranks_given = std::any_of(args.overrides.given.begin(), args.overrides.given.end(),
+                                       [](const Axis* a) { return std::string(a->name) == "ranks"; });
+  if (suite_name.empty() || ranks_given || specs.empty()) return;
+  const int most = std::max_element(specs.begin(), specs.end(), [](const CaseSpec& a, const CaseSpec& b) {
+                     return a.ranks < b.ranks;
+                   })->ranks;
+  if (most <= world_size) return;
+  throw UsageError(
+      fmt::format("the {} suite runs cases on up to {} ranks and this job has {}: run it as "
+                  "`mpirun -np {} --bind-to none {}`",
+                  suite_name, most, world_size, most, args.command_line));
+}
+
 /// Resolves the request into cases and checks everything a user can get wrong (throws
 /// UsageError). Rank 0 takes the results file's lock (and checks what --resume continues) before
 /// anything that can wait or take long (data, devices, other ranks), so that a second writer is
@@ -164,6 +184,7 @@ std::vector<MatrixSpec> requested_matrices(const RunArgs& args, std::string& sui
 void plan_run(const MpiContext& mpi, const RunArgs& args, const Registry& drivers, RunPlan& plan) {
   std::string suite_name;
   std::vector<CaseSpec> specs = expand(requested_matrices(args, suite_name), mpi.size());
+  check_suite_fits(specs, suite_name, args, mpi.size());
   assign_defaults(specs, drivers);
   validate_request(specs, drivers, mpi.size());
   plan.cases = resolve_cases(specs, drivers, mpi.default_threads(), mpi.hosts());
@@ -244,6 +265,37 @@ bool write_agreed(const MpiContext& mpi, const RunPlan& plan, const std::string&
   return !write_failed(mpi.world(), error, plan.out_path, resume_hint);
 }
 
+/// Cases that ask for more threads per rank than a rank's CPU set holds: their threads would share
+/// its cores, and the case would time that. Plain `mpirun -np N` binds each rank to one core.
+std::vector<std::string> thread_warnings(const std::vector<ResolvedCase>& cases, const std::vector<RankInfo>& table) {
+  std::map<int, std::pair<std::set<size_t>, std::set<int>>> over;  // threads -> (cases, ranks short of CPUs)
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ResolvedCase& c = cases[i];
+    if (c.gpu() || c.spec.threads <= 0) continue;
+    for (const int world : c.placed.world) {
+      const auto rank = std::find_if(table.begin(), table.end(), [&](const RankInfo& r) { return r.rank == world; });
+      if (rank != table.end() && rank->threads > 0 && c.spec.threads > rank->threads) {
+        over[c.spec.threads].first.insert(i);
+        over[c.spec.threads].second.insert(world);
+      }
+    }
+  }
+  std::vector<std::string> warnings;
+  const auto join = [](const auto& items, const char* format) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + fmt::format(fmt::runtime(format), item);
+    return out;
+  };
+  for (const auto& [threads, where] : over) {
+    warnings.push_back(fmt::format(
+        "case{} {} ask{} for {} threads per rank, but the CPU set of rank{} {} is smaller: the threads share its "
+        "cores (mpirun binds each rank to one core unless launched with --bind-to none)",
+        where.first.size() == 1 ? "" : "s", join(where.first, "{:04}"), where.first.size() == 1 ? "s" : "", threads,
+        where.second.size() == 1 ? "" : "s", join(where.second, "{}")));
+  }
+  return warnings;
+}
+
 /// The rank table, with each rank's GPU where the run has GPU cases (asking the drivers about
 /// GPUs initialises CUDA on every rank, so only then), and rank 0's warnings about it.
 std::vector<RankInfo> rank_table_of_run(const MpiContext& mpi, const RunPlan& plan, const Registry& drivers,
@@ -259,6 +311,7 @@ std::vector<RankInfo> rank_table_of_run(const MpiContext& mpi, const RunPlan& pl
     for (const std::string& w : provenance_warnings(detect_loaded_math())) progress.warn(w);
     for (const std::string& w : shared_core_warnings(table)) progress.warn(w);
     for (const std::string& w : shared_gpu_warnings(table)) progress.warn(w);
+    for (const std::string& w : thread_warnings(plan.cases, table)) progress.warn(w);
   }
   return table;
 }

@@ -250,7 +250,7 @@ const std::vector<Axis>& axes() {
                                       TomlKind::kString, 2, &MatrixSpec::devices, &CaseSpec::device, parse_device,
                                       [](const DeviceType& d) { return std::string(device_name(d)); }));
     t.push_back(list_axis<Precision>(
-        "precision", "--precision", "fp32 (default), tf32 or bf16, comma-separated", TomlKind::kString, 5,
+        "precision", "--precision", "fp32, tf32 or bf16, comma-separated", TomlKind::kString, 5,
         &MatrixSpec::precisions, &CaseSpec::precision, parse_as_usage<Precision, parse_precision>,
         [](const Precision& p) { return std::string(precision_name(p)); },
         [](const CaseSpec& c) { return c.precision != Precision::kFp32; }));
@@ -270,8 +270,7 @@ const std::vector<Axis>& axes() {
     t.push_back(list_axis<int>("threads", "--threads", "backend threads per rank, comma-separated, or auto",
                                TomlKind::kIntegerOrAuto, 6, &MatrixSpec::threads, &CaseSpec::threads, parse_threads,
                                [](const int& n) { return n > 0 ? std::to_string(n) : std::string("auto"); }));
-    t.push_back(list_axis<std::string>("data", "--data",
-                                       std::string("training data: synthetic (default) or ") + kDatasetSpecHelp,
+    t.push_back(list_axis<std::string>("data", "--data", std::string("training data: synthetic or ") + kDatasetSpecHelp,
                                        TomlKind::kString, 7, &MatrixSpec::data, &CaseSpec::data, parse_name, text,
                                        [](const CaseSpec& c) { return c.data != "synthetic"; }));
     // One dataset per --data (a folder name may hold a comma); TOML lists give several.
@@ -285,7 +284,7 @@ const std::vector<Axis>& axes() {
         number<int>));
     t.push_back(list_axis<Placement>(
         "placement", "--placement",
-        "which ranks a case of P takes: packed (default; fill a host before the next) or spread (one rank per "
+        "which ranks a case of P takes: packed (fill a host before the next) or spread (one rank per "
         "host first), comma-separated",
         TomlKind::kString, 24, &MatrixSpec::placements, &CaseSpec::placement, parse_placement,
         [](const Placement& p) { return std::string(placement_name(p)); },
@@ -351,9 +350,8 @@ const std::vector<Axis>& axes() {
         TomlKind::kString, 17, &MatrixSpec::mode, &CaseSpec::mode, parse_mode,
         [](const RunMode& m) { return std::string(run_mode_name(m)); }, accuracy_only));
     t.push_back(list_axis<OptimizerKind>(
-        "optimizer", "--optimizer", "sgd (default) or adam, comma-separated; timing mode times its update too",
-        TomlKind::kString, 18, &MatrixSpec::optimizers, &CaseSpec::optimizer,
-        parse_as_usage<OptimizerKind, parse_optimizer>,
+        "optimizer", "--optimizer", "sgd or adam, comma-separated; timing mode times its update too", TomlKind::kString,
+        18, &MatrixSpec::optimizers, &CaseSpec::optimizer, parse_as_usage<OptimizerKind, parse_optimizer>,
         [](const OptimizerKind& k) { return std::string(optimizer_name(k)); },
         [](const CaseSpec& c) { return c.optimizer != OptimizerKind::kSgd; }));
     t.push_back(list_axis<double>(
@@ -361,7 +359,7 @@ const std::vector<Axis>& axes() {
         &MatrixSpec::learning_rates, &CaseSpec::learning_rate, parse_learning_rate, number<double>,
         [](const CaseSpec& c) { return c.learning_rate != default_learning_rate(c.optimizer); }));
     t.push_back(scalar_axis<int>(
-        "epochs", "--epochs", "accuracy mode: the epoch limit (default 5)", TomlKind::kInteger, 20, &MatrixSpec::epochs,
+        "epochs", "--epochs", "accuracy mode: the epoch limit", TomlKind::kInteger, 20, &MatrixSpec::epochs,
         &CaseSpec::epochs,
         [](const std::string& s, const std::string& what) {
           return static_cast<int>(parse_integer(s, what, 1, 1000000));
@@ -369,9 +367,8 @@ const std::vector<Axis>& axes() {
         number<int>, accuracy_only));
     t.push_back(scalar_axis<double>(
         "validation", "--validation",
-        "accuracy mode: the fraction of the training set held out for validation, in (0, 1) (default 0.2)",
-        TomlKind::kNumber, 21, &MatrixSpec::validation, &CaseSpec::validation, parse_validation, number<double>,
-        accuracy_only));
+        "accuracy mode: the fraction of the training set held out for validation, in (0, 1)", TomlKind::kNumber, 21,
+        &MatrixSpec::validation, &CaseSpec::validation, parse_validation, number<double>, accuracy_only));
     t.push_back(scalar_axis<double>(
         "target_accuracy", "--target-accuracy",
         "accuracy mode: stop at the first epoch whose validation accuracy reaches this, in (0, 1] (default: none, "
@@ -379,8 +376,8 @@ const std::vector<Axis>& axes() {
         TomlKind::kNumber, 22, &MatrixSpec::target_accuracy, &CaseSpec::target_accuracy, parse_target_accuracy,
         number<double>, [](const CaseSpec& c) { return accuracy_only(c) && std::isfinite(c.target_accuracy); }));
     t.push_back(scalar_axis<int>(
-        "repeats", "--repeats", "accuracy mode: independent repeats with seeds seed, seed+1, … (default 1)",
-        TomlKind::kInteger, 23, &MatrixSpec::repeats, &CaseSpec::repeats,
+        "repeats", "--repeats", "accuracy mode: independent repeats with seeds seed, seed+1, …", TomlKind::kInteger, 23,
+        &MatrixSpec::repeats, &CaseSpec::repeats,
         [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 100)); },
         number<int>, [](const CaseSpec& c) { return accuracy_only(c) && c.repeats != 1; }));
     return t;

@@ -398,6 +398,27 @@ class DefaultStudy(Workdir):
             self.assertTrue(any(workload in c for c in scaling), workload)
         self.assertTrue(any("--threads 2" in c for c in cases))  # the thread sweep
 
+    def test_one_process_names_the_command_that_runs_the_study(self):
+        # `dlscale run` alone as one process: the study needs 2 ranks. One line with the exact
+        # command, exit 2, nothing created; not an error about a --ranks the user never typed.
+        proc = subprocess.run([DLSCALE, "run"], cwd=self.dir, capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        lines = error_lines(proc)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn(f"`mpirun -np 2 --bind-to none {DLSCALE} run`", lines[0])
+        self.assertNotIn("--ranks", lines[0])
+        self.assertEqual(os.listdir(self.dir), [])
+
+    def test_more_threads_than_a_rank_has_cores_is_warned_before_running(self):
+        threads = (os.cpu_count() or 1) + 1  # beyond any rank's CPU set on this machine
+        proc = dlscale(["run", "-w", "mnist_fnn:width=16", "--batch", "4", "--warmup", "0", "--iterations", "1",
+                        "--threads", f"1,{threads}", "--ranks", "1", "--peak", "skip", "--out", "t.h5"], cwd=self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        warnings = [line for line in proc.stderr.splitlines() if "threads per rank" in line]
+        self.assertEqual(len(warnings), 1, proc.stderr)
+        self.assertIn(f"case 0001 asks for {threads} threads per rank, but the CPU set of rank 0 is smaller",
+                      warnings[0])
+
     def test_progress_modes(self):
         small = ["run", "-w", "mnist_fnn:width=16", "--batch", "4", "--warmup", "1", "--iterations", "3",
                  "--ranks", "1,2", "--overwrite", "--out", self.path("p.h5")]
