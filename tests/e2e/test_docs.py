@@ -3,7 +3,8 @@ attribute, dataset and software entry that a real run writes must have its line 
 docs/running.md or docs/schema.md, and every flag and key documented must exist. A new flag,
 key or attribute without its doc line fails here, naming it. Nor can they point past the
 project: every file a doc links to, names in backquotes or cites as NAME.md must be in the
-repository (DocPaths).
+repository (DocPaths); every flag of a command line in their code blocks must be one its
+program's --help lists (CommandLines).
 
 CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
 """
@@ -14,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -278,6 +280,71 @@ class DocPaths(unittest.TestCase):
         missing = [line for doc in self.DOCS for line in self.problems(doc)]
         if missing:
             self.fail("paths the docs name that are not in the repository:\n" + "\n".join(missing))
+
+
+class CommandLines(unittest.TestCase):
+    """Every command line in a code block of README.md and docs/ gives its program only flags that
+    the program's --help lists: a renamed or removed flag cannot stay behind in an example."""
+
+    TOOLS = {"dlscale": ("run", "allreduce", "peak", "list", "info"),
+             "dlscale-report": ("summary", "check", "scaling", "threads", "batch", "phases", "ranks", "allreduce",
+                                "diagnosis", "compare", "report"),
+             "dlscale-project": ()}
+
+    def help_flags(self, tool, sub):
+        command = {"dlscale": [DLSCALE],
+                   "dlscale-report": [sys.executable, os.path.join(SOURCE, "results", "dlscale-report")],
+                   "dlscale-project": [os.path.join(os.path.dirname(DLSCALE), "dlscale-project")]}[tool]
+        proc = subprocess.run(command + ([sub] if sub else []) + ["--help"], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, f"{tool} {sub} --help: {proc.stderr}")
+        return set(re.findall(r"(--[a-z][a-z0-9-]*)", proc.stdout))
+
+    def command_lines(self):
+        """(file, line, tool, subcommand, flags) of every command line in a fenced code block."""
+        for path in [os.path.join(SOURCE, "README.md")] + sorted(glob.glob(os.path.join(SOURCE, "docs", "*.md"))):
+            fenced = False
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("```"):
+                        fenced = not fenced
+                        continue
+                    if not fenced:
+                        continue
+                    text = line.strip()
+                    if text.startswith("# dlscale run "):  # a case key as dlscale prints it
+                        text = text[2:]
+                    text = re.split(r"\s(?:#|\||&&|;)\s|^#", text)[0]
+                    words = [w.strip("[]()") for w in text.split()]
+                    for i, word in enumerate(words):
+                        tool = os.path.basename(word)
+                        if tool not in self.TOOLS:
+                            continue
+                        subs = self.TOOLS[tool]
+                        rest = words[i + 1:]
+                        if subs:
+                            if not rest or not all(s in subs for s in rest[0].split("|")):
+                                break
+                            chosen, rest = rest[0].split("|"), rest[1:]
+                        else:
+                            chosen = [""]
+                        flags = {w.split("=")[0] for w in rest if re.match(r"--[a-z]", w)}
+                        yield os.path.relpath(path, SOURCE), text, tool, chosen, flags
+                        break
+
+    def test_every_flag_in_a_documented_command_exists(self):
+        project = os.path.join(os.path.dirname(DLSCALE), "dlscale-project")
+        helps, unknown, seen = {}, [], 0
+        for path, text, tool, subs, flags in self.command_lines():
+            if tool == "dlscale-project" and not os.path.exists(project):
+                continue  # built without SimGrid
+            for sub in subs:
+                if (tool, sub) not in helps:
+                    helps[(tool, sub)] = self.help_flags(tool, sub) | (self.help_flags(tool, "") if sub else set())
+                seen += 1
+                unknown += [f"{path}: {text}: {tool} {sub} has no {flag}".replace("  ", " ")
+                            for flag in sorted(flags - helps[(tool, sub)])]
+        self.assertGreater(seen, 20, "the command lines were not found")
+        self.assertEqual(unknown, [], "\n".join(unknown))
 
 
 if __name__ == "__main__":
