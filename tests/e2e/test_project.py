@@ -212,7 +212,7 @@ class Project(unittest.TestCase):
         with h5py.File(path, "r") as f:
             g = f["cases/0001/simulations/0001"]
             self.assertEqual(g.attrs["bucket_readiness"], "estimated")
-            np.testing.assert_allclose(g["bucket_ready_fraction"][()], [3002 / 13002, 8002 / 13002, 1])
+            np.testing.assert_allclose(g["bucket_ready_fraction"][()], [5000 / 13002, 10000 / 13002, 1])
 
     def test_measured_platform_reproduces_the_ring_fit(self):
         path = self.copy("measured_platform.h5")

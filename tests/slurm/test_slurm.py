@@ -263,10 +263,17 @@ def read(path):
         return f.read()
 
 
-def job_state(job_id):
-    r = CLUSTER.run(["scontrol", "show", "job", "--oneliner", job_id])
-    fields = dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
-    return fields.get("JobState"), fields.get("ExitCode")
+def job_state(job_id, timeout_s=60):
+    """The job's final state and exit code: sbatch --wait can return while slurmctld still holds
+    the job COMPLETING (its epilog and clean-up, slower on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = CLUSTER.run(["scontrol", "show", "job", "--oneliner", job_id])
+        fields = dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+        state = fields.get("JobState")
+        if state != "COMPLETING" or time.monotonic() > deadline:
+            return state, fields.get("ExitCode")
+        time.sleep(0.5)
 
 
 class SlurmCase(unittest.TestCase):
