@@ -143,12 +143,10 @@ struct RunPlan {
 /// The run matrices the request names: --config, --suite (the study when nothing is named), or
 /// the flags alone; the flags given override every matrix.
 std::vector<MatrixSpec> requested_matrices(const RunArgs& args, std::string& suite_name) {
-  const bool workloads_given = std::any_of(args.overrides.given.begin(), args.overrides.given.end(),
-                                           [](const Axis* a) { return std::string(a->name) == "workload"; });
   std::vector<MatrixSpec> matrices;
   if (args.config) {
     matrices = parse_matrix_toml(read_text_file(*args.config), *args.config);
-  } else if (args.suite || !workloads_given) {
+  } else if (args.suite || !args.overrides.has("workload")) {
     suite_name = args.suite.value_or("study");
     matrices = parse_matrix_toml(find_suite(suite_name).toml, "suite " + suite_name);
   } else {
@@ -164,9 +162,7 @@ std::vector<MatrixSpec> requested_matrices(const RunArgs& args, std::string& sui
 /// to one core by default, and a case of several threads per rank would time them on that core.
 void check_suite_fits(const std::vector<CaseSpec>& specs, const std::string& suite_name, const RunArgs& args,
                       int world_size) {
-  const bool ranks_given = std::any_of(args.overrides.given.begin(), args.overrides.given.end(),
-                                       [](const Axis* a) { return std::string(a->name) == "ranks"; });
-  if (suite_name.empty() || ranks_given || specs.empty()) return;
+  if (suite_name.empty() || args.overrides.has("ranks") || specs.empty()) return;
   const int most = std::max_element(specs.begin(), specs.end(), [](const CaseSpec& a, const CaseSpec& b) {
                      return a.ranks < b.ranks;
                    })->ranks;

@@ -395,6 +395,10 @@ void MatrixOverrides::set(const Axis& axis, const std::vector<std::string>& item
   if (std::find(given.begin(), given.end(), &axis) == given.end()) given.push_back(&axis);
 }
 
+bool MatrixOverrides::has(const char* name) const {
+  return std::any_of(given.begin(), given.end(), [&](const Axis* a) { return std::strcmp(a->name, name) == 0; });
+}
+
 void MatrixOverrides::apply(MatrixSpec& m) const {
   for (const Axis* axis : given) axis->copy(values, m);
 }

@@ -159,6 +159,8 @@ struct MatrixOverrides {
   std::vector<const Axis*> given;
   /// Parses `items` for `axis` into the overrides; throws UsageError naming a bad item.
   void set(const Axis& axis, const std::vector<std::string>& items);
+  /// Whether the axis named `name` (its TOML key, "ranks") was given.
+  bool has(const char* name) const;
   void apply(MatrixSpec& m) const;
 };
 
