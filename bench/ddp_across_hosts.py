@@ -11,8 +11,12 @@ alternating rounds:
   blocking   dlscale -d libtorch --bucket-mb 0: one all-reduce after backward
   buckets    dlscale -d libtorch --bucket-mb 25: buckets reduced during backward
 
+dlscale runs both of its cases in one job, the blocking one first in even rounds and the bucketed
+one first in odd ones.
+
 Per configuration: the median step (slowest rank, per iteration) of each, their ratios, and
-dlscale's exposed all-reduce with buckets over the blocking one. PyTorch comes from the Python
+dlscale's exposed all-reduce with buckets over the blocking one; as it goes, each round's
+bucketed/blocking ratio, whose range is the spread of the bed. PyTorch comes from the Python
 that runs this script (Debian's python3-torch: the same ATen as Debian's LibTorch); without it,
 or without gloo, the bench says so in one line and exits 1.
 
@@ -104,14 +108,15 @@ def ddp_step(bed, hosts, network, batch, args):
     return statistics.median(max(t) for t in zip(*per_rank))
 
 
-def dlscale_steps(bed, hosts, workload, batch, args, workdir):
-    """(blocking step, bucketed step, blocking exposed all-reduce, bucketed exposed) medians, s."""
+def dlscale_steps(bed, hosts, workload, batch, args, workdir, order):
+    """((step, exposed all-reduce, mechanism) of the blocking case, the same of the bucketed one),
+    medians in s; `order` ("0,25" or "25,0") says which of the two the job runs first."""
     import h5py
 
     out = os.path.join(workdir, "dlscale.h5")
     r = bed.run(hosts[0], bed.mpirun_args(1, hosts) + [
         args.dlscale, "run", "-d", "libtorch", "-w", workload, "--batch", str(batch), "--threads", "1",
-        "--bucket-mb", "0,25", "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--peak", "skip",
+        "--bucket-mb", order, "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--peak", "skip",
         "--progress", "none", "--out", out, "--overwrite"], timeout=7200, cwd=workdir)
     if r.returncode != 0:
         raise RuntimeError(r.stdout + r.stderr)
@@ -179,17 +184,22 @@ def main():
                         f.write(subprocess.run([args.dlscale, "list", "--json", workload], check=True,
                                                capture_output=True, text=True).stdout)
                     ddp, blocking, bucketed = [], [], []
-                    for _ in range(args.rounds):
+                    for k in range(args.rounds):
                         ddp.append(ddp_step(bed, bed.hosts, network, int(batch), args))
-                        b, o = dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir)
+                        # The two dlscale cases run in one job, first one then the other in turn.
+                        order = "0,25" if k % 2 == 0 else "25,0"
+                        b, o = dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, order)
                         blocking.append(b)
                         bucketed.append(o)
                     row = (count, rate, spec, statistics.median(ddp), statistics.median(x[0] for x in blocking),
                            statistics.median(x[0] for x in bucketed), statistics.median(x[1] for x in blocking),
                            statistics.median(x[1] for x in bucketed), bucketed[0][2])
                     rows.append(row)
+                    # The rounds' own ratios: how far one job's bucketed case lands from its blocking one.
+                    ratios = sorted(o[0] / b[0] for b, o in zip(blocking, bucketed))
                     print(f"-- {count} hosts, {rate}, {spec}: DDP {row[3]:.3f} s, dlscale blocking {row[4]:.3f} s, "
-                          f"buckets {row[5]:.3f} s ({row[8]})", flush=True)
+                          f"buckets {row[5]:.3f} s ({row[8]}); bucket/block per round "
+                          f"{', '.join(f'{r:.2f}' for r in ratios)}", flush=True)
         finally:
             bed.close()
     print(f"{'hosts':>5} {'rate':>8} {'workload':<12} {'DDP s':>8} {'block s':>8} {'bucket s':>8} {'bucket/block':>12} "
