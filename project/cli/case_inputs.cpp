@@ -170,7 +170,7 @@ bool apply_measured_readiness(const CaseRecord& record, std::vector<GradientBuck
   return true;
 }
 
-std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c, int max_ranks) {
+MeasuredPlatform measured_platform(const ResultsFile& file, const CaseInputs& c, int max_ranks) {
   const std::string group = "cases/" + c.name + "/projection";
   const std::vector<std::string> children = file.group_names("cases/" + c.name);
   if (std::find(children.begin(), children.end(), "projection") == children.end()) {
@@ -183,6 +183,9 @@ std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c,
   double wa = number_attr(fit, "within_alpha_s", group), wb = number_attr(fit, "within_beta_s_per_byte", group);
   double ba = number_attr(fit, "between_alpha_s", group), bb = number_attr(fit, "between_beta_s_per_byte", group);
   // Where one fit was not measured the other stands in, as ProjectionNetwork does.
+  const char* stand_in = std::isnan(wa)   ? "within a host the between-host fit (no within-host figures measured)"
+                         : std::isnan(ba) ? "between hosts the within-host fit (no between-host figures measured)"
+                                          : "the within- and between-host fits as measured";
   if (std::isnan(wa)) {
     wa = ba;
     wb = bb;
@@ -207,7 +210,15 @@ std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c,
   };
   const int per_node = (c.measured_ranks + c.hosts - 1) / c.hosts;
   const int nodes = std::max(1, (max_ranks + per_node - 1) / per_node);
-  return fmt::format(
+  MeasuredPlatform platform;
+  if (max_ranks > c.measured_ranks) {
+    platform.extrapolation = fmt::format(
+        "--platform measured extrapolates case {}'s all-reduce on {} rank{} on {} host{} to {} nodes of {}: every "
+        "node and link as fast as measured there, and {}",
+        c.name, c.measured_ranks, c.measured_ranks == 1 ? "" : "s", c.hosts, c.hosts == 1 ? "" : "s", nodes, per_node,
+        stand_in);
+  }
+  platform.toml = fmt::format(
       "# The all-reduce of case {0} as measured (/{1}): ring fits within a host (alpha {2} s, beta {3} s/B)\n"
       "# and between hosts (alpha {4} s, beta {5} s/B) turned into links whose simulated ring takes\n"
       "# 2(P-1) alpha + 2(P-1)/P n beta (docs/projection.md, \"The measured platform\").\n"
@@ -220,6 +231,7 @@ std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c,
       "[fabric]\ntopology = \"star\"\n",
       c.name, group, wa, wb, ba, bb, nodes, per_node, gbps(wb), wa / 2 * 1e6, gbps(bb),
       std::max(0.0, ba - wa) / 2 * 1e6);
+  return platform;
 }
 
 }  // namespace dlscale::project

@@ -56,9 +56,15 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
 /// backward, between 0 and 1, and never below an earlier bucket's. Returns whether it did.
 bool apply_measured_readiness(const CaseRecord& record, std::vector<GradientBucket>& buckets);
 
-/// "This machine as measured": the platform whose simulated ring reproduces the case's fitted
-/// ring all-reduce within and between hosts, as TOML (parse_platform_toml reads it), for up to
-/// `max_ranks` ranks. Throws std::invalid_argument when the case has no projection group.
-std::string measured_platform_toml(const ResultsFile& file, const CaseInputs& c, int max_ranks);
+/// "This machine as measured", for up to `max_ranks` ranks.
+struct MeasuredPlatform {
+  std::string toml;  ///< the platform whose simulated ring reproduces the case's fitted ring
+                     ///< all-reduce within and between hosts (parse_platform_toml reads it)
+  /// One line on what it extrapolates from where max_ranks goes beyond the measured ranks: the
+  /// ranks and hosts measured, and which fit stands in for a network not measured; else "".
+  std::string extrapolation;
+};
+/// Throws std::invalid_argument when the case has no projection group.
+MeasuredPlatform measured_platform(const ResultsFile& file, const CaseInputs& c, int max_ranks);
 
 }  // namespace dlscale::project

@@ -50,7 +50,8 @@ struct Platform {
 struct Job {
   CaseInputs inputs;
   Platform platform;
-  std::vector<int> ranks;  ///< ascending, with 1 and the measured P
+  std::string extrapolation;  ///< what --platform measured extrapolates from (MeasuredPlatform)
+  std::vector<int> ranks;     ///< ascending, with 1 and the measured P
 };
 
 struct Point {
@@ -211,7 +212,9 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
           std::max({requested.empty() ? kDefaultMaxRanks : *std::max_element(requested.begin(), requested.end()),
                     job.inputs.measured_ranks, 1});
       if (measured) {
-        job.platform.toml = measured_platform_toml(file, job.inputs, largest);
+        MeasuredPlatform platform = measured_platform(file, job.inputs, largest);
+        job.platform.toml = std::move(platform.toml);
+        job.extrapolation = std::move(platform.extrapolation);
         job.platform.cluster = parse_platform_toml(job.platform.toml, "measured platform of case " + name);
       } else {
         job.platform = preset;
@@ -265,6 +268,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
       o.model.c_str(), o.steps, o.seed.c_str(), job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
       bucket_timing(job.inputs),
       job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
+  if (!job.extrapolation.empty()) std::printf("%s\n", job.extrapolation.c_str());
   std::printf("%6s %10s %10s %11s %17s %21s %10s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
               "exposed all-reduce ms", "update ms");
   std::fflush(stdout);

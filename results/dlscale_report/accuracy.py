@@ -98,7 +98,7 @@ def _ok(rows):
 def time_to_accuracy_table(rows):
     """Configurations with a target: how many repeats reached it and how long it took."""
     shown = [r for r in _ok(rows) if r["target_accuracy"] is not None]
-    columns = [Column("configuration", key_cell("label"), right=False),
+    columns = [Column("configuration", key_cell("label"), right=False, keep=True, words=True),
                Column("target", lambda r: f"{r['target_accuracy']:.4g}"),
                Column("reached", lambda r: f"{r['targets_reached']}/{r['repeats']}"),
                Column("time to target s [95% CI]", lambda r: seconds_ci(r, "time_to_target")),
@@ -119,7 +119,7 @@ def time_table(rows):
     def ok_only(cell):
         return lambda r: cell(r) if r["status"] == "ok" else "-"
 
-    columns = [Column("configuration", key_cell("label"), right=False),
+    columns = [Column("configuration", key_cell("label"), right=False, keep=True, words=True),
                Column("status", key_cell("status"), right=False),
                Column("repeats", ok_only(lambda r: text(r["repeats"]))),
                Column("epochs run", ok_only(lambda r: text(r["epochs_run_min"])
@@ -139,7 +139,7 @@ def time_table(rows):
 
 def test_accuracy_table(rows):
     """Test accuracy after the last epoch, per configuration."""
-    columns = [Column("configuration", key_cell("label"), right=False),
+    columns = [Column("configuration", key_cell("label"), right=False, keep=True, words=True),
                Column("repeats", lambda r: text(r["repeats"])),
                Column("test accuracy [95% CI]", lambda r: fraction_ci(r, "test_accuracy")),
                Column("min", lambda r: number(r["test_accuracy_min"], "{:.4f}")),

@@ -72,7 +72,7 @@ def _size(n):
 
 def allreduce_table(rows):
     columns = [
-        Column("benchmark", key_cell("label"), right=False),
+        Column("benchmark", key_cell("label"), right=False, keep=True, words=True),
     ]
     if any(r["hosts"] > 1 for r in rows):
         # Where some benchmark crossed hosts: which network each measured.

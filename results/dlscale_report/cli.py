@@ -82,6 +82,10 @@ def _parser():
         s.add_argument("--format", choices=FORMATS, default="text",
                        help="aligned text table (default), or CSV or JSON (an array of row "
                             "objects) at full precision")
+        s.add_argument("--wide", action="store_true",
+                       help="text: every column and every line whole (default: within 120 "
+                            "columns; what applies to every row said once, detail columns "
+                            "left out and named)")
 
     def out(s):
         s.add_argument("-o", "--out", metavar="DIR",
@@ -197,7 +201,7 @@ def _emit(args, tables, figures=()):
         from .tables import json_text
         text = json_text([row for t in tables for row in t.json_rows()])
     else:
-        text = "\n".join(t.text() for t in tables)
+        text = "\n".join(t.text(_width(args)) for t in tables)
     sys.stdout.write(text)
     if getattr(args, "out", None):
         name = os.path.join(args.out, f"{args.command}.csv")
@@ -205,6 +209,12 @@ def _emit(args, tables, figures=()):
             f.write(tables[0].csv() + "".join(t.csv().split("\n", 1)[1] for t in tables[1:]))
         for path in [name] + [p for p, _ in figures]:
             print(f"{PROG}: wrote {path}", file=sys.stderr)
+
+
+def _width(args):
+    """The text output's width: None (no limit) with --wide."""
+    from .tables import WIDTH
+    return None if getattr(args, "wide", False) else WIDTH
 
 
 def _outdir(args):
@@ -261,25 +271,39 @@ def _run(args):
             text = format_json(rows)
         else:
             from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
-            from .diagnosis import diagnose, diagnosis_lines
-            text = format_table(rows, len(args.files) > 1) if rows or not study.accuracy else ""
-            text += runs_text(study.files)
-            # Why each scaling series scales as it does, one sentence per series and rank count.
-            lines = diagnosis_lines(diagnose(study.cases))
-            if lines:
-                text += "\nscaling diagnosis (percent of the step lost to each part; " \
-                        "docs/metrics.md):\n" + "".join(f"  {line}\n" for line in lines)
+            from .diagnosis import diagnose, diagnosis_notes, diagnosis_rows, diagnosis_table
+            from .tables import wrap
+            width = _width(args)
+            from .noise import measure_noise
+            noise = measure_noise(study.cases)
+            text = format_table(rows, len(args.files) > 1, width) if rows or not study.accuracy else ""
+            if noise.repeats:
+                text += "\n" + "\n".join(wrap(noise.summary(), width, "  ") if width else [noise.summary()]) + "\n"
+            text += runs_text(study.files, width)
+            # Why each scaling series scales as it does: the lost efficiency by part.
+            diagnoses = diagnose(study.cases)
+            points = diagnosis_rows(diagnoses)
+            if points:
+                text += "\n" + diagnosis_table(points, diagnosis_notes(diagnoses), noise.spread).text(width)
+            elif diagnoses:
+                # No series to diagnose: only why not, one line each.
+                text += "\nscaling diagnosis: none\n" + "".join(
+                    line + "\n" for note in diagnosis_notes(diagnoses)
+                    for line in (wrap(f"note: {note}", width, "  ") if width else [f"note: {note}"]))
             # What dlscale-project simulated from the cases, against what was measured.
             from .simulation import simulation_sentence, simulation_views
             views = simulation_views(study.cases, len(args.files) > 1)
             if views:
                 text += "\nsimulated projections (dlscale-project; the newest per case and platform; " \
-                        "docs/projection.md):\n" + "".join(f"  {simulation_sentence(v)}\n" for v in views)
+                        "docs/projection.md):\n"
+                for v in views:
+                    line = f"  {simulation_sentence(v)}"
+                    text += "\n".join(wrap(line, width, "    ") if width else [line]) + "\n"
             # Accuracy-mode cases have no step times: their own tables follow.
             accuracy = accuracy_rows(study.accuracy)
             if accuracy:
                 tables = [time_table(accuracy), time_to_accuracy_table(accuracy), test_accuracy_table(accuracy)]
-                text += "\n".join(t.text() for t in tables if t.rows)
+                text += "\n".join(t.text(width) for t in tables if t.rows)
         sys.stdout.write(text)
         return 0
     if args.command == "report":
@@ -327,11 +351,12 @@ def _run(args):
         if plots:
             figures = plots.allreduce_plot(benchmarks, outdir)
     elif args.command == "diagnosis":
-        from .diagnosis import diagnose, diagnosis_lines, diagnosis_rows, diagnosis_table
+        from .diagnosis import diagnose, diagnosis_notes, diagnosis_rows, diagnosis_table
+        from .noise import measure_noise
         diagnoses = diagnose(study.cases)
-        table = diagnosis_table(diagnosis_rows(diagnoses))
-        table.notes += diagnosis_lines(diagnoses)
-        tables = [table]
+        noise = measure_noise(study.cases)
+        notes = diagnosis_notes(diagnoses) + ([noise.summary()] if noise.repeats else [])
+        tables = [diagnosis_table(diagnosis_rows(diagnoses), notes, noise.spread)]
         if plots:
             from .scaling import build_series, scaling_modes
             series = [s for m in scaling_modes(study.cases) for s in build_series(study.cases, m)[0]]

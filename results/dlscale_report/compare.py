@@ -74,7 +74,7 @@ def _contended_mark(row):
 
 def compare_table(rows, notes=()):
     columns = [
-        Column("configuration", key_cell("label"), right=False),
+        Column("configuration", key_cell("label"), right=False, keep=True, words=True),
         Column("A ms", lambda r: ms(r["median_a_ms"])),
         Column("B ms", lambda r: ms(r["median_b_ms"])),
         Column("B/A", lambda r: ratio(r["ratio_b_a"])),

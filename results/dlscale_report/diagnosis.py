@@ -21,7 +21,7 @@ two middle ones for an even count), so they add up to its step median exactly. W
 (strong scaling) or 1 (weak), the ideal step is k·T(P0) and each lost part is X(P) - k·X(P0);
 the four add up to the gap T(P) - k·T(P0), and divided by T(P) to 1 - E(P).
 
-Across hosts (issue 32) each point keeps the hosts its ranks spanned: its sentence names them
+Across hosts each point keeps the hosts its ranks spanned: its sentence names them
 ("at P=4 on 2 hosts, ..."), and the first point of a series on several hosts says when the
 efficiency fell there ("...: the step crossed the network"). The projection's text quotes the
 file's network_note: which network each projected rank count took its fit from.
@@ -34,6 +34,7 @@ import numpy as np
 from .conditions import allreduce_text, bucketed, contention_text, kernel_text
 from .scaling import build_series, point_label, scaling_modes
 from .study import hosts_text
+from .tables import Column, Table, ms, percent, ratio
 
 PARTS = ("compute", "straggler", "allreduce", "other")
 # What the loss in each part is called (the part itself, in the step: the second name).
@@ -106,7 +107,11 @@ class Diagnosis:
     baseline_hosts: int = 1
     baseline_parts: dict = None
     points: list = field(default_factory=list)   # P > P0
-    projection: str = ""
+    projection: dict = field(default_factory=dict)  # P -> (efficiency, above the measured), _projection
+    projection_errors: dict = field(default_factory=dict)  # P -> the projected step's error there
+    projection_fit: object = None                # the rank count the projection was fitted at
+    projection_withheld: str = ""                # why the file's projection is not shown
+    network_note: str = ""                       # which network figures the projection took
     note: str = ""                               # why there is no diagnosis, when there is none
     conditions: list = field(default_factory=list)  # "P=2: contended: ...", what shaped the cases
 
@@ -117,9 +122,16 @@ class Diagnosis:
             lines = [f"{head}: {self.note}"]
         else:
             lines = [f"{head}: {point_sentence(p)}" + (f"; {p.crossed}" if p.crossed else "") + (
-                f"; {self.projection}" if self.projection and p is self.points[-1] else "")
+                f"; {self.projection_sentence()}" if self.projection and p is self.points[-1] else "")
                 for p in self.points]
         return lines + [f"{head}: {c}" for c in self.conditions]
+
+
+    def projection_sentence(self):
+        errors = ", ".join(f"P={p} {percent(e, signed=True)}" for p, e in sorted(self.projection_errors.items()))
+        network = f"; network figures: {self.network_note}" if self.network_note else ""
+        return (f"projected efficiency {projected_text(self.projection)} (fitted at P={self.projection_fit}"
+                + (f"; its step-time error where measured: {errors}" if errors else "") + f"{network})")
 
 
 def where(ranks, hosts):
@@ -128,11 +140,10 @@ def where(ranks, hosts):
 
 
 def point_sentence(p):
-    """"at P=2, efficiency 0.71: 22% exposed all-reduce, 5% straggler wait, ..." (percent of the
-    step at P, largest first: together 1 - E); "at P=4 on 2 hosts, ..." across hosts."""
-    shares = sorted(PARTS, key=lambda k: -abs(p.lost[k]))
-    # round() first: a part of -0.3% reads "0%", not "-0%".
-    text = ", ".join(f"{round(100 * p.lost[k] / p.step_s):d}% {LOSS_NAMES[k]}" for k in shares)
+    """"at P=2, efficiency 0.71: 3% compute inflation, 5% straggler wait, 22% exposed all-reduce,
+    1% update and other" (percent of the step at P, in PARTS order: together 1 - E); "at P=4 on 2
+    hosts, ..." across hosts."""
+    text = ", ".join(f"{_share(p.lost[k] / p.step_s)}% {LOSS_NAMES[k]}" for k in PARTS)
     return f"at {where(p.ranks, p.hosts)}, efficiency {p.efficiency:.2f}: {text}"
 
 
@@ -146,25 +157,28 @@ def crossing_text(before_ranks, before_hosts, before_efficiency, point):
             f"the step crossed the network")
 
 
-def _projection_text(series):
-    proj = series.projection
-    if proj is None:
-        return series.projection_withheld
-    predicted = {int(p): float(e) for p, e in zip(proj.ranks, proj.efficiency)}
-    measured = max(r["ranks"] for r in series.ok_rows)
-    targets = [p for p in PROJECT_TO if p in predicted and p > measured]
+def _projection(series):
+    """(projected, errors) of the series' projection: {P: (efficiency, above the last measured
+    one)} at the PROJECT_TO rank counts beyond the measured ones, and {P: relative error of the
+    projected step} where measured; ({}, {}) without a projection or one beyond them."""
+    if series.projection is None:
+        return {}, {}
+    predicted = series.projected_efficiency
+    last = series.ok_rows[-1]
+    targets = [p for p in PROJECT_TO if p in predicted and p > last["ranks"]]
     if not targets:
-        return ""
-    errors = [f"P={r['ranks']} {100 * (r['projected_step_ms'] / r['step_median_ms'] - 1):+.0f}%"
-              for r in series.ok_rows if r["projected_step_ms"] is not None]
-    fit = proj.attrs.get("fit_ranks")
-    text = "projected efficiency " + ", ".join(f"{predicted[p]:.2f} at P={p}" for p in targets)
-    text += f" (fitted at P={fit}"
-    if errors:
-        text += "; its step-time error where measured: " + ", ".join(errors)
-    if proj.network_note:
-        text += f"; network figures: {proj.network_note}"
-    return text + ")"
+        return {}, {}
+    errors = {r["ranks"]: r["projected_step_ms"] / r["step_median_ms"] - 1
+              for r in series.ok_rows if r["projected_step_ms"] is not None}
+    return {p: (predicted[p], round(predicted[p], 2) > round(last["efficiency"], 2)) for p in targets}, errors
+
+
+def projected_text(projected, with_ranks=True):
+    """"0.90 at P=4, 0.93* at P=8" ("*": above the last measured efficiency), or "0.90/0.93*"."""
+    cells = [f"{e:.2f}{'*' if above else ''}" for e, above in projected.values()]
+    if not with_ranks:
+        return "/".join(cells)
+    return ", ".join(f"{c} at P={p}" for c, p in zip(cells, projected))
 
 
 def diagnose_series(series):
@@ -215,7 +229,11 @@ def diagnose_series(series):
     if not d.points:
         d.note = f"needs phases (run with --phases): {', '.join(missing)} has none"
         return d
-    d.projection = _projection_text(series)
+    d.projection, d.projection_errors = _projection(series)
+    d.projection_withheld = series.projection_withheld
+    if d.projection:
+        d.projection_fit = series.projection.attrs.get("fit_ranks")
+        d.network_note = series.projection.network_note or ""
     return d
 
 
@@ -239,6 +257,38 @@ CSV_COLUMNS = ("series", "scaling", "ranks", "hosts", "baseline_ranks", "baselin
                f"{k}_lost_ms" for k in PARTS) + tuple(f"{k}_lost_share" for k in PARTS)
 
 
+def diagnosis_notes(diagnoses):
+    """The diagnosis table's notes: why a series has no diagnosis; what shaped the cases, each
+    text once with the series it applies to; how the projections were made, once. Series are
+    named by the words that tell them apart (those all of them share are said once)."""
+    from .tables import _common_words
+    done = [d for d in diagnoses if not d.note]
+    common = set(_common_words([d.label for d in done])) if len(done) > 1 else set()
+
+    def name(d):
+        return " ".join(w for w in d.label.split() if w not in common) + f" ({d.mode})"
+
+    notes = [f"{name(d)}: {d.note}" for d in diagnoses if d.note]
+    said = {}
+    for d in done:
+        for c in d.conditions:
+            said.setdefault(c, []).append(name(d))
+    for text, where_ in said.items():
+        notes.append(f"{text} ({'every series' if len(where_) == len(done) > 1 else '; '.join(where_)})")
+    projected = [d for d in done if d.projection]
+    if projected:
+        fits = sorted({str(d.projection_fit) for d in projected})
+        notes.append(f"projected E: the step projected from a fit at P={', '.join(fits)} (the file's "
+                     "/projection), its efficiency against the measured step at P0; proj. err: the "
+                     "projected step against the measured one at P; *: above the last measured "
+                     "efficiency, the projected step there being below the measured one "
+                     "(docs/metrics.md#projection)")
+    notes += [f"{name(d)}: {d.projection_withheld}" for d in done if d.projection_withheld]
+    networks = sorted({d.network_note for d in projected if d.network_note})
+    notes += [f"projections' network figures: {n}" for n in networks]
+    return notes
+
+
 def diagnosis_rows(diagnoses):
     rows = []
     for d in diagnoses:
@@ -247,7 +297,8 @@ def diagnosis_rows(diagnoses):
                    "baseline_ranks": d.baseline_ranks, "baseline_hosts": d.baseline_hosts,
                    "step_ms": p.step_s * 1e3,
                    "ideal_ms": p.ideal_s * 1e3, "gap_ms": p.gap_s * 1e3,
-                   "efficiency": p.efficiency}
+                   "efficiency": p.efficiency, "projection": d.projection if p is d.points[-1] else {},
+                   "projection_error": d.projection_errors.get(p.ranks)}
             for k in PARTS:
                 row[f"{k}_ms"] = p.parts[k] * 1e3
                 row[f"{k}_lost_ms"] = p.lost[k] * 1e3
@@ -257,23 +308,47 @@ def diagnosis_rows(diagnoses):
     return rows
 
 
-def diagnosis_table(rows):
-    from .tables import Column, Table, key_cell, ms, ratio
+# The parts' columns of the diagnosis table, in PARTS order.
+PART_HEADERS = {"compute": "compute", "straggler": "straggler", "allreduce": "all-reduce",
+                "other": "other"}
 
+
+def diagnosis_table(rows, notes=(), spread=None):
+    """The diagnosis as a table: per series and rank count the efficiency and each part's loss in
+    percent of the step, in one fixed order, and the projection at the series' last point; the
+    times in ms are detail (CSV, --wide)."""
     with_hosts = any(r["hosts"] > 1 or r["baseline_hosts"] > 1 for r in rows)
-    columns = [Column("series", key_cell("series"), right=False),
-               Column("scaling", key_cell("scaling"), right=False),
+    columns = [Column("series", lambda r: f"{r['series']} {r['scaling']}", right=False, keep=True, words=True),
                Column("P", lambda r: point_label(r["ranks"], r["hosts"], with_hosts)),
-               Column("step ms", lambda r: ms(r["step_ms"])),
-               Column("ideal ms", lambda r: ms(r["ideal_ms"])),
-               Column("gap ms", lambda r: ms(r["gap_ms"])),
-               Column("efficiency", lambda r: ratio(r["efficiency"]))]
-    columns += [Column(f"{LOSS_NAMES[k]} ms (% of step)",
-                       (lambda k: lambda r: f"{ms(r[f'{k}_lost_ms'])} "
-                                            f"({100 * r[f'{k}_lost_share']:.0f}%)")(k))
+               Column("E", lambda r: ratio(r["efficiency"], 2))]
+    columns += [Column(PART_HEADERS[k], (lambda k: lambda r: _share(r[f"{k}_lost_share"], spread))(k))
                 for k in PARTS]
-    notes = ["each part: its time in the median iteration at P minus k times the same at the "
-             "baseline P0 (k = P0/P strong, 1 weak); the parts add up to the gap = step - ideal, "
-             "and their shares of the step to 1 - efficiency (docs/metrics.md, Scaling diagnosis)"]
-    return Table(title="scaling diagnosis", columns=columns, rows=rows, csv_columns=CSV_COLUMNS,
-                 notes=notes)
+    targets = {tuple(r["projection"]) for r in rows if r["projection"]}
+    if targets:
+        columns.append(Column("proj. err", lambda r: "" if r["projection_error"] is None
+                              else percent(r["projection_error"], signed=True), detail=1))
+        # One rank count per projected column where every series projects to the same ones.
+        uniform = len(targets) == 1
+        header = f"proj. E P={'/'.join(str(p) for p in next(iter(targets)))}" if uniform else "projected E"
+        columns.append(Column(header, lambda r: projected_text(r["projection"], not uniform),
+                              right=False))
+    columns += [Column("step ms", lambda r: ms(r["step_ms"]), detail=2),
+                Column("ideal ms", lambda r: ms(r["ideal_ms"]), detail=2),
+                Column("gap ms", lambda r: ms(r["gap_ms"]), detail=2)]
+    all_notes = ["E: efficiency; compute (inflation), straggler (wait), all-reduce (exposed), other "
+                 "(update and the rest): the time lost to each part in percent of the step at P, its "
+                 "time in the median iteration at P minus k times the same at the baseline P0 (k = "
+                 "P0/P strong, 1 weak); together 1 - E (docs/metrics.md, Scaling diagnosis)"]
+    if spread is not None:
+        all_notes.append(f"~: within the study's run-to-run spread ({100 * spread:.1f}%), not told apart "
+                         "from noise")
+    all_notes += list(notes)
+    return Table(title="scaling diagnosis: percent of the step lost to each part", columns=columns, rows=rows, csv_columns=CSV_COLUMNS,
+                 notes=all_notes)
+
+
+def _share(share, spread=None):
+    """A part's share of the step in whole percent, "~" before it where it is within the
+    run-to-run spread."""
+    text = percent(share)[:-1]
+    return f"~{text}" if spread is not None and abs(share) < spread else text

@@ -40,7 +40,7 @@ def driver_rows(cases):
 
 def driver_table(rows):
     columns = [
-        Column("configuration", key_cell("configuration"), right=False),
+        Column("configuration", key_cell("configuration"), right=False, keep=True, words=True),
         Column("driver", key_cell("driver"), right=False),
         Column("samples/s", lambda r: number(r["samples_per_s"])),
         Column("GFLOP/s", lambda r: number(r["achieved_gflops"], "{:.2f}")),

@@ -44,11 +44,11 @@ def phase_rows(cases):
 
 
 def phase_table(rows, show_file=False):
-    columns = ([Column("file", key_cell("file"), right=False)] if show_file else []) + [
-        Column("case", key_cell("case"), right=False),
-        Column("configuration", key_cell("label"), right=False)]
+    columns = ([Column("file", key_cell("file"), right=False, path=True)] if show_file else []) + [
+        Column("case", key_cell("case"), right=False, keep=True),
+        Column("configuration", key_cell("label"), right=False, keep=True, words=True)]
     columns += [Column(f"{p} ms", (lambda p: lambda r: ms(r[f"{p}_ms"]))(p)) for p in PHASES]
-    columns += [Column("sum ms", lambda r: ms(r["sum_ms"])),
+    columns += [Column("sum ms", lambda r: ms(r["sum_ms"]), detail=1),
                 Column("step ms", lambda r: ms(r["step_median_ms"]))]
     notes = [NOTE]
     if not rows:

@@ -172,8 +172,9 @@ def _projection_lines(ax, series, colors, what, max_ranks):
     for s, color in zip(series, colors):
         if s.projection is None:
             continue
-        pts = [(p, v) for p, v in zip(s.projection.ranks.tolist(),
-                                      getattr(s.projection, what).tolist()) if p <= max_ranks]
+        values = (s.projection.step_s.tolist() if what == "step_s"
+                  else [s.projected_efficiency[int(p)] for p in s.projection.ranks.tolist()])
+        pts = [(p, v) for p, v in zip(s.projection.ranks.tolist(), values) if p <= max_ranks]
         if pts:
             ax.plot([p for p, _ in pts], [v for _, v in pts], ":", color=color, lw=1.5,
                     label="_nolegend_" if labelled else "projected (dotted, series colour)")
@@ -201,7 +202,7 @@ def _projection_plot(series, colors, mode, outdir):
                 first = min(p for p, b in zip(pr, s.projection.between_hosts.tolist()) if b)
                 name += f"; between-host fit from P={first}"
             ax1.plot(pr, s.projection.step_s.tolist(), ":", color=color, label=name)
-            ax2.plot(pr, s.projection.efficiency.tolist(), ":", color=color, label=name)
+            ax2.plot(pr, [s.projected_efficiency[int(p)] for p in pr], ":", color=color, label=name)
     top = max(ranks)
     ticks = [1 << k for k in range(0, top.bit_length()) if 1 << k <= top]
     for ax in (ax1, ax2):

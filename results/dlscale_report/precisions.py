@@ -76,7 +76,7 @@ def precision_table(rows):
     def reduced(r):
         return ms(r["reduced_ms"]) if r["reduced_status"] == "ok" else r["reduced_status"]
 
-    columns = [Column("configuration", key_cell("label"), right=False),
+    columns = [Column("configuration", key_cell("label"), right=False, keep=True, words=True),
                Column("precision", key_cell("precision"), right=False),
                Column("fp32 ms", lambda r: ms(r["fp32_ms"])),
                Column("reduced ms", reduced),

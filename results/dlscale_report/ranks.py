@@ -76,9 +76,9 @@ def rank_rows(cases, hosts_for):
 
 
 def rank_table(rows, show_file=False):
-    columns = ([Column("file", key_cell("file"), right=False)] if show_file else []) + [
-        Column("case", key_cell("case"), right=False),
-        Column("configuration", key_cell("label"), right=False),
+    columns = ([Column("file", key_cell("file"), right=False, path=True)] if show_file else []) + [
+        Column("case", key_cell("case"), right=False, keep=True),
+        Column("configuration", key_cell("label"), right=False, keep=True, words=True),
         Column("rank", lambda r: f"{r['rank']}{' *' if r['straggler'] else ''}"),
         Column("host", key_cell("host"), right=False),
         Column("median ms", lambda r: ms(r["median_ms"])),

@@ -15,8 +15,9 @@ from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_ac
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case, damaged_lines
 from .compare import compare_rows, compare_table
-from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_rows, diagnosis_table
+from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_notes, diagnosis_rows, diagnosis_table
 from .drivers import driver_rows, driver_table
+from .noise import measure_noise
 from .precisions import precision_pairs, precision_rows, precision_table
 from .phases import phase_rows, phase_table
 from .ranks import hosts_of, rank_rows, rank_table
@@ -54,11 +55,7 @@ nav ul { columns: 3; font-size: .9em; }
 .csv { font-size: .8em; }
 code, pre { background: #f3f3f6; padding: 0 .2em; }
 .meta { font-size: .85em; color: #444; margin: .3em 0; }
-.overview { display: flex; gap: 1.2em; align-items: flex-start; }
-.overview-figure { flex: 0 0 60%; }
-.overview-figure figure { margin: 0; }
-.overview-text { flex: 1 1 auto; min-width: 0; }
-.overview-text h2 { margin-top: 0; }
+.overview-figure figure { margin: 0; max-width: 900px; }
 ul.diagnosis { padding-left: 1.1em; font-size: .88em; }
 ul.diagnosis li { margin-bottom: .45em; }
 ul.omitted { font-size: .82em; color: #555; }
@@ -144,8 +141,8 @@ def _files_html(study):
 def write_report(study, outdir, baseline=None, title=None):
     """Write outdir/index.html (and figures, CSVs); returns its path.
 
-    The first screen answers why the study scales as it does: the overview figure and the
-    diagnosis sentences side by side; the detail sections follow. A section without data is
+    The first screen answers why the study scales as it does: the overview figure, then the
+    diagnosis table; the detail sections follow. A section without data is
     left out, named in one line under the overview.
 
     baseline: an optional second Study; its cases are compared with `study`'s
@@ -169,7 +166,11 @@ def write_report(study, outdir, baseline=None, title=None):
     series_by_mode = {mode: build_series(cases, mode) for mode in scaling_modes(cases)}
     all_series = [s for series, _ in series_by_mode.values() for s in series]
     diagnoses = [diagnose_series(s) for s in all_series]
-    overview = _overview_html(page, all_series, diagnoses, outdir)
+    noise = measure_noise(cases)
+    diagnosis = diagnosis_table(diagnosis_rows(diagnoses),
+                                diagnosis_notes(diagnoses) + ([noise.summary()] if noise.repeats else []),
+                                noise.spread)
+    overview = _overview_html(all_series, diagnoses, diagnosis, outdir)
 
     page.section("consistency", "consistency check",
                  "Every ok case's recorded summary recomputed from its raw samples "
@@ -185,9 +186,11 @@ def write_report(study, outdir, baseline=None, title=None):
     section("summary", "cases", summary_table([case_row(c) for c in cases]), "summary.csv",
             "the files hold no timing case")
 
-    rows = diagnosis_rows(diagnoses)
-    section("diagnosis", "scaling diagnosis", diagnosis_table(rows), "diagnosis.csv",
-            "no scaling series has phases (--phases) at two rank counts")
+    if section("diagnosis", "scaling diagnosis", diagnosis, "diagnosis.csv",
+               "no scaling series has phases (--phases) at two rank counts",
+               intro="Each part's time in ms beside its share of the step, and the diagnosis in words."):
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in diagnosis_lines(diagnoses))
+        page.parts.append(f'<ul class="diagnosis">{items}</ul>\n')
 
     section("drivers", "drivers compared", driver_table(driver_rows(cases)), "drivers.csv",
             "no configuration ran on more than one driver",
@@ -288,27 +291,30 @@ def write_report(study, outdir, baseline=None, title=None):
                                                  for o in omitted) + "</ul>\n")
     path = os.path.join(outdir, "index.html")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(page.render(title or "dlscale report", intro + overview,
+        f.write(page.render(title or "dlscale report", overview + intro,
                             _files_html(study) + left_out))
     return path
 
 
-def _overview_html(page, series, diagnoses, outdir):
-    """The overview figure and, beside it, one sentence per series and rank count."""
+def _overview_html(series, diagnoses, diagnosis, outdir):
+    """The first screen: the overview figure, then the diagnosis table (its detail columns and
+    notes in the diagnosis section)."""
     figures = plots.overview_plot(series, diagnoses, outdir)
-    lines = diagnosis_lines(diagnoses)
-    if not lines:
-        lines = ["no scaling series: the files hold no timing case"]
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     figure = "".join(f'<figure><img src="{html.escape(os.path.basename(p))}" '
                      f'alt="{html.escape(c)}"><figcaption>{html.escape(c)}</figcaption></figure>'
                      for p, c in figures)
     if not figure:
         figure = ("<p>No series has ok cases at two or more rank counts: no overview figure "
                   "(run with --ranks 1,2 or give the files of several jobs).</p>")
-    return ('<div class="overview"><div class="overview-figure">' + figure + "</div>"
-            '<div class="overview-text"><h2 id="why">Why it scales as it does</h2>'
-            "<p class=\"meta\">Per series and rank count: the efficiency, and the lost time by "
-            "part in percent of the step (they add up to 1 − efficiency); "
-            '<a href="#diagnosis">details</a>.</p>'
-            f'<ul class="diagnosis">{items}</ul></div></div>\n')
+    if diagnosis.rows:
+        table = ('<p class="meta">Per series and rank count: the efficiency E and the time lost to each '
+                 "part in percent of the step (together 1 − E); ~: within the run-to-run spread; "
+                 '<a href="#diagnosis">notes and times</a>.</p>'
+                 f'<div class="wide">{diagnosis.html(detail=False, notes=False)}</div>')
+    else:
+        # Why not: each series' note (one rank count, no phases).
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in diagnosis_notes(diagnoses))
+        table = ("<p>No scaling series has phases (--phases) at two rank counts: no diagnosis.</p>"
+                 + (f'<ul class="diagnosis">{notes}</ul>' if notes else ""))
+    return (f'<div class="overview-figure">{figure}</div>'
+            f'<h2 id="why">Why it scales as it does</h2>{table}\n')

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from .stats import _div, case_stats
 from .study import (case_ref, dedupe, describe, experiment_key, group_by, hosts_count, hosts_text,
                     placement_of, requested_threads)
-from .tables import Column, Table, key_cell, ms, ms_ci, number, ratio, ratio_ci
+from .tables import COVERAGE_NOTE, Column, Table, few_samples, key_cell, ms, ms_ci, number, ratio, ratio_ci
 
 MODES = ("weak", "strong")
 
@@ -47,8 +47,8 @@ DEFINITIONS = {
 PROJECTION_NOTE = ("projected: the /projection of the series' smallest rank count that holds "
                    "one (compute time plus a ring all-reduce t = 2(P-1)α + 2(P-1)/P·n·β fitted "
                    "at fit_ranks; docs/metrics.md), listed where it predicts a measured rank "
-                   "count; projected E is as the file records it, against the projected "
-                   "one-rank step, while measured E is against P0")
+                   "count; projected E is the projected step's efficiency against the measured "
+                   "step at P0, as measured E is")
 
 # A projection whose step time misses a measured point by more than this (either way) is not shown.
 PROJECTION_MAX_ERROR = 0.25
@@ -73,6 +73,7 @@ class Series:
     projection: object = None          # Projection used for the projected columns
     projection_case: object = None     # the Case it comes from
     projection_withheld: str = ""      # why a recorded projection is not used, else ""
+    projected_efficiency: dict = field(default_factory=dict)  # P -> projected_efficiency()
     notes: list = field(default_factory=list)
 
     @property
@@ -168,6 +169,17 @@ def projection_errors(series_rows, predicted):
             if r["step_median_ms"] and r["ranks"] in predicted}
 
 
+def projected_efficiency(series, proj):
+    """{P: efficiency of the projected step against the measured baseline}: k·T(P0)/T_proj(P),
+    k = P0/P strong, 1 weak, T(P0) the series' measured step at P0. The file's efficiency is
+    against the model's own one-rank step, which misses the measured one by the model's error
+    there: against it a projection can seem to scale better than the measurement it comes from."""
+    base = series.ok_rows[0]
+    p0, t0 = base["ranks"], base["step_median_ms"] / 1e3
+    return {int(p): (p0 / int(p) if series.mode == "strong" else 1.0) * t0 / float(t)
+            for p, t in zip(proj.ranks, proj.step_s)}
+
+
 def _attach_projection(series, with_projection):
     """Projected columns from the smallest-P case that has a projection, unless it misses.
 
@@ -194,12 +206,13 @@ def _attach_projection(series, with_projection):
         series.notes.append(f"{series.label}: {series.projection_withheld}")
         return
     series.projection, series.projection_case = proj, case
+    series.projected_efficiency = projected_efficiency(series, proj)
     between = ({} if proj.between_hosts is None else
                {int(p): int(b) for p, b in zip(proj.ranks, proj.between_hosts)})
     for row in series.rows:
         if row["ranks"] in predicted:
             t, e = predicted[row["ranks"]]
-            row.update(projected_step_ms=t * 1e3, projected_efficiency=e,
+            row.update(projected_step_ms=t * 1e3, projected_efficiency=series.projected_efficiency[row["ranks"]],
                        projection_fit_ranks=fit, projection_between_hosts=between.get(row["ranks"]))
     network = f"; network figures: {proj.network_note}" if proj.network_note else ""
     series.notes.append(f"{series.label}: projection from {case_ref(case)} "
@@ -212,21 +225,22 @@ def scaling_table(series, mode, notes=()):
     # Points name their hosts once any case of the table spanned several.
     with_hosts = any((r["hosts"] or 1) > 1 for r in rows)
     columns = [
-        Column("series", key_cell("series"), right=False),
+        Column("series", key_cell("series"), right=False, keep=True, words=True),
         Column("P", lambda r: point_label(r["ranks"], r["hosts"], with_hosts)),
-        Column("global batch", key_cell("global_batch")),
-        Column("step ms [95% CI]", lambda r: ms_ci(r, "step_median_ms", "ci95_low_ms", "ci95_high_ms")),
+        Column("global batch", key_cell("global_batch"), detail=2),
+        Column("step ms [95% CI]", lambda r: ms_ci(r, "step_median_ms", "ci95_low_ms", "ci95_high_ms",
+                                                   "ci_coverage")),
         Column("samples/s", lambda r: number(r["samples_per_s"])),
-        Column(f"{speedup} [CI]", lambda r: ratio_ci(r, "speedup", "speedup_low", "speedup_high", 2)),
-        Column("ideal", lambda r: ratio(r["ideal_speedup"], 2)),
+        Column(f"{speedup} [CI]", lambda r: ratio_ci(r, "speedup", "speedup_low", "speedup_high", 2), detail=4),
+        Column("ideal", lambda r: ratio(r["ideal_speedup"], 2), detail=3),
         Column("efficiency [CI]", lambda r: ratio_ci(r, "efficiency", "efficiency_low",
                                                      "efficiency_high")),
     ]
     if any(r["projected_step_ms"] is not None for r in rows):
-        columns += [Column("projected ms", lambda r: ms(r["projected_step_ms"])),
+        columns += [Column("projected ms", lambda r: ms(r["projected_step_ms"]), detail=1),
                     Column("projected E", lambda r: ratio(r["projected_efficiency"]))]
     columns.append(Column("status", key_cell("status"), right=False))
-    all_notes = [DEFINITIONS[mode], CI_NOTE]
+    all_notes = [DEFINITIONS[mode], CI_NOTE] + ([COVERAGE_NOTE] if few_samples(rows) else [])
     if any(s.projection is not None for s in series):
         all_notes.append(PROJECTION_NOTE)
     if any(r["projection_between_hosts"] for r in rows):

@@ -22,7 +22,7 @@ dlscale/4 adds one record per run of dlscale on the file (/runs/NNNN: Run, the f
 each --resume, with its own rank table, software and environment), and each case names the run
 that wrote it: ResultsFile.ranks_of(case) is the rank table a case really ran with.
 
-Ranks that cross hosts (issue 32) add a case's `placement` ("packed" or "spread") and `hosts`
+Ranks that cross hosts add a case's `placement` ("packed" or "spread") and `hosts`
 (how many hosts its ranks span), and `hosts` and `network` to all-reduce groups. Every loaded
 case has .placement and .hosts, and every AllReduce .hosts and .network: as recorded, else
 "packed" and the hosts its participants (or, for an all-reduce, ranks 0..P-1) have in the rank

@@ -172,8 +172,8 @@ def simulation_rows(views):
 
 
 def simulation_table(rows, several_files=False):
-    columns = ([Column("file", key_cell("file"), right=False)] if several_files else []) + [
-        Column("case", key_cell("case"), right=False),
+    columns = ([Column("file", key_cell("file"), right=False, path=True)] if several_files else []) + [
+        Column("case", key_cell("case"), right=False, keep=True),
         Column("sim", key_cell("simulation"), right=False),
         Column("platform", key_cell("platform"), right=False),
         Column("all-reduce", key_cell("allreduce"), right=False),

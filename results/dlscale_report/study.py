@@ -89,7 +89,7 @@ def comm_key(case):
 
 
 def placement_of(case):
-    """How the case's ranks were placed on hosts: "packed" (a file before issue 32) or "spread"."""
+    """How the case's ranks were placed on hosts: "packed" (also a file from before placements were recorded) or "spread"."""
     return getattr(case, "placement", None) or "packed"
 
 

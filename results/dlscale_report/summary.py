@@ -12,35 +12,38 @@ from .conditions import allreduce_mechanism, case_conditions, short_flags
 from .schema import load_results
 from .stats import case_stats
 from .study import hosts_count, placement_of
+from .tables import COVERAGE_NOTE, WIDTH, Column, Table, few_samples, ms_ci, wrap
 
-# (row key, text-table header, right-aligned?)
+# (row key, text-table header, right-aligned?, detail): a terminal table wider than 120 columns
+# leaves out the columns of detail > 0, the highest first (tables.Table.text; --wide shows them).
+# The conditions go first: format_table lists them in full under the table.
 COLUMNS = (
-    ("file", "file", False),
-    ("case", "case", False),
-    ("workload", "workload", False),
-    ("driver", "driver", False),
-    ("device", "device", False),
-    ("precision", "precision", False),
-    ("isa", "isa", False),
-    ("denormals", "denormals", False),
-    ("scaling", "scaling", False),
-    ("ranks", "ranks", True),
-    ("hosts", "hosts", True),
-    ("placement", "placement", False),
-    ("batch_per_rank", "batch/rank", True),
-    ("global_batch", "global batch", True),
-    ("threads", "threads", True),
-    ("step_median_ms", "step ms [95% CI]", True),
-    ("samples_per_s", "samples/s", True),
-    ("achieved_gflops", "GFLOP/s", True),
-    ("exposed_allreduce_ms", "exposed all-reduce ms", True),
-    ("cpu_utilisation", "CPU util", True),
-    ("peak_pct", "% of peak", True),
-    ("host_peak_rss_mb", "host RSS MB", True),
-    ("device_peak_mb", "device MB", True),
-    ("energy_j_per_sample", "J/sample", True),
-    ("conditions", "conditions", False),
-    ("status", "status", False),
+    ("file", "file", False, 0),
+    ("case", "case", False, 0),
+    ("workload", "workload", False, 0),
+    ("driver", "driver", False, 0),
+    ("device", "device", False, 0),
+    ("precision", "precision", False, 0),
+    ("isa", "isa", False, 5),
+    ("denormals", "denormals", False, 5),
+    ("scaling", "scaling", False, 0),
+    ("ranks", "P", True, 0),
+    ("hosts", "hosts", True, 0),
+    ("placement", "placement", False, 0),
+    ("batch_per_rank", "batch/rank", True, 0),
+    ("global_batch", "global batch", True, 4),
+    ("threads", "threads", True, 0),
+    ("step_median_ms", "step ms [95% CI]", True, 0),
+    ("samples_per_s", "samples/s", True, 0),
+    ("achieved_gflops", "GFLOP/s", True, 1),
+    ("exposed_allreduce_ms", "exposed all-reduce ms", True, 2),
+    ("cpu_utilisation", "CPU util", True, 3),
+    ("peak_pct", "% of peak", True, 1),
+    ("host_peak_rss_mb", "host RSS MB", True, 6),
+    ("device_peak_mb", "device MB", True, 7),
+    ("energy_j_per_sample", "J/sample", True, 8),
+    ("conditions", "conditions", False, 9),
+    ("status", "status", False, 0),
 )
 
 # Shown in the text and HTML tables only where some case's ranks crossed hosts or were spread
@@ -54,7 +57,7 @@ HOSTS_NOTE = ("hosts: how many hosts the case's ranks spanned; placement: packed
 # CSV keeps the CI bounds and the message as separate machine-readable columns.
 CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa", "denormals", "scaling",
                "ranks", "hosts", "placement", "batch_per_rank", "global_batch", "threads",
-               "step_median_ms", "ci95_low_ms", "ci95_high_ms",
+               "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage",
                "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation", "busy_cores",
                "peak_gflops", "peak_pct", "peak_note", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
                "energy_j_per_sample", "energy_source", "user_ms_per_step", "system_ms_per_step", "kernel_pct",
@@ -84,7 +87,7 @@ def case_row(case):
         "threads": a.get("threads"),
         "status": case.status,
         "message": a.get("message", ""),
-        "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None,
+        "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None, "ci_coverage": None,
         "samples_per_s": None, "achieved_gflops": None, "exposed_allreduce_ms": None,
         "cpu_utilisation": None, "busy_cores": None, "peak_gflops": None, "peak_pct": None,
         "host_peak_rss_mb": None, "device_peak_mb": None, "energy_j_per_step": None,
@@ -113,6 +116,7 @@ def case_row(case):
         for key, src, scale in (("step_median_ms", "step_median_s", 1e3),
                                 ("ci95_low_ms", "ci95_low_s", 1e3),
                                 ("ci95_high_ms", "ci95_high_s", 1e3),
+                                ("ci_coverage", "ci_coverage", 1.0),
                                 ("samples_per_s", "samples_per_s", 1.0),
                                 ("achieved_gflops", "achieved_flops", 1e-9),
                                 ("exposed_allreduce_ms", "exposed_allreduce_median_s", 1e3),
@@ -156,7 +160,7 @@ def run_rows(files):
     return rows
 
 
-def runs_text(files):
+def runs_text(files, width=WIDTH):
     """The runs of resumed files, for the text summary ("" when every file had one run)."""
     rows = run_rows(files)
     if not rows:
@@ -164,9 +168,10 @@ def runs_text(files):
     lines = ["", "runs (each case names the run that wrote it; docs/schema.md, /runs):"]
     for r in rows:
         cases = ", ".join(r["cases"]) or "none"
-        lines.append(f"  {r['file']} run {r['run']}, {r['kind']} {r['started_utc']}: {r['world_size']} ranks on "
-                     f"{', '.join(r['hosts'])}; dlscale {r['dlscale']} ({r['commit']}); cases {cases}; "
-                     f"{r['command_line']}")
+        line = (f"  {r['file']} run {r['run']}, {r['kind']} {r['started_utc']}: {r['world_size']} ranks on "
+                f"{', '.join(r['hosts'])}; dlscale {r['dlscale']} ({r['commit']}); cases {cases}; "
+                f"{r['command_line']}")
+        lines += wrap(line, width, "      ") if width else [line]
     return "\n".join(lines) + "\n"
 
 
@@ -175,18 +180,12 @@ def summary_rows(paths):
     return [case_row(c) for p in paths for c in load_results(p).cases]
 
 
-def _ms(v):
-    # Two decimals as in "12.34"; sub-millisecond steps keep 4 significant digits.
-    return f"{v:.2f}" if abs(v) >= 1 else f"{v:.4g}"
-
-
 def _cell(row, key):
     v = row.get(key)
     if key == "step_median_ms":
         if v is None:
             return "-"
-        lo, hi = row.get("ci95_low_ms"), row.get("ci95_high_ms")
-        return _ms(v) if lo is None or hi is None else f"{_ms(v)} [{_ms(lo)}, {_ms(hi)}]"
+        return ms_ci(row, "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage")
     if key == "status":
         # Messages may be multi-line (exception texts); one table row stays one line.
         msg = " ".join(str(row.get("message") or "").split())
@@ -215,31 +214,22 @@ def _columns(rows, show_file):
     return [c for c in COLUMNS if (show_file or c[0] != "file") and (hosts or c[0] not in HOST_COLUMNS)]
 
 
-def format_table(rows, show_file=None):
-    """Aligned plain-text table; the file column only appears for several files, hosts and
-    placement only where some case crossed hosts (show_hosts)."""
+def format_table(rows, show_file=None, width=WIDTH):
+    """The aligned plain-text table (summary_table), then each flagged case's conditions in
+    full; within `width` columns (None: no limit)."""
     if show_file is None:
         show_file = len({r["file"] for r in rows}) > 1
-    cols = _columns(rows, show_file)
-    cells = [[_cell(r, key) for key, _, _ in cols] for r in rows]
-    widths = [max([len(h)] + [len(line[i]) for line in cells]) for i, (_, h, _) in enumerate(cols)]
-
-    def fmt(values):
-        parts = [v.rjust(w) if right else v.ljust(w)
-                 for v, w, (_, _, right) in zip(values, widths, cols)]
-        return "  ".join(parts).rstrip()
-
-    lines = [fmt([h for _, h, _ in cols]), fmt(["-" * w for w in widths])]
-    lines += [fmt(line) for line in cells]
-    if show_hosts(rows):
-        lines += ["", HOSTS_NOTE]
+    text = summary_table(rows, show_file, definitions=False).text(width)
     flagged = [r for r in rows if r.get("conditions_text")]
     if flagged:
         # The conditions column in full: what shaped each flagged case's figures.
-        lines += ["", "conditions (docs/metrics.md, \"Utilisation and energy\"):"]
-        lines += [f"  {r['case']}{' of ' + r['file'] if show_file else ''}: {text}"
-                  for r in flagged for text in r["conditions_text"]]
-    return "\n".join(lines) + "\n"
+        lines = ["", "conditions (docs/metrics.md, \"Utilisation and energy\"):"]
+        for r in flagged:
+            for line in r["conditions_text"]:
+                line = f"  {r['case']}{' of ' + r['file'] if show_file else ''}: {line}"
+                lines += wrap(line, width, "      ") if width else [line]
+        text += "\n".join(lines) + "\n"
+    return text
 
 
 def format_csv(rows):
@@ -259,27 +249,37 @@ def format_json(rows):
     return json_text([{k: json_value(r.get(k)) for k in CSV_COLUMNS} for r in rows])
 
 
-def summary_table(rows, show_file=None):
-    """The same rows as a tables.Table (for the HTML report)."""
-    from .tables import Column, Table
+def summary_table(rows, show_file=None, definitions=True):
+    """The rows as a tables.Table: the HTML report's, with the definitions and each flagged case's
+    conditions as notes; without `definitions`, the text table's (format_table)."""
     if show_file is None:
         show_file = len({r["file"] for r in rows}) > 1
-    cols = [Column(h, (lambda key: lambda r: _cell(r, key))(key), right)
-            for key, h, right in _columns(rows, show_file)]
-    notes = ["as recorded in each file's summary group; step = max over ranks per iteration, "
-             "median over iterations, with its order-statistic 95% CI; samples/s = global batch "
-             "/ median; GFLOP/s = analytic training FLOP per step / median (1 GFLOP = 1e9 FLOP); "
-             "CPU util = process CPU time / (wall time x threads) over the timed region, mean over "
-             "ranks; % of peak = achieved / the measured GEMM peak of the case's driver, device, "
-             "precision and threads summed over ranks; RSS and device MB: the largest rank's peak "
-             "(1 MB = 1e6 B); J/sample = the case's device energy (CPU packages or GPUs) over the "
-             "timed region / samples; '-' = unavailable (see the CSV's energy_source); conditions: "
-             "contended (a rank waited for a core >= 10% of its runnable time, or lost >= 5% to steal), "
-             "kernel N% (of the CPU time, when >= 10%), N faults/step (when >= 1000), above peak (a share "
-             "over 100%, the CSV's peak_note says why); docs/metrics.md"]
+    cols = [Column(h, (lambda key: lambda r: _cell(r, key))(key), right, detail=detail,
+                   keep=key in ("case", "step_median_ms"), path=key == "file")
+            for key, h, right, detail in _columns(rows, show_file)]
+    notes = []
+    if definitions:
+        notes.append(DEFINITIONS)
+    if few_samples(rows):
+        notes.append(COVERAGE_NOTE)
     if show_hosts(rows):
         notes.append(HOSTS_NOTE)
-    # Each flagged case's conditions in full, a share above the peak with its reason among them.
-    notes += [f"{r['case']}{' of ' + r['file'] if show_file else ''}: {text}"
-              for r in rows for text in r.get("conditions_text", [])]
+    if definitions:
+        # Each flagged case's conditions in full, a share above the peak with its reason among them.
+        notes += [f"{r['case']}{' of ' + r['file'] if show_file else ''}: {text}"
+                  for r in rows for text in r.get("conditions_text", [])]
     return Table(title="cases", columns=cols, rows=rows, csv_columns=CSV_COLUMNS, notes=notes)
+
+
+DEFINITIONS = (
+    "as recorded in each file's summary group; step = max over ranks per iteration, "
+    "median over iterations, with its order-statistic 95% CI; samples/s = global batch "
+    "/ median; GFLOP/s = analytic training FLOP per step / median (1 GFLOP = 1e9 FLOP); "
+    "CPU util = process CPU time / (wall time x threads) over the timed region, mean over "
+    "ranks; % of peak = achieved / the measured GEMM peak of the case's driver, device, "
+    "precision and threads summed over ranks; RSS and device MB: the largest rank's peak "
+    "(1 MB = 1e6 B); J/sample = the case's device energy (CPU packages or GPUs) over the "
+    "timed region / samples; '-' = unavailable (see the CSV's energy_source); conditions: "
+    "contended (a rank waited for a core >= 10% of its runnable time, or lost >= 5% to steal), "
+    "kernel N% (of the CPU time, when >= 10%), N faults/step (when >= 1000), above peak (a share "
+    "over 100%, the CSV's peak_note says why); docs/metrics.md")

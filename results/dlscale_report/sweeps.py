@@ -89,7 +89,7 @@ def sweep_table(panels, knob, notes=()):
                 if r["x"] == x:
                     row[r["driver"]] = ms(r["step_median_ms"]) if r["status"] == "ok" else r["status"]
             display.append(row)
-    columns = [Column("configuration", key_cell("panel"), right=False),
+    columns = [Column("configuration", key_cell("panel"), right=False, keep=True, words=True),
                Column(KNOBS[knob][3], key_cell("x"))]
     columns += [Column(f"{d} ms", (lambda d: lambda r: r.get(d, "-"))(d)) for d in drivers]
     what = "CPU threads per rank" if knob == "threads" else \

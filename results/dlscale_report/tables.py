@@ -15,7 +15,16 @@ import io
 import json
 import math
 import numbers
+import os
+import textwrap
 from dataclasses import dataclass, field
+
+
+# Terminal output fits this many columns unless --wide asks for every column on one line each.
+WIDTH = 120
+# A text cell longer than this (a failure message, say) shows its start and a footnote number;
+# the footnote under the table has it whole.
+MAX_TEXT_CELL = 40
 
 
 @dataclass
@@ -23,6 +32,10 @@ class Column:
     header: str
     cell: object               # row dict -> display string
     right: bool = True         # numbers right-aligned
+    detail: int = 0            # > 0: left out of a text table wider than WIDTH, the highest first
+    keep: bool = False         # shown even when every row has the same value (a table's key)
+    words: bool = False        # a label of words: those in every row's label are said once
+    path: bool = False         # a file path: the folder every row's path is in is said once
 
 
 @dataclass
@@ -34,20 +47,44 @@ class Table:
     csv_rows: list = None      # defaults to rows (a pivoted display can have other rows)
     notes: list = field(default_factory=list)
 
-    def text(self):
-        cells = [[c.cell(r) for c in self.columns] for r in self.rows]
-        widths = [max([len(c.header)] + [len(line[i]) for line in cells])
-                  for i, c in enumerate(self.columns)]
+    def text(self, width=WIDTH):
+        """The aligned table. Within `width` columns (None: every column, lines as long as they
+        come): a column with one value in every row becomes a line "every row: ..." under the
+        title, long text cells end in a footnote, detail columns are left out from the right
+        until a row fits (named in a note), and notes wrap."""
+        columns = list(self.columns)
+        cells = [[c.cell(r) for c in columns] for r in self.rows]
+        lines = [self.title]
+        footnotes, left_out = [], []
+        if width:
+            columns, cells, said = _said_once(columns, cells)
+            if said:
+                lines += wrap("every row: " + ", ".join(said), width, "  ")
+            cells = _footnoted(columns, cells, footnotes)
+            while _row_width(columns, cells) > width and any(c.detail for c in columns):
+                # The highest detail first; of equal ones, the rightmost.
+                i = max((c.detail, i) for i, c in enumerate(columns) if c.detail)[1]
+                left_out.append(columns.pop(i).header)
+                for line in cells:
+                    del line[i]
+        widths = [max([len(c.header)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
 
         def fmt(values):
             return "  ".join(v.rjust(w) if c.right else v.ljust(w)
-                             for v, w, c in zip(values, widths, self.columns)).rstrip()
+                             for v, w, c in zip(values, widths, columns)).rstrip()
 
-        lines = [self.title, fmt([c.header for c in self.columns]), fmt(["-" * w for w in widths])]
+        lines += [fmt([c.header for c in columns]), fmt(["-" * w for w in widths])]
         lines += [fmt(line) for line in cells]
         if not self.rows:
             lines.append("(no rows)")
-        lines += [f"note: {n}" for n in self.notes]
+        for k, text in enumerate(footnotes, 1):
+            lines += wrap(f"[{k}] {text}", width, "    ")
+        notes = list(self.notes)
+        if left_out:
+            notes.append(f"left out to fit {width} columns: {', '.join(reversed(left_out))} "
+                         "(--wide shows every column; --format csv has every value)")
+        for n in notes:
+            lines += wrap(f"note: {n}", width, "  ") if width else [f"note: {n}"]
         return "\n".join(lines) + "\n"
 
     def csv(self):
@@ -63,20 +100,95 @@ class Table:
         return [{k: json_value(r.get(k)) for k in self.csv_columns}
                 for r in (self.rows if self.csv_rows is None else self.csv_rows)]
 
-    def html(self):
+    def html(self, detail=True, notes=True):
+        """The table as HTML; without `detail`, its detail columns left out; without `notes`,
+        its notes."""
         e = html.escape
+        columns = [c for c in self.columns if detail or not c.detail]
         head = "".join(f'<th class="{"num" if c.right else "txt"}">{e(c.header)}</th>'
-                       for c in self.columns)
+                       for c in columns)
         body = "".join(
             "<tr>" + "".join(f'<td class="{"num" if c.right else "txt"}">{e(c.cell(r))}</td>'
-                             for c in self.columns) + "</tr>\n"
+                             for c in columns) + "</tr>\n"
             for r in self.rows)
         if not self.rows:
-            body = f'<tr><td colspan="{len(self.columns)}">(no rows)</td></tr>'
-        notes = "".join(f"<li>{e(n)}</li>" for n in self.notes)
+            body = f'<tr><td colspan="{len(columns)}">(no rows)</td></tr>'
+        notes = "".join(f"<li>{e(n)}</li>" for n in self.notes) if notes else ""
         return (f'<table>\n<caption>{e(self.title)}</caption>\n<thead><tr>{head}</tr></thead>\n'
                 f'<tbody>\n{body}</tbody>\n</table>\n'
                 + (f'<ul class="notes">{notes}</ul>\n' if notes else ""))
+
+
+def wrap(text, width, indent=""):
+    """`text` as lines of at most `width` characters (words longer than that stay whole), the
+    continuation lines indented."""
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [""]
+
+
+def _footnoted(columns, cells, footnotes):
+    """cells with every text cell longer than MAX_TEXT_CELL cut short and numbered (a key's
+    cells stay whole); the whole texts appended to footnotes, one per distinct text."""
+    out = []
+    for line in cells:
+        row = []
+        for c, v in zip(columns, line):
+            if not c.right and not c.keep and len(v) > MAX_TEXT_CELL:
+                if v not in footnotes:
+                    footnotes.append(v)
+                mark = f" [{footnotes.index(v) + 1}]"
+                v = v[:MAX_TEXT_CELL - len(mark) - 1].rstrip() + "…" + mark
+            row.append(v)
+        out.append(row)
+    return out
+
+
+def _said_once(columns, cells):
+    """(columns, cells, said): what every row shows alike taken out of the table and said once
+    ("header value"): a column with one value in every row (unless it is a key), and the words
+    that every label of a words column has."""
+    if len(cells) < 2:
+        return columns, cells, []
+    same = [i for i, c in enumerate(columns) if not c.keep and len({line[i] for line in cells}) == 1]
+    # Nothing to say of a column that every row leaves empty or unavailable.
+    said = [f"{columns[i].header} {cells[0][i]}" for i in same if cells[0][i] not in ("", "-")]
+    columns = [c for i, c in enumerate(columns) if i not in same]
+    cells = [[v for i, v in enumerate(line) if i not in same] for line in cells]
+    for i, c in enumerate(columns):
+        common = _common_words([line[i] for line in cells]) if c.words else []
+        if common:
+            said.append(f"{c.header} {' '.join(common)}")
+            for line in cells:
+                line[i] = " ".join(w for w in line[i].split() if w not in common)
+        folder = _common_folder([line[i] for line in cells]) if c.path else ""
+        if folder:
+            folder = folder.rstrip("/") + "/"
+            said.append(f"{c.header} in {folder}")
+            for line in cells:
+                line[i] = line[i][len(folder):]
+    return columns, cells, said
+
+
+def _common_folder(paths):
+    """The folder all `paths` are in ("" where they have none in common)."""
+    try:
+        folder = os.path.commonpath(paths)
+    except ValueError:          # absolute and relative paths mixed
+        return ""
+    return folder if folder and all(p.startswith(folder.rstrip("/") + "/") for p in paths) else ""
+
+
+def _common_words(labels):
+    """The words of the first label that every label has, in its order; none where taking them
+    out would leave some label empty."""
+    sets = [set(label.split()) for label in labels]
+    common = [w for w in labels[0].split() if all(w in s for s in sets)]
+    return common if all(s - set(common) for s in sets) else []
+
+
+def _row_width(columns, cells):
+    return sum(max([len(c.header)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)) \
+        + 2 * (len(columns) - 1)
 
 
 def summary_value(summary, key, scale=1.0):
@@ -123,19 +235,48 @@ def json_text(rows):
 # ---------------------------------------------------------------- cell formats
 
 def ms(v):
-    """Milliseconds: two decimals from 1 ms up, four significant digits below."""
+    """Milliseconds to about four significant digits ("0.1234", "12.34", "123.4", "1234"); the
+    CSV and JSON have every digit."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
+    if abs(v) >= 1000:
+        return f"{v:.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
     return f"{v:.2f}" if abs(v) >= 1 else f"{v:.4g}"
 
 
-def ms_ci(row, key, low, high):
-    """ "median [low, high]" in ms, or "-"."""
+# Step times' intervals are 95% ones where a case has enough iterations; with fewer, the widest
+# order-statistic interval covers less, and the cell says how much.
+COVERAGE_NOTE = ("(N%) after an interval: its true coverage, below 95% because the case has too few "
+                 "timed iterations for a 95% interval of the median (docs/metrics.md)")
+
+
+def few_samples(rows, key="ci_coverage"):
+    """Whether some row's interval covers less than 95% (COVERAGE_NOTE applies)."""
+    return any(r.get(key) is not None and r[key] < 0.95 for r in rows)
+
+
+def ms_ci(row, key, low, high, coverage=None):
+    """ "median [low, high]" in ms, "median [low, high] (88%)" where the interval covers less than
+    95% (the row's `coverage`), or "-"."""
     v = row.get(key)
     if v is None:
         return "-"
     lo, hi = row.get(low), row.get(high)
-    return ms(v) if lo is None or hi is None else f"{ms(v)} [{ms(lo)}, {ms(hi)}]"
+    if lo is None or hi is None:
+        return ms(v)
+    cov = row.get(coverage) if coverage else None
+    return f"{ms(v)} [{ms(lo)}, {ms(hi)}]" + (f" ({100 * cov:.0f}%)" if cov is not None and cov < 0.95 else "")
+
+
+def percent(share, signed=False):
+    """A share as a whole percentage, "12%" ("+12%" signed); rounded first, so that -0.3% reads
+    "0%", never "-0%"."""
+    if share is None:
+        return "-"
+    value = round(100 * share)
+    return f"{value:+d}%" if signed and value else f"{value:d}%"
 
 
 def ratio(v, digits=3):

@@ -598,8 +598,10 @@ void validate_request(const std::vector<CaseSpec>& cases, const Registry& driver
           fmt::format("unknown driver '{}' (this build has: {})", c.driver, known.empty() ? "none" : known));
     }
     if (c.ranks <= 0 || c.ranks > world_size) {
-      throw UsageError(
-          fmt::format("--ranks {}: this job has {} ranks (a case runs on 1 to {})", c.ranks, world_size, world_size));
+      throw UsageError(fmt::format(
+          "--ranks {}: this job has {} rank{} (a case runs on 1 to {}){}", c.ranks, world_size,
+          world_size == 1 ? "" : "s", world_size,
+          c.ranks > world_size ? fmt::format(": launch it with `mpirun -np {}` or more", c.ranks) : std::string()));
     }
     if (c.bucket_mb < 0) throw UsageError(fmt::format("--bucket-mb must be 0 or more, got {}", c.bucket_mb));
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));

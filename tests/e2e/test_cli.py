@@ -246,7 +246,7 @@ class Matrices(Workdir):
         self.assertEqual(hosts[("0001", "1")], "node-b")
         self.assertEqual(hosts[("0002", "0")], "node-a")
         self.assertNotIn(hosts[("0000", "0")], ("node-a", "node-b"))
-        summary = subprocess.run(tool + ["summary", moved], capture_output=True, text=True, timeout=300)
+        summary = subprocess.run(tool + ["summary", "--wide", moved], capture_output=True, text=True, timeout=300)
         self.assertEqual(summary.returncode, 0, summary.stderr)
         self.assertRegex(summary.stdout, r"run 0000, created .*: 2 ranks on .*; cases 0000;")
         self.assertRegex(summary.stdout, r"run 0001, resumed .*: 2 ranks on node-a, node-b; .*cases 0001, 0002;")

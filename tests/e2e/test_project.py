@@ -218,6 +218,11 @@ class Project(unittest.TestCase):
         path = self.copy("measured_platform.h5")
         proc = self.project(path, "--platform", "measured", "--ranks", "4", "--case", "0000")
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        # Beyond the 2 ranks it measured it says what it extrapolates from, in one line.
+        lines = [line for line in proc.stdout.splitlines() if "extrapolates" in line]
+        self.assertEqual(lines, ["--platform measured extrapolates case 0000's all-reduce on 2 ranks on 1 host to 2 "
+                                 "nodes of 2: every node and link as fast as measured there, and between hosts the "
+                                 "within-host fit (no between-host figures measured)"])
         with h5py.File(path, "r") as f:
             fit = dict(f["cases/0000/projection"].attrs)
             g = f["cases/0000/simulations/0000"]
@@ -257,7 +262,7 @@ class Project(unittest.TestCase):
 
         proc = report("check", path)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        proc = report("summary", path)
+        proc = report("summary", "--wide", path)   # each sentence on one line
         self.assertEqual(proc.returncode, 0, proc.stderr)
         lines = [l for l in proc.stdout.splitlines() if "simulated on" in l]
         self.assertEqual(len(lines), 1, proc.stdout)

@@ -310,3 +310,44 @@ class MissingModuleTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TextWidthTest(unittest.TestCase):
+    """tables.Table.text within a width: what every row shares said once, long text cells as
+    footnotes, detail columns left out (the highest first) and named, notes wrapped; --wide
+    (width None) as it comes."""
+
+    def table(self):
+        from dlscale_report.tables import Column, Table
+        rows = [{"series": f"net{i} libtorch cpu fp32", "device": "cpu", "ms": 10.0 * i, "gflops": 1.5 * i,
+                 "rss": 100.0 + i, "status": "ok" if i else "failed: " + "out of memory " * 4} for i in range(3)]
+        columns = [Column("series", lambda r: r["series"], right=False, keep=True, words=True),
+                   Column("device", lambda r: r["device"], right=False),
+                   Column("step ms", lambda r: f"{r['ms']:.2f}"),
+                   Column("GFLOP/s", lambda r: f"{r['gflops']:.2f}", detail=1),
+                   Column("host RSS MB", lambda r: f"{r['rss']:.1f}", detail=2),
+                   Column("status", lambda r: r["status"], right=False)]
+        return Table(title="cases", columns=columns, rows=rows, csv_columns=("series",),
+                     notes=["a note long enough to be wrapped at the width of this test's table " * 2])
+
+    def test_fits_the_width(self):
+        text = self.table().text(width=70)
+        lines = text.splitlines()
+        self.assertLessEqual(max(len(line) for line in lines), 70, text)
+        self.assertEqual(lines[1], "every row: device cpu, series libtorch cpu fp32")
+        header = lines[2].split()
+        self.assertEqual(header[:3], ["series", "step", "ms"])
+        self.assertNotIn("RSS", lines[2])               # detail 2 went first
+        self.assertIn("net0  ", lines[4])
+        self.assertRegex(lines[4], r"  failed: out of memory out of memory… \[1\]$")   # 40 characters
+        self.assertIn("[1] failed: out of memory out of memory out of memory out of memory", text)
+        self.assertIn("note: left out to fit 70 columns: host RSS MB", " ".join(text.split()))
+        self.assertTrue(any(line.startswith("  ") and "wrapped" in line for line in lines), text)
+
+    def test_wide_keeps_everything(self):
+        text = self.table().text(width=None)
+        header = text.splitlines()[1]
+        for name in ("series", "device", "GFLOP/s", "host RSS MB", "status"):
+            self.assertIn(name, header)
+        self.assertIn("failed: " + "out of memory " * 3 + "out of memory", text)
+        self.assertNotIn("every row", text)

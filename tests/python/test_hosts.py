@@ -17,7 +17,7 @@ import unittest
 import numpy as np
 
 from test_analysis import read_csv, run
-from test_report import make_case, write_results
+from test_report import make_case, table_lines, write_results
 
 import dlscale_report as dr  # noqa: E402  (test_report put results/ on sys.path)
 from dlscale_report.diagnosis import diagnose, diagnosis_lines, diagnosis_rows  # noqa: E402
@@ -109,10 +109,13 @@ class HostsTest(unittest.TestCase):
     def test_old_single_host_summary_keeps_its_columns(self):
         path = self.write("one.h5", [case(1, 0.010), case(2, 0.0105)], hosts=None)
         rows = [case_row(c) for c in dr.load_study([path]).cases]
-        header = format_table(rows).splitlines()[0].split()
-        self.assertNotIn("hosts", header)
-        self.assertNotIn("placement", header)
-        self.assertEqual(header[:3], ["case", "workload", "driver"])
+        text = format_table(rows)
+        header = table_lines(text)[0].split()
+        self.assertNotIn("hosts", text)
+        self.assertNotIn("placement", text)
+        self.assertEqual(header[:2], ["case", "P"])
+        # What both cases share is said once above the table.
+        self.assertIn("every row: workload mlp, driver native,", text)
         # The CSV always has them: 1 host, packed.
         out = run("summary", path, "--format", "csv")
         self.assertEqual(out.returncode, 0, out.stderr)
@@ -129,11 +132,11 @@ class HostsTest(unittest.TestCase):
         path = self.write("new.h5", packed() + spread())
         out = run("summary", path)
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertIn(" ranks  hosts  placement ", out.stdout.splitlines()[0])
+        self.assertIn(" P  hosts  placement ", table_lines(out.stdout)[0])
         table = summary_table([case_row(c) for c in dr.load_study([path]).cases])
         headers = [c.header for c in table.columns]
-        i = headers.index("ranks")
-        self.assertEqual(headers[i:i + 3], ["ranks", "hosts", "placement"])
+        i = headers.index("P")
+        self.assertEqual(headers[i:i + 3], ["P", "hosts", "placement"])
         cells = [[c.cell(r) for c in table.columns[i:i + 3]] for r in table.rows]
         self.assertEqual(cells[5], ["4", "2", "spread"])          # case 0005: spread P=4 on 2 hosts
         self.assertIn("placement: packed", "".join(table.notes))
@@ -253,7 +256,7 @@ class HostsTest(unittest.TestCase):
         self.assertEqual({(r["group"], r["hosts"], r["network"]) for r in rows},
                          {("0000", "2", "between hosts"), ("0001", "1", "within one host")})
         text = run("allreduce", path).stdout
-        self.assertIn("network", text.splitlines()[1])
+        self.assertIn("network", table_lines(text)[0])
         self.assertIn("between hosts", text)
         self.assertIn("within one host", text)
         # An old benchmark of 4 ranks on this rank table spanned both hosts.

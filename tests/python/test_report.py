@@ -70,7 +70,18 @@ def reference_stats(iter_time_s, global_batch, flops):
     }
 
 
+def table_lines(text):
+    """The header, rule and rows of the first aligned table in a command's text output (after
+    its title and "every row:" lines, before its footnotes and notes)."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("--"))
+    end = next((i for i in range(rule + 1, len(lines))
+                if not lines[i] or lines[i].startswith(("note: ", "["))), len(lines))
+    return lines[rule - 1:end]
+
+
 # ---------------------------------------------------------------- file writer
+
 
 def make_case(iter_time_s=None, status="ok", message="", phases=False, ranks=None,
               iterations=None, workload="mlp", batch_per_rank=32, flops=1.2e9,
@@ -447,7 +458,7 @@ class CliTest(unittest.TestCase):
         proc = run_cli("summary", self.path)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         table, diagnosis = proc.stdout.split("\n\n")
-        lines = table.splitlines()
+        lines = table_lines(table)
         self.assertEqual(len(lines), 2 + 3)                    # header, rule, 3 cases
         # Then the diagnosis: every series here has one rank count, which is a note, not an error.
         self.assertTrue(diagnosis.startswith("scaling diagnosis"), diagnosis)
@@ -467,10 +478,12 @@ class CliTest(unittest.TestCase):
         write_results(second, sample_cases()[:1])
         proc = run_cli("summary", self.path, second, module=True)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        lines = proc.stdout.split("\n\n")[0].splitlines()
+        lines = table_lines(proc.stdout.split("\n\n")[0])
         self.assertTrue(lines[0].startswith("file"))
         self.assertEqual(len(lines), 2 + 4)
-        self.assertTrue(lines[-1].startswith(second))
+        # The folder both files are in is said once; the column names each file in it.
+        self.assertIn(f"file in {self.tmp.name}/", " ".join(proc.stdout.split()))
+        self.assertTrue(lines[-1].startswith("second.h5"))
 
     def test_summary_csv(self):
         proc = run_cli("summary", "--format", "csv", self.path)
@@ -699,7 +712,11 @@ class SimulationTest(unittest.TestCase):
         self.assertEqual(dr.load_case(self.path, 0).simulations, [])
 
     def test_summary_line(self):
+        # Within 120 columns the sentences wrap; --wide gives each its line.
         proc = run_cli("summary", self.path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertLessEqual(max(len(line) for line in proc.stdout.splitlines()), 120)
+        proc = run_cli("summary", "--wide", self.path)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         head, block = proc.stdout.split("\nsimulated projections (")
         lines = block.splitlines()[1:]
@@ -732,7 +749,7 @@ class SimulationTest(unittest.TestCase):
         self.assertEqual(len(loaded.cases), 2)
         self.assertEqual([s.name for s in loaded.cases[1].simulations], ["0000", "0001", "0002"])
         self.assertEqual([str(d) for d in loaded.damaged], ["simulation 0001/0003 (lacks dataset(s) step_s)"])
-        proc = run_cli("summary", self.path)
+        proc = run_cli("summary", "--wide", self.path)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("simulation 0001/0003 (lacks dataset(s) step_s)", proc.stderr)
         self.assertIn(self.LINE_B, proc.stdout)

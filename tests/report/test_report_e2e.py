@@ -14,6 +14,7 @@ import csv
 import io
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,15 @@ class Raw:
 
 def read_csv(text):
     return list(csv.DictReader(io.StringIO(text)))
+
+
+def table_lines(text):
+    """The header, rule and rows of the first aligned table in a command's text output."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("--"))
+    end = next((i for i in range(rule + 1, len(lines))
+                if not lines[i] or lines[i].startswith(("note: ", "["))), len(lines))
+    return lines[rule - 1:end]
 
 
 def num(text):
@@ -192,6 +202,22 @@ class Study(unittest.TestCase):
             self.assertTrue(os.path.getsize(p) > 100, p)
             with open(p, "rb") as f:
                 self.assertEqual(f.read(8), PNG_SIGNATURE, p)
+
+    def repeated_medians(self):
+        """The medians of each configuration that the study's files measured more than once (the
+        rerun of the 2-rank job, and strong scaling's P=2 against weak scaling's: one batch per
+        rank), straight from iter_time_s."""
+        groups = {}
+        for path in self.all:
+            with h5py.File(path, "r") as f:
+                for c in f["cases"].values():
+                    a = c.attrs
+                    if a["status"] != "ok":
+                        continue
+                    key = tuple(str(a[k]) for k in ("workload", "driver", "precision", "ranks", "batch_per_rank",
+                                                    "threads", "bucket_mb"))
+                    groups.setdefault(key, []).append(step_stats(c["iter_time_s"][()])[0])
+        return [g for g in groups.values() if len(g) > 1]
 
     def written(self, proc):
         """Files that a command with -o names on stderr."""
@@ -430,11 +456,20 @@ class Figures(Study):
             page_rows = read_csv(f.read())
         self.assertEqual(len(page_rows), len(self.csv_of("scaling", "--mode", "weak", *self.all)))
 
-        # The first screen: the overview figure and the diagnosis, before any detail section.
+        # The first screen: the overview figure, then the diagnosis table, before any detail
+        # section, and few words before it.
         self.assertIn("overview.png", names)
-        self.assertLess(page.index("overview.png"), page.index('id="consistency"'))
+        self.assertLess(page.index("overview.png"), page.index('id="why"'))
         self.assertLess(page.index('id="why"'), page.index('id="consistency"'))
         self.assertIn('id="diagnosis"', page)
+        first = page.index("<table")
+        self.assertIn("<caption>scaling diagnosis", page[first:first + 200])
+        before = re.sub(r"<[^>]+>", " ", page[page.index("<body>"):first])
+        self.assertLessEqual(len(before.split()), 250, before)
+        # The rerun of the 2-rank job measured each of its configurations twice: the largest
+        # spread between the medians of one configuration is the study's run-to-run spread.
+        spread = max(max(g) / min(g) - 1 for g in self.repeated_medians())
+        self.assertIn(f"run-to-run spread {100 * spread:.1f}%", page)
         # No empty table: every table has body rows (a section without data is one line).
         tables = page.split("<table")[1:]
         self.assertTrue(tables)
@@ -506,15 +541,17 @@ class Diagnosis(Study):
             self.assertAlmostEqual(shares, 1 - num(r["efficiency"]), places=9)
             # A 2- or 3-rank step reduces gradients: some exposed all-reduce is lost.
             self.assertGreater(c["allreduce"], 0)
-        # One sentence per series and rank count, in the terminal summary too.
+        # One row per series and rank count in the terminal summary too, within 120 columns, the
+        # parts in one fixed order and as the CSV's shares.
         proc = report("summary", *self.weak)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        sentences = [line for line in proc.stdout.splitlines() if "efficiency" in line and " at P=" in line]
-        self.assertEqual(len(sentences), len(rows))
-        for line in sentences:
-            self.assertRegex(line, r"at P=\d, efficiency \d\.\d\d: -?\d+% ")
-            for name in ("compute inflation", "straggler wait", "exposed all-reduce", "update and other"):
-                self.assertIn(name, line)
+        self.assertLessEqual(max(len(line) for line in proc.stdout.splitlines()), 120)
+        block = next(b for b in proc.stdout.split("\n\n") if b.startswith("scaling diagnosis"))
+        table = table_lines(block)
+        self.assertRegex(table[0], r"^series +P +E +compute +straggler +all-reduce +other")
+        self.assertEqual(len(table) - 2, len(rows))
+        shown = {re.search(r"  (\d+)  +(\d\.\d\d)  ", line).groups() for line in table[2:]}  # P and E
+        self.assertEqual(shown, {(r["ranks"], f"{num(r['efficiency']):.2f}") for r in rows})
 
     def test_one_rank_count_gets_a_note(self):
         out = self.path("one_rank_count")
@@ -526,8 +563,7 @@ class Diagnosis(Study):
         self.assertIn("not shown, no data: scaling diagnosis", page)
         proc = report("summary", self.weak[1])
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        notes = [line for line in proc.stdout.splitlines() if "needs two rank counts" in line]
-        self.assertEqual(len(notes), 4, proc.stdout)
+        self.assertEqual(" ".join(proc.stdout.split()).count("needs two rank counts"), 4, proc.stdout)
 
 
 class BadInput(Study):
