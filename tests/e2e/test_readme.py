@@ -1,6 +1,7 @@
 """The README's commands work as a newcomer types them: every command line of its shell blocks
 (those that need neither a GPU nor the set-up scripts) runs verbatim in an empty directory, as
-a job of 2 ranks and as a job of 1, and the report commands' text fits 120 columns.
+a job of 2 ranks and as a job of 1; the report commands' text fits 120 columns, the default
+study's `scaling` and `diagnosis` too, and its HTML report opens with the diagnosis table.
 
 `build/current/` and `results/dlscale-report` name this build's binaries and the source tree's
 report tool; the working directory is a fresh one, so the files the commands write (the study's
@@ -79,7 +80,38 @@ class Readme(unittest.TestCase):
             if os.path.basename(command[0]) == "dlscale-report":
                 wide = [line for line in proc.stdout.splitlines() if len(line) > WIDTH]
                 self.assertEqual(wide, [], " ".join(command))
-        self.assertTrue(os.path.isfile(os.path.join(self.dir, "study-report", "index.html")))
+        # The default study's scaling and diagnosis fit 120 columns too.
+        study = os.path.join(self.dir, "results", "study.h5")
+        for command in ("scaling", "diagnosis"):
+            proc = self.run_command(localised(["results/dlscale-report", command, study], 2))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            wide = [line for line in proc.stdout.splitlines() if len(line) > WIDTH]
+            self.assertEqual(wide, [], command)
+        self.check_report(os.path.join(self.dir, "study-report", "index.html"))
+
+    def check_report(self, index):
+        """The study's report: the diagnosis table first, after few words, with its noise marks
+        where the study measured a spread; rendered by Chromium where it is installed."""
+        with open(index, encoding="utf-8") as f:
+            page = f.read()
+        first = page.index("<table")
+        self.assertIn("<caption>scaling diagnosis", page[first:first + 200])
+        self.assertLessEqual(len(re.sub(r"<[^>]+>", " ", page[page.index("<body>"):first]).split()), 250)
+        table = page[first:page.index("</table>", first)]
+        if "run-to-run spread" in page:
+            self.assertIn(">~", table)
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium is None:
+            return
+        shot = os.path.join(self.dir, "report.png")
+        proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               f"--user-data-dir={os.path.join(self.dir, 'chromium')}", f"--screenshot={shot}",
+                               "--window-size=1280,1600", f"file://{index}"],
+                              capture_output=True, text=True, timeout=180)
+        self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
+        with open(shot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
     def test_one_rank(self):
         for words in self.commands:
