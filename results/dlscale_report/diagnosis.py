@@ -34,7 +34,7 @@ import numpy as np
 from .conditions import allreduce_text, bucketed, contention_text, kernel_text
 from .scaling import build_series, point_label, scaling_modes
 from .study import hosts_text
-from .tables import Column, Table, ms, percent, ratio
+from .tables import Column, Table, common_words, ms, percent, ratio
 
 PARTS = ("compute", "straggler", "allreduce", "other")
 # What the loss in each part is called (the part itself, in the step: the second name).
@@ -125,7 +125,6 @@ class Diagnosis:
                 f"; {self.projection_sentence()}" if self.projection and p is self.points[-1] else "")
                 for p in self.points]
         return lines + [f"{head}: {c}" for c in self.conditions]
-
 
     def projection_sentence(self):
         errors = ", ".join(f"P={p} {percent(e, signed=True)}" for p, e in sorted(self.projection_errors.items()))
@@ -261,9 +260,8 @@ def diagnosis_notes(diagnoses):
     """The diagnosis table's notes: why a series has no diagnosis; what shaped the cases, each
     text once with the series it applies to; how the projections were made, once. Series are
     named by the words that tell them apart (those all of them share are said once)."""
-    from .tables import _common_words
     done = [d for d in diagnoses if not d.note]
-    common = set(_common_words([d.label for d in done])) if len(done) > 1 else set()
+    common = set(common_words([d.label for d in done])) if len(done) > 1 else set()
 
     def name(d):
         return " ".join(w for w in d.label.split() if w not in common) + f" ({d.mode})"

@@ -67,6 +67,10 @@ class Table:
                 left_out.append(columns.pop(i).header)
                 for line in cells:
                     del line[i]
+            if _row_width(columns, cells) > width:
+                # The last resort: long labels too end in a footnote (a table of one row says
+                # nothing once, so its label stays whole until here).
+                cells = _footnoted(columns, cells, footnotes, labels=True)
         widths = [max([len(c.header)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
 
         def fmt(values):
@@ -126,14 +130,15 @@ def wrap(text, width, indent=""):
                          break_on_hyphens=False) or [""]
 
 
-def _footnoted(columns, cells, footnotes):
+def _footnoted(columns, cells, footnotes, labels=False):
     """cells with every text cell longer than MAX_TEXT_CELL cut short and numbered (a key's
-    cells stay whole); the whole texts appended to footnotes, one per distinct text."""
+    cells stay whole, unless `labels` and it is a label of words); the whole texts appended to
+    footnotes, one per distinct text."""
     out = []
     for line in cells:
         row = []
         for c, v in zip(columns, line):
-            if not c.right and not c.keep and len(v) > MAX_TEXT_CELL:
+            if not c.right and (not c.keep or labels and c.words) and len(v) > MAX_TEXT_CELL:
                 if v not in footnotes:
                     footnotes.append(v)
                 mark = f" [{footnotes.index(v) + 1}]"
@@ -155,7 +160,7 @@ def _said_once(columns, cells):
     columns = [c for i, c in enumerate(columns) if i not in same]
     cells = [[v for i, v in enumerate(line) if i not in same] for line in cells]
     for i, c in enumerate(columns):
-        common = _common_words([line[i] for line in cells]) if c.words else []
+        common = common_words([line[i] for line in cells]) if c.words else []
         if common:
             said.append(f"{c.header} {' '.join(common)}")
             for line in cells:
@@ -178,7 +183,7 @@ def _common_folder(paths):
     return folder if folder and all(p.startswith(folder.rstrip("/") + "/") for p in paths) else ""
 
 
-def _common_words(labels):
+def common_words(labels):
     """The words of the first label that every label has, in its order; none where taking them
     out would leave some label empty."""
     sets = [set(label.split()) for label in labels]

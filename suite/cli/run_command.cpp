@@ -396,6 +396,9 @@ LoopEnd run_cases(const MpiContext& mpi, RunPlan& plan, Runner& runner, ResultsF
                   const std::string& allocator, const std::string& resume_hint, std::FILE* text_out, size_t& done) {
   const bool root = mpi.rank() == 0;
   for (size_t i = 0; i < plan.cases.size(); ++i) {
+    // Named before the agreement that starts the case: a rank lost after the last commit blocks
+    // that agreement, and a stop signal's line must then name this case, not the one in the file.
+    if (!plan.skip[i]) deadline.set_doing(fmt::format("case {}", plan.cases[i].key));
     // A stop signal between cases (or on a rank outside the last case) stops here, on every rank.
     if (allreduce_max(mpi.world(), stop_signal()) != 0) return LoopEnd::kStopped;
     if (plan.skip[i]) {
@@ -403,7 +406,6 @@ LoopEnd run_cases(const MpiContext& mpi, RunPlan& plan, Runner& runner, ResultsF
       tally.skipped();
       continue;
     }
-    deadline.set_doing(fmt::format("case {}", plan.cases[i].key));
     CaseResult result = runner.run(plan.cases[i], static_cast<int>(i), static_cast<int>(plan.cases.size()));
     if (allreduce_max(mpi.world(), result.interrupted ? 1 : 0) != 0) return LoopEnd::kStopped;
     result.allocator = allocator;

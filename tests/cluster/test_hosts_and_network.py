@@ -125,8 +125,11 @@ class HostsAndNetwork(clustertest.OnTwoHosts):
         self.assertEqual(max(lost, key=lost.get), "allreduce", lost)
         self.assertGreater(lost["allreduce"], 0.8 * float(row["gap_ms"]), row)
         self.assertLess(float(row["efficiency"]), 0.5, row)
+        # The text table: the all-reduce column holds the loss, on the row of P=2 on 2 hosts.
         text = self.report("diagnosis", out)
-        self.assertRegex(text, r"at P=2[^:]*, efficiency 0\.\d\d: \d+% exposed all-reduce", text)
+        row = next(line for line in text.splitlines() if "2 (2 hosts)" in line)
+        self.assertRegex(row, r"2 \(2 hosts\) +0\.\d\d +~?-?\d+ +~?-?\d+ +\d+ +~?-?\d+", text)
+        self.assertRegex(text, r"series +P +E +compute +straggler +all-reduce +other", text)
 
 
 if __name__ == "__main__":

@@ -122,7 +122,10 @@ class MultiNode(unittest.TestCase):
             files.append(p["file"])
         # The report: one summary row per file, on 2 and on 4 ranks (1 and 2 nodes).
         self.assertIn(f"{REPORT} summary {files[0]} {files[1]}", proc.stdout)
-        rows = re.findall(r"^(\S+\.h5)\s+\d{4}\s+mnist_fnn:width=16\s+libtorch\s+cpu.*$", proc.stdout, re.M)
+        # One row per file; what both share (workload, driver, device) said once above the table.
+        rows = re.findall(r"^(\S+\.h5)\s+\d{4}\s.*$", proc.stdout, re.M)
+        self.assertRegex(" ".join(proc.stdout.split()), r"every row: workload mnist_fnn:width=16, driver libtorch, "
+                                                        r"device cpu,")
         self.assertEqual([os.path.basename(r) for r in rows], [os.path.basename(f) for f in files], proc.stdout)
         # Both node counts, as the report's hosts column gives them.
         summary = subprocess.run([sys.executable, REPORT, "summary", "--format", "csv", *files], capture_output=True,

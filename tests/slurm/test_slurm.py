@@ -433,8 +433,11 @@ class SlurmCase(unittest.TestCase):
             self.assertEqual(f.read().split(), files)
         self.assertIn(f"{REPORT} summary {files[0]} {files[1]}", proc.stdout)
         # One summary row per file (the diagnosis sentences after the table name the series too).
-        rows = re.findall(r"^\S+\.h5\s+\d{4}\s+mnist_fnn:width=16\s+libtorch\s+cpu", proc.stdout, re.M)
+        # One row per file; what both share (workload, driver, device) said once above the table.
+        rows = re.findall(r"^\S+\.h5\s+\d{4}\s", proc.stdout, re.M)
         self.assertEqual(len(rows), 2, proc.stdout)
+        self.assertRegex(" ".join(proc.stdout.split()), r"every row: workload mnist_fnn:width=16, driver libtorch, "
+                                                        r"device cpu,")
 
     def test_study_without_wait_prints_job_ids_then_collect(self):
         d = os.path.join(self.dir, "study")
