@@ -267,6 +267,8 @@ def diagnosis_notes(diagnoses):
         return " ".join(w for w in d.label.split() if w not in common) + f" ({d.mode})"
 
     notes = [f"{name(d)}: {d.note}" for d in diagnoses if d.note]
+    # Where a series first left its host and lost efficiency there.
+    notes += [f"{name(d)}: {p.crossed}" for d in done for p in d.points if p.crossed]
     said = {}
     for d in done:
         for c in d.conditions:

@@ -215,6 +215,12 @@ class HostsTest(unittest.TestCase):
         out = run("diagnosis", path)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("4 (2 hosts)", out.stdout)
+        # The table's notes say where each series crossed the network, once per series.
+        text = " ".join(out.stdout.split())
+        self.assertIn("packed (weak): efficiency falls from 0.95 at P=2 (1 host) to 0.71 at P=4 (2 hosts): "
+                      "the step crossed the network", text)
+        self.assertIn("spread (weak): efficiency falls from 1.00 at P=1 (1 host) to 0.77 at P=2 (2 hosts): "
+                      "the step crossed the network", text)
 
     def test_no_crossing_sentence_when_efficiency_holds(self):
         path = self.write("flat.h5", [case(1, 0.010, "packed", 1, "0"), case(2, 0.010, "packed", 1, "0-1"),
