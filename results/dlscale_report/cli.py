@@ -271,25 +271,25 @@ def _run(args):
             text = format_json(rows)
         else:
             from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
-            from .diagnosis import diagnose, diagnosis_notes, diagnosis_rows, diagnosis_table
+            from .diagnosis import diagnose, diagnosis_notes, study_diagnosis_table
+            from .noise import measure_noise
             from .tables import wrap
             width = _width(args)
-            from .noise import measure_noise
             noise = measure_noise(study.cases)
             text = format_table(rows, len(args.files) > 1, width) if rows or not study.accuracy else ""
             if noise.repeats:
-                text += "\n" + "\n".join(wrap(noise.summary(), width, "  ") if width else [noise.summary()]) + "\n"
+                text += "\n" + "\n".join(wrap(noise.summary(), width, "  ")) + "\n"
             text += runs_text(study.files, width)
-            # Why each scaling series scales as it does: the lost efficiency by part.
+            # Why each scaling series scales as it does: the lost efficiency by part (the spread
+            # is said above).
             diagnoses = diagnose(study.cases)
-            points = diagnosis_rows(diagnoses)
-            if points:
-                text += "\n" + diagnosis_table(points, diagnosis_notes(diagnoses), noise.spread).text(width)
+            table = study_diagnosis_table(diagnoses, noise, spread_note=False)
+            if table.rows:
+                text += "\n" + table.text(width)
             elif diagnoses:
                 # No series to diagnose: only why not, one line each.
                 text += "\nscaling diagnosis: none\n" + "".join(
-                    line + "\n" for note in diagnosis_notes(diagnoses)
-                    for line in (wrap(f"note: {note}", width, "  ") if width else [f"note: {note}"]))
+                    line + "\n" for note in diagnosis_notes(diagnoses) for line in wrap(f"note: {note}", width, "  "))
             # What dlscale-project simulated from the cases, against what was measured.
             from .simulation import simulation_sentence, simulation_views
             views = simulation_views(study.cases, len(args.files) > 1)
@@ -297,8 +297,7 @@ def _run(args):
                 text += "\nsimulated projections (dlscale-project; the newest per case and platform; " \
                         "docs/projection.md):\n"
                 for v in views:
-                    line = f"  {simulation_sentence(v)}"
-                    text += "\n".join(wrap(line, width, "    ") if width else [line]) + "\n"
+                    text += "\n".join(wrap(f"  {simulation_sentence(v)}", width, "    ")) + "\n"
             # Accuracy-mode cases have no step times: their own tables follow.
             accuracy = accuracy_rows(study.accuracy)
             if accuracy:
@@ -351,12 +350,10 @@ def _run(args):
         if plots:
             figures = plots.allreduce_plot(benchmarks, outdir)
     elif args.command == "diagnosis":
-        from .diagnosis import diagnose, diagnosis_notes, diagnosis_rows, diagnosis_table
+        from .diagnosis import diagnose, study_diagnosis_table
         from .noise import measure_noise
         diagnoses = diagnose(study.cases)
-        noise = measure_noise(study.cases)
-        notes = diagnosis_notes(diagnoses) + ([noise.summary()] if noise.repeats else [])
-        tables = [diagnosis_table(diagnosis_rows(diagnoses), notes, noise.spread)]
+        tables = [study_diagnosis_table(diagnoses, measure_noise(study.cases))]
         if plots:
             from .scaling import build_series, scaling_modes
             series = [s for m in scaling_modes(study.cases) for s in build_series(study.cases, m)[0]]

@@ -308,6 +308,16 @@ def diagnosis_rows(diagnoses):
     return rows
 
 
+def study_diagnosis_table(diagnoses, noise, spread_note=True):
+    """The diagnosis table of a study: its rows and notes, the parts within the study's
+    run-to-run spread (noise.Noise) marked, and the spread's sentence among the notes unless
+    the caller says it elsewhere."""
+    notes = diagnosis_notes(diagnoses)
+    if spread_note and noise.repeats:
+        notes.append(noise.summary())
+    return diagnosis_table(diagnosis_rows(diagnoses), notes, noise.spread)
+
+
 # The parts' columns of the diagnosis table, in PARTS order.
 PART_HEADERS = {"compute": "compute", "straggler": "straggler", "allreduce": "all-reduce",
                 "other": "other"}

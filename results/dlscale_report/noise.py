@@ -36,6 +36,11 @@ class Repeat:
         """(largest - smallest median) / smallest."""
         return max(self.medians) / min(self.medians) - 1
 
+    def measurements(self):
+        """"76.55 ms [76.17, 77.04], 78.69 ms [78.09, 79.87]": each median with its interval."""
+        return ", ".join(f"{1e3 * m:.2f} ms [{1e3 * lo:.2f}, {1e3 * hi:.2f}]"
+                         for m, (lo, hi) in zip(self.medians, self.intervals))
+
     @property
     def drift(self):
         """Whether two of the intervals do not overlap: the configuration changed speed between
@@ -63,9 +68,7 @@ class Noise:
                 f"({worst.label}: {', '.join(case_ref(c) for c in worst.cases)})")
         drifts = [r for r in self.repeats if r.drift]
         if drifts:
-            text += "; drift beyond the 95% intervals: " + "; ".join(
-                f"{r.label} ({', '.join(f'{1e3 * m:.2f} ms [{1e3 * lo:.2f}, {1e3 * hi:.2f}]' for m, (lo, hi) in zip(r.medians, r.intervals))})"
-                for r in drifts)
+            text += "; drift beyond the 95% intervals: " + "; ".join(f"{r.label} ({r.measurements()})" for r in drifts)
         return text
 
 

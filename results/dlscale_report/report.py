@@ -15,7 +15,7 @@ from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_ac
 from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case, damaged_lines
 from .compare import compare_rows, compare_table
-from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_notes, diagnosis_rows, diagnosis_table
+from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_notes, study_diagnosis_table
 from .drivers import driver_rows, driver_table
 from .noise import measure_noise
 from .precisions import precision_pairs, precision_rows, precision_table
@@ -166,10 +166,7 @@ def write_report(study, outdir, baseline=None, title=None):
     series_by_mode = {mode: build_series(cases, mode) for mode in scaling_modes(cases)}
     all_series = [s for series, _ in series_by_mode.values() for s in series]
     diagnoses = [diagnose_series(s) for s in all_series]
-    noise = measure_noise(cases)
-    diagnosis = diagnosis_table(diagnosis_rows(diagnoses),
-                                diagnosis_notes(diagnoses) + ([noise.summary()] if noise.repeats else []),
-                                noise.spread)
+    diagnosis = study_diagnosis_table(diagnoses, measure_noise(cases))
     overview = _overview_html(all_series, diagnoses, diagnosis, outdir)
 
     page.section("consistency", "consistency check",

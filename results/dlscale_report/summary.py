@@ -171,7 +171,7 @@ def runs_text(files, width=WIDTH):
         line = (f"  {r['file']} run {r['run']}, {r['kind']} {r['started_utc']}: {r['world_size']} ranks on "
                 f"{', '.join(r['hosts'])}; dlscale {r['dlscale']} ({r['commit']}); cases {cases}; "
                 f"{r['command_line']}")
-        lines += wrap(line, width, "      ") if width else [line]
+        lines += wrap(line, width, "      ")
     return "\n".join(lines) + "\n"
 
 
@@ -183,8 +183,6 @@ def summary_rows(paths):
 def _cell(row, key):
     v = row.get(key)
     if key == "step_median_ms":
-        if v is None:
-            return "-"
         return ms_ci(row, "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage")
     if key == "status":
         # Messages may be multi-line (exception texts); one table row stays one line.
@@ -227,7 +225,7 @@ def format_table(rows, show_file=None, width=WIDTH):
         for r in flagged:
             for line in r["conditions_text"]:
                 line = f"  {r['case']}{' of ' + r['file'] if show_file else ''}: {line}"
-                lines += wrap(line, width, "      ") if width else [line]
+                lines += wrap(line, width, "      ")
         text += "\n".join(lines) + "\n"
     return text
 

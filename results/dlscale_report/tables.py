@@ -88,7 +88,7 @@ class Table:
             notes.append(f"left out to fit {width} columns: {', '.join(reversed(left_out))} "
                          "(--wide shows every column; --format csv has every value)")
         for n in notes:
-            lines += wrap(f"note: {n}", width, "  ") if width else [f"note: {n}"]
+            lines += wrap(f"note: {n}", width, "  ")
         return "\n".join(lines) + "\n"
 
     def csv(self):
@@ -125,7 +125,9 @@ class Table:
 
 def wrap(text, width, indent=""):
     """`text` as lines of at most `width` characters (words longer than that stay whole), the
-    continuation lines indented."""
+    continuation lines indented; one line as it is where `width` is None (--wide)."""
+    if not width:
+        return [text]
     return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False) or [""]
 
