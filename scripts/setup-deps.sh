@@ -22,6 +22,8 @@ packages=(
   # results/dlscale-report: plots and the Mann-Whitney test; chromium renders the HTML
   # report headless in its end-to-end test (skipped without it)
   python3-matplotlib python3-scipy chromium
+  # dlscale-report trace: OTF2 archives for Vampir (python3-otf2), read back in tests (otf2-print)
+  python3-otf2 otf2-tools
   # slurm/ templates and study, and their test (tests/slurm: a single-node Slurm)
   slurm-wlm munge
   # tests/cluster: hosts made of network namespaces (ip, tc) and UTS namespaces (nsenter, unshare)

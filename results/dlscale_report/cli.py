@@ -13,6 +13,8 @@
                                                              efficiency, per part
   dlscale-report compare A B [--format text|csv|json]        B/A per matched case, U test
   dlscale-report report FILE... -o DIR [--compare-to A]      everything as DIR/index.html
+  dlscale-report trace FILE [--case N] [-o DIR] [--per-rank] each --phases case's timeline as
+                                                             Chrome trace JSON and OTF2
   dlscale-report --version                                   version and source commit
 
 FILE... may come from several jobs: their cases form one study. -o DIR writes
@@ -128,6 +130,16 @@ def _parser():
     s.add_argument("--compare-to", metavar="A", nargs="+",
                    help="baseline file(s): add a comparison of FILE... (B) with them (A)")
     s.add_argument("--title", help="page title (default: dlscale report)")
+
+    s = sub.add_parser("trace", help="each --phases case's timeline as Chrome trace JSON (Perfetto) "
+                                     "and OTF2 (Vampir)")
+    s.add_argument("file", metavar="FILE", help="dlscale results file (.h5)")
+    s.add_argument("--case", metavar="N", help="only this case (its group, 0003, or index, 3)")
+    s.add_argument("-o", "--out", metavar="DIR",
+                   help="output directory (default: FILE without .h5, plus -trace)")
+    s.add_argument("--per-rank", action="store_true",
+                   help="also one JSON file per rank, with its own distributedInfo (what Holistic "
+                        "Trace Analysis reads)")
     return p
 
 
@@ -161,7 +173,8 @@ def _warn_damaged(files):
 
 def _inputs(args):
     """The files a command was given, for a message about an error of unknown origin."""
-    files = list(getattr(args, "files", None) or []) + list(getattr(args, "compare_to", None) or [])
+    files = list(getattr(args, "files", None) or []) + list(getattr(args, "compare_to", None) or []) + (
+        [args.file] if getattr(args, "file", None) else [])
     if args.command == "compare":
         files = [args.a, args.b]
     return ", ".join(files)
@@ -248,6 +261,8 @@ def _run(args):
         if not problems:
             print(f"{len(args.files)} file(s) consistent")
         return 1 if problems else 0
+    if args.command == "trace":
+        return _trace(args)
     if args.command == "compare":
         a, b = load_study([args.a]), load_study([args.b])
         _warn_damaged(a.files + b.files)
@@ -361,6 +376,45 @@ def _run(args):
     else:                                       # pragma: no cover - argparse restricts it
         raise ReportError(f"unknown command {args.command}")
     _emit(args, tables, figures)
+    return 0
+
+
+def _trace(args):
+    from .schema import ReportError, case_name
+    from .study import load_study
+    from .timeline import has_timeline
+    from .trace import write_case_traces
+    study = load_study([args.file])
+    _warn_damaged(study.files)
+    cases = study.cases
+    if args.case is not None:
+        wanted = case_name(int(args.case) if args.case.isdigit() and len(args.case) < 4 else args.case)
+        cases = [c for c in cases if c.name == wanted]
+        if not cases:
+            raise ReportError(f"{args.file}: no timing case {wanted} (cases: "
+                              f"{', '.join(c.name for c in study.cases) or 'none'})")
+        if not has_timeline(cases[0]):
+            raise ReportError(f"{args.file}: case {wanted} has no timeline: only cases that trained with "
+                              "--phases record one")
+    cases = [c for c in cases if has_timeline(c)]
+    if not cases:
+        raise ReportError(f"{args.file}: no case has a timeline: only cases that trained with --phases "
+                          "record one")
+    outdir = args.out or (os.path.splitext(args.file)[0] + "-trace")
+    try:
+        os.makedirs(outdir, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"{outdir}: cannot create output directory ({e.strerror})") from e
+    notes = set()
+    for case in cases:
+        hosts = study.case_hosts(case)
+        backend = "nccl" if case.attrs.get("device_type") == "cuda" else "mpi"
+        paths, case_notes = write_case_traces(case, hosts, backend, outdir, args.per_rank)
+        for path in paths:
+            print(path)
+        notes.update(case_notes)
+    for note in sorted(notes):
+        print(f"{PROG}: note: {note}", file=sys.stderr)
     return 0
 
 

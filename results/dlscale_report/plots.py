@@ -569,3 +569,60 @@ def overview_plot(series, diagnoses, outdir):
              "speedup and efficiency against ranks for every series (colour: network, marker: "
              "driver, hollow: spread placement, line: scaling mode); below, the median iteration's parts at each P over the "
              "ideal step there: a bar above 1 lost that much")]
+
+
+# ---------------------------------------------------------------- timelines
+
+# The communication lane's colours; the compute lane's are PHASE_COLORS.
+REDUCTION_COLORS = ("#8172B2", "#B3A8D9")   # buckets alternate, so that neighbours stay apart
+WAIT_COLOR = "#9A9A9A"
+
+
+def timeline_plot(case, ce, hosts, label, outdir):
+    """The median iteration of `case` (timeline.case_events `ce`), one pair of rows per rank:
+    compute (the phases) and communication (each bucket's reduction, grey where it waited for the
+    slowest rank); arrows from each bucket's ready point to its reduction."""
+    from .timeline import COMMUNICATION, PHASE_EVENTS, WAIT, median_iteration
+    iteration = median_iteration(case)
+    events, flows = ce.of_iteration(iteration)
+    t0 = min(e.start_s for e in events)
+    ms = lambda s: (s - t0) * 1e3    # noqa: E731
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.55 * ce.ranks))
+    y = lambda rank, lane: 2 * rank + (1 if lane == COMMUNICATION else 0)   # noqa: E731
+    drawn = set()
+
+    def bar(e, color, name, hatch=None):
+        ax.broken_barh([(ms(e.start_s), e.dur_s * 1e3)], (y(e.rank, e.lane) - 0.38, 0.76),
+                       facecolors=color, edgecolor="white", linewidth=0.4, hatch=hatch,
+                       label=None if name in drawn else name)
+        drawn.add(name)
+
+    for e in events:
+        if e.name in PHASE_EVENTS:
+            bar(e, PHASE_COLORS[PHASE_EVENTS.index(e.name)], e.name)
+        elif e.lane == COMMUNICATION and e.name.startswith(WAIT):
+            bar(e, WAIT_COLOR, "wait for the slowest rank", hatch="//")
+        elif e.lane == COMMUNICATION:
+            k = int(e.name.split()[1]) - 1 if e.name.startswith("bucket") else 0
+            bar(e, REDUCTION_COLORS[k % 2], "reduction (bucket)" if e.name.startswith("bucket") else "all-reduce")
+    for f in flows:
+        ax.annotate("", xy=(ms(f.reduction_start_s), y(f.rank, COMMUNICATION) - 0.38),
+                    xytext=(ms(f.ready_s), y(f.rank, COMMUNICATION) - 1 + 0.38),
+                    arrowprops={"arrowstyle": "->", "color": "#333", "lw": 0.6})
+    ticks = [y(r, lane) for r in range(ce.ranks) for lane in ("compute", COMMUNICATION)]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"rank {r}{f' ({hosts[r]})' if hosts[r] else ''} · {lane}" if lane == "compute"
+                        else "communication" for r in range(ce.ranks) for lane in ("compute", COMMUNICATION)])
+    ax.set_ylim(2 * ce.ranks - 0.5, -0.5)
+    ax.set_xlabel(f"ms from the iteration's first step start (rank 0's clock; ranks' offsets within "
+                  f"{ce.bound_s * 1e3:.3g} ms)")
+    ax.grid(True, axis="x")
+    ax.grid(False, axis="y")
+    ax.set_title(_wrap(f"{label}: timed iteration {iteration + 1} of {ce.iterations} (the median step)", 110))
+    # Under the axis label, whatever the figure's height: about 0.5 inch below the axes.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.55 * ce.ranks + 0.3)), ncol=4, frameon=False)
+    name = f"timeline_{case.index:04d}.png"
+    return [(_save(fig, outdir, name),
+             f"{case.file}:{case.name} {label}: the median iteration per rank; colours: forward, backward, "
+             "exposed all-reduce, update; purple: each bucket's reduction, grey where it waited for the "
+             "slowest rank; arrows: a bucket ready to its reduction")]

@@ -25,6 +25,8 @@ from .scaling import build_series, scaling_modes, scaling_table
 from .simulation import simulation_rows, simulation_sentence, simulation_table, simulation_views
 from .summary import case_row, run_rows, summary_table
 from .sweeps import build_panels, sweep_table
+from .study import describe
+from .timeline import case_events, has_timeline
 
 # Heat maps are one figure per case; a large study would make the page huge.
 MAX_HEATMAPS = 24
@@ -188,6 +190,7 @@ def write_report(study, outdir, baseline=None, title=None):
                intro="Each part's time in ms beside its share of the step, and the diagnosis in words."):
         items = "".join(f"<li>{html.escape(line)}</li>" for line in diagnosis_lines(diagnoses))
         page.parts.append(f'<ul class="diagnosis">{items}</ul>\n')
+    _timelines(page, study, all_series, omitted)
 
     section("drivers", "drivers compared", driver_table(driver_rows(cases)), "drivers.csv",
             "no configuration ran on more than one driver",
@@ -291,6 +294,31 @@ def write_report(study, outdir, baseline=None, title=None):
         f.write(page.render(title or "dlscale report", overview + intro,
                             _files_html(study) + left_out))
     return path
+
+
+def _timelines(page, study, series, omitted):
+    """A timeline of the median iteration of every case with one (--phases), in the order of the
+    scaling series (the diagnosis above), then the cases of no series."""
+    cases, seen = [], set()
+    for case in [c for s in series for c in s.cases] + study.cases:
+        if id(case) not in seen and has_timeline(case):    # cases compare by value: not hashable
+            seen.add(id(case))
+            cases.append(case)
+    if not cases:
+        omitted.append("timelines: no case that trained with --phases recorded one")
+        return
+    page.section("timelines", "timelines",
+                 "The median iteration of each --phases case, every rank on rank 0's clock: what each "
+                 "rank computed and when each bucket of gradients was reduced (docs/timelines.md; "
+                 "dlscale-report trace writes every iteration for Perfetto and Vampir).")
+    figures = []
+    for case in cases[:MAX_HEATMAPS]:
+        figures += plots.timeline_plot(case, case_events(case), study.case_hosts(case), describe(case),
+                                       page.outdir)
+    page.figures(figures)
+    if len(cases) > MAX_HEATMAPS:
+        page.text(f"timelines of the first {MAX_HEATMAPS} of {len(cases)} cases; "
+                  "`dlscale-report trace FILE` writes them all")
 
 
 def _overview_html(series, diagnoses, diagnosis, outdir):

@@ -165,6 +165,7 @@ class Case(CaseAttrs):
     utilisation: object = None  # Utilisation (dlscale/2, cases that trained) or None
     placement: str = "packed"  # attribute placement; "packed" where not recorded
     hosts: int = 1             # attribute hosts; where not recorded, from participants and ranks_of()
+    timeline: object = None    # timeline.Timeline (--phases, newer files) or None
     simulations: list = field(default_factory=list)  # Simulation, every readable KKKK in order
     damaged_simulations: list = field(default_factory=list)  # (KKKK, reason) of those skipped
 
@@ -411,9 +412,33 @@ def _read_case(path, name, group):
         exposed_allreduce_s=exposed,
         utilisation=Utilisation(attrs=attrs_dict(utilisation), per_rank=_dataset(utilisation, "per_rank"))
         if isinstance(utilisation, h5py.Group) else None,
+        timeline=_read_timeline(group, iter_time.shape),
         simulations=simulations,
         damaged_simulations=damaged_simulations,
     )
+
+
+def _read_timeline(group, steps_shape):
+    """/cases/NNNN/timeline with the case's bucket_start_s (docs/timelines.md), or None."""
+    from .timeline import DATASETS, Timeline
+    tl = _get(group, "timeline")
+    if not isinstance(tl, h5py.Group):
+        return None
+    data = {name: _dataset(tl, name, np.float64) for name in DATASETS}
+    ranks, iterations = steps_shape
+    expected = {"step_start_s": (ranks, iterations), "clock_at_s": (ranks, 2), "clock_offset_s": (ranks, 2),
+                "clock_bound_s": (ranks, 2)}
+    for name, shape in expected.items():
+        if data[name] is None or data[name].shape != shape:
+            found = "absent" if data[name] is None else f"shape {data[name].shape}"
+            raise _Damaged(f"timeline/{name} is {found}, expected {list(shape)}")
+    ready, reduction = _dataset(group, "bucket_start_s", np.float64), data["bucket_reduction_s"]
+    if reduction is not None and (ready is None or reduction.shape != ready.shape + (2,)):
+        raise _Damaged(f"timeline/bucket_reduction_s has shape {reduction.shape}, expected "
+                       f"bucket_start_s's and 2")
+    return Timeline(step_start_s=data["step_start_s"], clock_at_s=data["clock_at_s"],
+                    clock_offset_s=data["clock_offset_s"], clock_bound_s=data["clock_bound_s"],
+                    bucket_ready_s=ready if reduction is not None else None, bucket_reduction_s=reduction)
 
 
 def _read_accuracy_case(path, name, group):

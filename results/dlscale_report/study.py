@@ -29,6 +29,13 @@ class Study:
         f = next((f for f in self.files if f.path == case.file), None)
         return hosts_of(f.ranks_of(case)) if f is not None else {}
 
+    def case_hosts(self, case):
+        """The host of each of `case`'s ranks, in case-rank order ("" where unknown)."""
+        from .ranks import parse_participants
+        hosts = self.hosts_for(case)
+        return [hosts.get(w, "") for w in parse_participants(case.attrs.get("participants"),
+                                                             case.iter_time_s.shape[0])]
+
     @property
     def damaged(self):
         """Every group skipped as damaged: (file path, DamagedGroup) pairs."""

@@ -16,6 +16,7 @@
 #include "suite/case/run_mode.h"
 #include "suite/case/training_step.h"
 #include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/comm/clock_sync.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 #include "suite/meters/case_utilisation.h"
@@ -113,6 +114,8 @@ class TimingMode final : public CaseMode {
   StepResult guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed);
   /// The timed steps' samples of every rank on the case's rank 0.
   StepSamples gather_samples(bool ok) const;
+  /// Their timeline (--phases), likewise; `iters`: the timed iterations recorded.
+  CaseTimeline gather_timeline(int iters) const;
   /// The all-reduce microbenchmark at the case's gradient size through the reduction the steps
   /// used, and within each host where the case spans several (--phases on more than one rank).
   void run_microbenchmarks(PreparedCase& p, std::optional<AllreduceResult>& across,
@@ -132,6 +135,10 @@ class TimingMode final : public CaseMode {
   int64_t next_sample_ = 0;
   std::vector<double> times_, phase_times_, losses_, exposed_, bucket_starts_;
   size_t buckets_ = 0;  ///< the harness's MPI buckets of the case (0: none)
+  // The timeline (--phases): each timed step's start on this rank's clock, its buckets'
+  // reductions, and the clock's offset to rank 0's before and after the timed steps.
+  std::vector<double> step_starts_, bucket_reductions_;
+  std::vector<ClockOffset> clock_;
   RankUtilisation meters_;
   RankMemory memory_;  ///< -1 host peak: not prepared, nothing measured
 };
@@ -201,6 +208,9 @@ void TimingMode::measure(PreparedCase& p) {
     // A case that trains until its --case-timeout may ask for billions of steps: reserve what a
     // case usually records, not that.
     times_.reserve(static_cast<size_t>(std::min(spec_.iterations, 1 << 16)));
+    // Outside the timed region, and on every rank alike: the outcome and the interruption are
+    // agreed by all.
+    if (spec_.phases && outcome_.ok() && !interrupted_) clock_.push_back(measure_clock_offset(ctx_.comm));
     meters.start();
     for (int i = 0; i < spec_.iterations && outcome_.ok() && !interrupted_; ++i) {
       const StepResult step = guarded_step(p, reducer, i + 1, true);
@@ -217,6 +227,13 @@ void TimingMode::measure(PreparedCase& p) {
         const std::vector<double>& started = p.buckets->start_times();
         bucket_starts_.insert(bucket_starts_.end(), started.begin(), started.end());
       }
+      if (!clock_.empty()) {
+        step_starts_.push_back(step.times.start_s);
+        if (p.buckets) {
+          const std::vector<double>& reduced = p.buckets->reduction_times();
+          bucket_reductions_.insert(bucket_reductions_.end(), reduced.begin(), reduced.end());
+        }
+      }
       ctx_.progress.iteration("iteration", i + 1, spec_.iterations, step.times.total);
     }
   } catch (const std::exception& e) {
@@ -225,6 +242,9 @@ void TimingMode::measure(PreparedCase& p) {
     MPI_Abort(MPI_COMM_WORLD, exit_code(ExitCode::kFatal));
   }
   meters_ = meters.stop();
+  // After the meters: the ping-pong is not the steps' work. The second offset shows how far the
+  // clocks drifted over the timed steps.
+  if (!clock_.empty()) clock_.push_back(measure_clock_offset(ctx_.comm));
   if (ctx_.mpi.rank() == sleeper) {
     fmt::print(stderr, "dlscale: test: rank {} slept {:.6f} s of its {:.6f} s timed region (DLSCALE_TEST_SLEEP_RANK)\n",
                ctx_.mpi.rank(), slept, meters_.meters.wall_s);
@@ -251,7 +271,31 @@ StepSamples TimingMode::gather_samples(bool ok) const {
     s.buckets = static_cast<int64_t>(buckets_);
   }
   s.loss = losses_;
+  if (spec_.phases && iters > 0) s.timeline = gather_timeline(iters);
   return s;
+}
+
+CaseTimeline TimingMode::gather_timeline(int iters) const {
+  const int ranks = spec_.ranks;
+  const bool root = ctx_.case_rank == 0;
+  const auto gather = [&](const std::vector<double>& mine, int per_rank, std::vector<double>& all) {
+    if (root) all.resize(static_cast<size_t>(ranks) * static_cast<size_t>(per_rank));
+    DLSCALE_CHECK_MPI(MPI_Gather(mine.data(), per_rank, MPI_DOUBLE, all.data(), per_rank, MPI_DOUBLE, 0, ctx_.comm));
+  };
+  // A case that recorded iterations measured both offsets (measure()).
+  std::vector<double> at, offset, bound;
+  for (const ClockOffset& c : clock_) {
+    at.push_back(c.at_s);
+    offset.push_back(c.offset_s);
+    bound.push_back(c.bound_s);
+  }
+  CaseTimeline t;
+  gather(step_starts_, iters, t.step_start_s);
+  if (buckets_ > 0) gather(bucket_reductions_, iters * static_cast<int>(buckets_) * 2, t.bucket_reduction_s);
+  gather(at, 2, t.clock_at_s);
+  gather(offset, 2, t.clock_offset_s);
+  gather(bound, 2, t.clock_bound_s);
+  return t;
 }
 
 /// Every rank's meter readings on the case's rank 0 (collective, whatever the outcome).

@@ -53,7 +53,9 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   // The exposed all-reduce is always measured where there is one: two more marks, which cost a
   // host clock read (CPU models synchronise nothing) or a GPU event.
   const bool time_allreduce = time_phases || ranks > 1;
-  if (buckets != nullptr) buckets->start_step();
+  const Clock::time_point start = Clock::now();
+  t.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
+  if (buckets != nullptr) buckets->start_step(start);
   if (reducer != nullptr) reducer->start_step(deadline);
   timer->mark(0);
   // A rank whose forward or backward fails (out of memory, a library error) still takes part in

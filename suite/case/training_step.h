@@ -13,6 +13,9 @@
 namespace dlscale {
 
 struct StepTimes {
+  /// The host's monotonic clock (monotonic_seconds()) as the step started, just before its first
+  /// mark: where a timeline places the step; the buckets' times count from it.
+  double start_s = 0;
   double total = 0;
   double phase[kPhaseCount] = {0, 0, 0, 0};  ///< only filled when phases are timed
   /// From the end of backward to the end of the gradient average: the all-reduce time the

@@ -32,6 +32,7 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   pending_.assign(buckets_.size(), 0);
   next_ = buckets_.size();
   started_s_.assign(buckets_.size(), 0.0);
+  reduced_s_.assign(2 * buckets_.size(), 0.0);
   // One bucket has nothing to overlap: it is the one all-reduce after backward, without a thread
   // that would only share the cores backward runs on.
   int level = MPI_THREAD_SINGLE;
@@ -55,16 +56,20 @@ bool BucketedAllreduce::follow(Model& model) {
   return reports && thread_.joinable();
 }
 
-void BucketedAllreduce::start_step() {
-  step_start_ = std::chrono::steady_clock::now();
+void BucketedAllreduce::start_step(std::chrono::steady_clock::time_point step_start) {
+  step_start_ = step_start;
   for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
   next_ = buckets_.size();
   const std::lock_guard<std::mutex> lock(mutex_);
   completed_ = 0;
 }
 
+double BucketedAllreduce::since_step_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+}
+
 void BucketedAllreduce::start(size_t index) {
-  started_s_[index] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  started_s_[index] = since_step_start();
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     to_reduce_.push_back(index);
@@ -74,7 +79,11 @@ void BucketedAllreduce::start(size_t index) {
 
 void BucketedAllreduce::reduce(size_t index) {
   const BucketRange& b = buckets_[index];
+  // Written by the thread that reduces, read by the main thread after finish(), which waits for
+  // the count of completed buckets under the mutex.
+  reduced_s_[2 * index] = since_step_start();
   allreduce_sum_in_place(data_ + b.first, b.count, comm_);
+  reduced_s_[2 * index + 1] = since_step_start();
 }
 
 void BucketedAllreduce::communicate() {

@@ -53,8 +53,9 @@ class BucketedAllreduce {
   /// wired to ready()); returns whether the model reports them, false when its buckets can only
   /// start in finish(). `model` must be the one whose grad_buffer() this reduces.
   bool follow(Model& model);
-  /// Before each backward pass: every bucket waits for its gradients again.
-  void start_step();
+  /// Before each step, at `step_start` (what start_times() and reduction_times() count from):
+  /// every bucket waits for its gradients again.
+  void start_step(std::chrono::steady_clock::time_point step_start);
   /// Elements [first, first + count) of the buffer hold their final values for this step.
   void ready(size_t first, size_t count);
   /// After backward: reduces the buckets still waiting, waits for all, scales by 1/P. Throws
@@ -66,6 +67,11 @@ class BucketedAllreduce {
   /// model that reports no finished gradients, when backward returned. What a simulation of the
   /// step (dlscale-project) takes as each bucket's readiness.
   const std::vector<double>& start_times() const { return started_s_; }
+  /// Seconds from start_step() to the start and to the end of each bucket's reduction this step,
+  /// by bucket (buffer order; start, end pairs): from when the thread, or finish(), took it up
+  /// until its sum was complete on this rank, waiting for the other ranks included. Read after
+  /// finish().
+  const std::vector<double>& reduction_times() const { return reduced_s_; }
   /// A communication thread reduces the buckets during backward (else finish() does, after it).
   bool progress_thread() const { return thread_.joinable(); }
   /// For the record (docs/schema.md, allreduce_mechanism): "mpi_allreduce_buckets_thread";
@@ -79,8 +85,9 @@ class BucketedAllreduce {
  private:
   /// Bucket `index` is ready: queued for the communication thread, or for finish() without one.
   void start(size_t index);
-  void reduce(size_t index);  ///< its blocking MPI_Allreduce
-  void communicate();         ///< the communication thread's loop
+  double since_step_start() const;  ///< seconds since start_step()'s time point
+  void reduce(size_t index);        ///< its blocking MPI_Allreduce
+  void communicate();               ///< the communication thread's loop
 
   float* data_;
   MPI_Comm comm_;
@@ -90,6 +97,7 @@ class BucketedAllreduce {
   size_t next_ = 0;                   ///< buckets [0, next_) not started this step
   std::chrono::steady_clock::time_point step_start_;
   std::vector<double> started_s_;  ///< per bucket, this step (start_times)
+  std::vector<double> reduced_s_;  ///< per bucket, start and end, this step (reduction_times)
 
   // Shared with the communication thread, under mutex_.
   std::mutex mutex_;

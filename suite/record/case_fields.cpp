@@ -162,6 +162,36 @@ const ColumnField<RankMemory> kMemory[] = {
     {"device_peak_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.device_peak_bytes; }},
 };
 
+/// /cases/NNNN/timeline's data sets: each a member of CaseTimeline and its shape.
+struct TimelineDataset {
+  const char* name;
+  std::vector<double> CaseTimeline::*values;
+  std::vector<uint64_t> (*dims)(uint64_t ranks, uint64_t iterations, uint64_t buckets);
+};
+
+const TimelineDataset kTimeline[] = {
+    {"step_start_s", &CaseTimeline::step_start_s,
+     [](uint64_t ranks, uint64_t iters, uint64_t) {
+       return std::vector<uint64_t>{ranks, iters};
+     }},
+    {"bucket_reduction_s", &CaseTimeline::bucket_reduction_s,
+     [](uint64_t ranks, uint64_t iters, uint64_t buckets) {
+       return std::vector<uint64_t>{ranks, iters, buckets, 2};
+     }},
+    {"clock_at_s", &CaseTimeline::clock_at_s,
+     [](uint64_t ranks, uint64_t, uint64_t) {
+       return std::vector<uint64_t>{ranks, 2};
+     }},
+    {"clock_offset_s", &CaseTimeline::clock_offset_s,
+     [](uint64_t ranks, uint64_t, uint64_t) {
+       return std::vector<uint64_t>{ranks, 2};
+     }},
+    {"clock_bound_s", &CaseTimeline::clock_bound_s,
+     [](uint64_t ranks, uint64_t, uint64_t) {
+       return std::vector<uint64_t>{ranks, 2};
+     }},
+};
+
 }  // namespace
 
 Attrs case_attrs(const CaseResult& r) {
@@ -212,6 +242,25 @@ GroupRecord utilisation_group(const CaseUtilisation& u) {
   append_attrs(g.attrs, u, kUtilisationAttrs);
   return g;
 }
+
+GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterations, int64_t buckets) {
+  GroupRecord g;
+  g.attrs.emplace_back("clock", std::string("monotonic"));
+  g.attrs.emplace_back("clock_sync", std::string("ping-pong with the case's rank 0, the shortest of 20 round trips, "
+                                                 "before and after the timed steps"));
+  for (const TimelineDataset& d : kTimeline) {
+    const std::vector<double>& values = t.*d.values;
+    if (values.empty()) continue;  // no buckets
+    DatasetRecord rec;
+    rec.name = d.name;
+    rec.dims = d.dims(static_cast<uint64_t>(ranks), static_cast<uint64_t>(iterations), static_cast<uint64_t>(buckets));
+    rec.doubles = values;
+    g.datasets.push_back(std::move(rec));
+  }
+  return g;
+}
+
+std::vector<std::string> timeline_dataset_names() { return field_names(kTimeline); }
 
 std::vector<std::string> step_summary_keys() { return field_names(kStepSummary); }
 

@@ -24,6 +24,15 @@ CaseRecord case_record(const CaseResult& r);
 /// /cases/NNNN/utilisation.
 GroupRecord utilisation_group(const CaseUtilisation& u);
 
+/// /cases/NNNN/timeline (--phases; docs/timelines.md): every rank's step starts, bucket
+/// reductions and clock offsets to rank 0, for a case of `ranks` ranks that recorded `iterations`
+/// timed steps with `buckets` MPI buckets (0: none).
+GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterations, int64_t buckets);
+
+/// The names of the timeline group's data sets, in order (results/dlscale_report/timeline.py,
+/// DATASETS).
+std::vector<std::string> timeline_dataset_names();
+
 /// The names of the summary's step statistics, in order: what the Python reader recomputes
 /// (results/dlscale_report/stats.py, SUMMARY_KEYS).
 std::vector<std::string> step_summary_keys();

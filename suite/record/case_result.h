@@ -28,6 +28,18 @@ struct RankMemory {
   int64_t host_peak_rss_bytes = -1, device_peak_bytes = 0;
 };
 
+/// With --phases: what places every rank's timed steps on one clock (docs/timelines.md), on the
+/// case's rank 0. Every vector rank-major.
+struct CaseTimeline {
+  std::vector<double> step_start_s;  ///< [ranks][iterations]: each rank's own monotonic clock
+  /// [ranks][iterations][buckets][2] with the harness's MPI buckets: each bucket's reduction,
+  /// start and end, in seconds from its step's start (BucketedAllreduce::reduction_times)
+  std::vector<double> bucket_reduction_s;
+  /// [ranks][2]: each rank's clock against rank 0's, measured before the timed steps and after
+  /// them: when (its own clock), the offset to add, and its bound either way
+  std::vector<double> clock_at_s, clock_offset_s, clock_bound_s;
+};
+
 /// A timing case's samples, every rank's, on the case's rank 0.
 struct StepSamples {
   int64_t iterations = 0;                   ///< timed iterations recorded (0 unless the case succeeded)
@@ -39,6 +51,7 @@ struct StepSamples {
   /// [buckets], seconds from the step's start to the start of each bucket's reduction.
   std::vector<double> bucket_start_s;
   int64_t buckets = 0;
+  std::optional<CaseTimeline> timeline;  ///< with --phases
 };
 
 /// The summary of a timing case that succeeded (docs/metrics.md).

@@ -32,6 +32,10 @@ void ResultsFileReporter::case_finished(const CaseResult& r) {
         projection_group(p.projection, p.fit, p.network, p.compute_s, p.grad_bytes, scaling_name(r.c->spec.scaling)));
   }
   if (r.utilisation) update.write_group("cases/" + name + "/utilisation", utilisation_group(*r.utilisation));
+  if (r.steps.timeline) {
+    update.write_group("cases/" + name + "/timeline",
+                       timeline_group(*r.steps.timeline, r.c->spec.ranks, r.steps.iterations, r.steps.buckets));
+  }
   update.commit();
   ++cases_;
 }

@@ -172,6 +172,11 @@ class SchemaMd(unittest.TestCase):
             projection_rows = {re.sub(r"^attrs ", "", d) for d in projection_rows}
             names = set(case["projection"].attrs.keys()) | set(case["projection"].keys())
             self.assertEqual(names - projection_rows, set(), "projection entries missing from docs/schema.md")
+            self.assertIn("timeline", case)
+            timeline_rows = first_column_names(summary_text.split("a `timeline` group")[1])
+            timeline_rows = {re.sub(r"^attrs ", "", d) for d in timeline_rows}
+            names = set(case["timeline"].attrs.keys()) | set(case["timeline"].keys())
+            self.assertEqual(names - timeline_rows, set(), "timeline entries missing from docs/schema.md")
 
     def test_allreduce_group(self):
         with h5py.File(self.out, "r") as f:

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -89,7 +90,7 @@ TEST(MpiScaling, BucketsWithoutReadinessReportsStartAfterBackward) {
   model->forward();
   model->backward();
   const std::vector<float> local = model->export_gradients();
-  buckets.start_step();
+  buckets.start_step(std::chrono::steady_clock::now());
   buckets.finish();
   std::vector<float> expected = local;
   allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD);
@@ -112,7 +113,7 @@ TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(10 * (i + 1) + rank);
   BucketedAllreduce buckets({values.data(), values.size(), false}, MPI_COMM_WORLD, 4e-6);
   ASSERT_EQ(buckets.bucket_count(), 6u);
-  buckets.start_step();
+  buckets.start_step(std::chrono::steady_clock::now());
   if (rank != size - 1 || size == 1) {
     buckets.ready(4, 2);
     buckets.ready(2, 2);
@@ -123,6 +124,15 @@ TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
   for (size_t i = 0; i < values.size(); ++i) {
     EXPECT_FLOAT_EQ(values[i], (static_cast<float>(10 * (i + 1) * size) + rank_sum) / static_cast<float>(size))
         << "element " << i << ", rank " << rank;
+  }
+  // What a timeline draws: each bucket's reduction started once the bucket was handed over, and
+  // ended after it started.
+  const std::vector<double>& ready = buckets.start_times();
+  const std::vector<double>& reduced = buckets.reduction_times();
+  ASSERT_EQ(reduced.size(), 2 * values.size());
+  for (size_t b = 0; b < values.size(); ++b) {
+    EXPECT_GE(reduced[2 * b], ready[b]) << "bucket " << b;
+    EXPECT_GE(reduced[2 * b + 1], reduced[2 * b]) << "bucket " << b;
   }
 }
 

@@ -25,6 +25,8 @@ from html.parser import HTMLParser
 import h5py
 import numpy as np
 
+import trace_checks
+
 SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -447,8 +449,12 @@ class Figures(Study):
                      "phases.png"):
             self.assertIn(name, names)
         self.assertTrue(any(n.startswith("ranks_") for n in names))
+        # A timeline for every --phases case (the weak jobs' and the rerun's), after the diagnosis.
+        with_timeline = sum(1 for path in self.weak + [self.rerun] for _ in h5py.File(path, "r")["cases"])
+        self.assertEqual(len([n for n in names if n.startswith("timeline_")]), with_timeline)
+        self.assertLess(page.index('id="diagnosis"'), page.index('id="timelines"'))
         for anchor in ("summary", "scaling-weak", "scaling-strong", "threads-sweep",
-                       "batch-sweep", "phases", "ranks", "compare"):
+                       "batch-sweep", "phases", "ranks", "compare", "timelines"):
             self.assertIn(f'id="{anchor}"', page)
         self.assertIn(f"all {len(self.raw.cases)} case(s) consistent", page)
         # The CSV next to the page holds the same numbers as the command's CSV.
@@ -498,6 +504,64 @@ class Figures(Study):
             capture_output=True, text=True, timeout=180)
         self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
         self.assertPngs([shot])
+        # The timelines section rendered (the page scrolled to it).
+        shot = self.path("report_timelines.png")
+        proc = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
+             "--window-size=1280,1200", f"file://{index}#timelines"],
+            capture_output=True, text=True, timeout=180)
+        self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
+        self.assertPngs([shot])
+
+
+class Timelines(Study):
+    """dlscale-report trace on the 2-rank --phases job: Chrome trace JSON, per rank too, and OTF2."""
+
+    def test_trace_files(self):
+        import json
+        source = self.weak[1]
+        out = self.path("trace")
+        proc = report("trace", source, "-o", out, "--per-rank")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        written = proc.stdout.split()
+        with h5py.File(source, "r") as f:
+            cases = {name: (f["cases"][name]["phase_time_s"][()], f["cases"][name]["bucket_start_s"].shape[2],
+                            f["cases"][name]["timeline/clock_bound_s"][()]) for name in f["cases"]}
+        self.assertTrue(cases)
+        for name, (phases, buckets, bounds) in cases.items():
+            stem = os.path.join(out, f"case-{name}")
+            self.assertIn(f"{stem}.json", written)
+            with open(f"{stem}.json") as f:
+                doc = json.load(f)
+            trace_checks.validate_trace_format(self, doc)
+            self.assertEqual(doc["distributedInfo"]["world_size"], 2)
+            # One reduction per bucket on each rank in each iteration.
+            reductions = trace_checks.check_timeline(self, doc, phases)
+            self.assertEqual(set(reductions.values()), {buckets}, reductions)
+            self.assertEqual(len(reductions), 2 * phases.shape[1])
+            # Ranks on one host: the bound is the ping-pong's half round trip, and is recorded.
+            self.assertAlmostEqual(doc["otherData"]["clock_bound_us"], bounds.max() * 1e6, places=2)
+            for r in range(2):
+                self.assertIn(f"{stem}-rank-{r}.json", written)
+                with open(f"{stem}-rank-{r}.json") as f:
+                    mine = json.load(f)
+                trace_checks.validate_trace_format(self, mine)
+                self.assertEqual(mine["distributedInfo"]["rank"], r)
+                self.assertEqual({e["pid"] for e in mine["traceEvents"]}, {r})
+            if trace_checks.otf2_print() is None:
+                continue
+            archive = os.path.join(f"{stem}.otf2", "traces.otf2")
+            self.assertIn(archive, written)
+            trace_checks.check_otf2(self, doc, archive)
+
+    def test_a_file_without_phases_has_no_timeline(self):
+        proc = report("trace", self.batch, "-o", self.path("no_trace"))
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertIn("no case has a timeline", proc.stderr)
+        self.assertIn("--phases", proc.stderr)
 
 
 def diagnosis_parts(iter_time_s, phase_time_s):

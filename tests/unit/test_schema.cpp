@@ -1,6 +1,6 @@
 // The schema is declared once on each side: the C++ writer's field tables
 // (suite/record/case_fields.cpp) and the Python reader's key lists
-// (results/dlscale_report/stats.py). This test fails, naming both lists, when they disagree.
+// (results/dlscale_report/stats.py, timeline.py). This test fails, naming both lists, when they disagree.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,10 +14,11 @@
 namespace dlscale {
 namespace {
 
-/// The words the Python expression `expr` prints (one per line), importing from dlscale_report.
-std::vector<std::string> python_keys(const std::string& expr) {
+/// The words the Python expression `expr` prints (one per line), with `module` imported from
+/// dlscale_report.
+std::vector<std::string> python_keys(const std::string& expr, const std::string& module = "stats") {
   const std::string command = std::string("PYTHONPATH='") + DLSCALE_SOURCE_DIR + "/results' '" + DLSCALE_PYTHON +
-                              "' -c 'from dlscale_report import stats; print(\"\\n\".join(" + expr + "))'";
+                              "' -c 'from dlscale_report import " + module + "; print(\"\\n\".join(" + expr + "))'";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   if (!pipe) return {};
   std::string text;
@@ -37,6 +38,10 @@ TEST(Schema, TheReaderRecomputesTheStepSummaryTheWriterWrites) {
 
 TEST(Schema, TheReaderKnowsThePhaseMediansTheWriterWrites) {
   EXPECT_EQ(python_keys("stats.PHASE_SUMMARY_KEYS"), phase_summary_keys());
+}
+
+TEST(Schema, TheReaderKnowsTheTimelineTheWriterWrites) {
+  EXPECT_EQ(python_keys("timeline.DATASETS", "timeline"), timeline_dataset_names());
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+"""A timeline across two hosts of the cluster test bed (testbed.py; docs/timelines.md): one rank
+on each, 25 MB buckets, the second host's link shaped to 500 Mbit/s; `dlscale-report trace`
+writes the case's Chrome trace JSON and OTF2 archive, which must agree with the results file.
+
+  DLSCALE_BIN=build/cpu/dlscale DLSCALE_SOURCE_DIR=$PWD /usr/bin/python3 tests/cluster/test_timeline.py -v
+
+Exit 77 where the bed cannot be made (not root, no ip, no namespaces). No assertion is about
+speed: the checks are of structure (nesting, sums, order), and the clock's bound, which is half
+the shortest of 20 round trips of 8 bytes between the hosts.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import clustertest
+from clustertest import SOURCE
+
+sys.path.insert(0, os.path.join(SOURCE, "tests", "report"))
+import trace_checks  # noqa: E402
+
+REPORT = os.path.join(SOURCE, "results", "dlscale-report")
+# 14.7 M parameters: 59 MB of gradients, three 25 MB buckets (the last 9 MB), on the reference
+# driver, which every build has and which reports finished gradients during backward.
+NET = ["-w", "fcn5:features=1024,width=2048", "-d", "reference", "--batch", "4", "--threads", "1",
+       "--peak", "skip", "--warmup", "1", "--iterations", "3", "--phases", "--bucket-mb", "25"]
+
+
+class Timeline(clustertest.OnTwoHosts):
+    def test_trace_of_buckets_across_a_shaped_link(self):
+        import h5py
+        self.bed.shape(self.bed.hosts[1], "500mbit")
+        self.addCleanup(self.bed.unshape, self.bed.hosts[1])
+        out = os.path.join(self.dir, "timeline.h5")
+        self.mpirun(["run", *NET, "--out", out], ranks_per_host=1)
+        with h5py.File(out, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["status"], "ok", case.attrs.get("message"))
+            self.assertEqual(case.attrs["hosts"], 2)
+            phases = case["phase_time_s"][()]
+            ready = case["bucket_start_s"][()]
+            timeline = case["timeline"]
+            reduction = timeline["bucket_reduction_s"][()]
+            bounds = timeline["clock_bound_s"][()]
+        self.assertEqual(ready.shape, (2, 3, 3))
+        self.assertEqual(reduction.shape, (2, 3, 3, 2))
+        # As recorded, before any clock correction: on each rank no reduction starts before its
+        # bucket was ready, nor ends before it starts.
+        self.assertTrue((reduction[..., 0] >= ready).all(), (ready, reduction))
+        self.assertTrue((reduction[..., 1] >= reduction[..., 0]).all(), reduction)
+        # Ranks on two hosts: the offset's bound is a real round trip between them, below 1 ms.
+        self.assertGreater(bounds[1].min(), 0)
+        self.assertLess(bounds.max(), 1e-3, bounds)
+
+        trace_dir = os.path.join(self.dir, "trace")
+        proc = subprocess.run([sys.executable, REPORT, "trace", out, "-o", trace_dir], capture_output=True,
+                              text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(os.path.join(trace_dir, "case-0000.json")) as f:
+            doc = json.load(f)
+        trace_checks.validate_trace_format(self, doc)
+        # One process per rank, named by its host.
+        names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+        self.assertEqual(names, {r: f"rank {r} ({self.bed.hosts[r]})" for r in range(2)})
+        reductions = trace_checks.check_timeline(self, doc, phases)
+        self.assertEqual(set(reductions.values()), {3})
+        self.assertLess(doc["otherData"]["clock_bound_us"], 1000)
+        if trace_checks.otf2_print() is not None:
+            trace_checks.check_otf2(self, doc, os.path.join(trace_dir, "case-0000.otf2", "traces.otf2"))
+
+
+if __name__ == "__main__":
+    sys.exit(clustertest.main())
