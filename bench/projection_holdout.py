@@ -9,14 +9,15 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
              (the bed's tbf at both ends); the measured step_median_s and
              exposed_allreduce_median_s are what the projection must predict
   link       the bed described as a platform TOML: 2 nodes, 1 device each; intra-node = the
-             calibration's within-host ring fit (its `projection` group); NIC = RATE less TCP/IP's
-             headers (--goodput, 1448 of every 1514 bytes on the wire by default) and half the
-             one-way latency between the hosts (a TCP ping-pong; a route pays 2 x NIC).
-             `--goodput measured` takes the NIC's rate from what the network delivered instead:
-             the hold-out job's all-reduce microbenchmark of the whole gradient, alone on the link
-             (its blocking case's), as a user describes a cluster from a network benchmark run
-             there. The step times of the hold-out stay unseen. On the bed's 2 cores TCP cannot
-             reach 500 Mbit/s while two hosts compute, so the headers alone overstate the link.
+             calibration's within-host ring fit (its `projection` group); NIC = the rate that the
+             network delivered (by default, `--goodput measured`): what the hold-out job's
+             all-reduce microbenchmark of the whole gradient got, alone on the link (its blocking
+             case's), as a user describes a cluster from a network benchmark run there; the step
+             times of the hold-out stay unseen. On the bed's 2 cores TCP cannot reach 500 Mbit/s
+             while two hosts compute, so TCP/IP's headers alone overstate the link there;
+             `--goodput SHARE` takes the rate times SHARE instead (1448/1514 and the ACKs: 0.936,
+             the headers' share). Latency: half the one-way latency between the hosts (a TCP
+             ping-pong; a route pays 2 x NIC).
   project    dlscale-project on the ONE-host file with that platform at P = 2 (one rank per node)
              and --steps --steps, without --allreduce: it simulates the all-reduce the case
              recorded (a ring: MPI_Allreduce, once or per bucket); its simulated step and exposed
@@ -177,9 +178,10 @@ def parse_rate(rate):
 
 
 def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512", driver="libtorch", batch=256,
-            buckets=("0",), iterations=20, warmup=3, steps=20, goodput=TCP_GOODPUT, tag="", mca=()):
+            buckets=("0",), iterations=20, warmup=3, steps=20, goodput=None, tag="", mca=()):
     """One calibration (first host alone) and one hold-out (both hosts, RATE) with the same cases;
-    a row per bucket size: measured and simulated step and exposed all-reduce, and the inputs."""
+    a row per bucket size: measured and simulated step and exposed all-reduce, and the inputs.
+    goodput: the NIC's share of RATE; None: what the hold-out's blocking microbenchmark got."""
     one = dlscale_run(bed, dlscale, 2, [bed.hosts[0]], os.path.join(workdir, f"one-host{tag}.h5"), workload, driver,
                       batch, buckets, iterations, warmup, workdir, mca)
     bed.shape(bed.hosts[1], rate)
@@ -224,9 +226,9 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--steps", type=int, default=20, help="dlscale-project --steps")
-    ap.add_argument("--goodput", default=str(TCP_GOODPUT),
-                    help="share of the tc rate the NIC gets in the platform (default 1448/1514: TCP/IP headers), "
-                         "or measured: what the hold-out job's all-reduce microbenchmark got")
+    ap.add_argument("--goodput", default="measured",
+                    help="the NIC's rate in the platform: measured (default): what the hold-out job's all-reduce "
+                         f"microbenchmark got; or a share of the tc rate ({TCP_GOODPUT:.4f}: TCP/IP's headers)")
     ap.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
                     help="an Open MPI parameter for both jobs, e.g. coll_libnbc_iallreduce_algorithm=1 (ring)")
     ap.add_argument("--keep", default="", help="copy the results files and platform TOMLs into this folder")
