@@ -29,6 +29,9 @@ A damaged group of a file (a case group a full disk left half written, say)
 is skipped: the other commands warn with one line per such file on stderr and
 report the rest (exit 0); `check` exits 2 naming them. Whatever else goes wrong
 ends with one line `dlscale-report: error: FILE: ...` and exit 2, never a traceback.
+The command runs in a child process (main()), so that a crash inside HDF5 on a
+damaged file (a flipped bit in its metadata) ends the same way, naming the file,
+never as a dead process.
 
 Only the standard library is imported before the command is known: --help and
 --version work without h5py, and a missing module is named, not a traceback.
@@ -39,6 +42,7 @@ that draw or test, so a refused file costs no more than starting Python and h5py
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from ._version import version_line
@@ -418,12 +422,16 @@ def _trace(args):
     return 0
 
 
-def main(argv=None):
+def run(argv=None, reading=None):
+    """The command line in this process: what main() runs in its child; tests call it in
+    process. reading: schema.reading's hook, set once the modules it needs are known to be there."""
     args = _parser().parse_args(argv)   # usage errors exit 2 via argparse; --version exits 0
     missing = _missing_modules(_needed_modules(args))
     if missing:
         return _error(missing)
+    from . import schema
     from .schema import ReportError
+    schema.reading = reading
     try:
         return _run(args)
     except ReportError as e:
@@ -441,6 +449,53 @@ def main(argv=None):
         # group; anything that still gets here is unexpected, from one of the inputs.
         return _error(f"{_inputs(args)}: unexpected {type(e).__name__} "
                       f"({' '.join(str(e).split()) or 'no message'}); please report it with the file")
+
+
+# What a library dies of inside the process: HDF5 1.10 on some damaged files (a bit flipped in
+# its metadata) reads through a wild pointer.
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL)
+
+
+def main(argv=None):
+    """The dlscale-report process (script, python -m, pip's entry point): the command runs in a
+    child process, which names each file as it starts and ends reading it (schema.reading), so
+    that a crash inside HDF5 ends as one line naming the file and exit 2, never a dead process."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    notes_in, notes_out = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(notes_in)
+        code = 130                      # unless run() returns: Ctrl-C, as a shell reports it
+        try:
+            code = run(argv, reading=lambda path: os.write(notes_out, f"{path or ''}\n".encode()))
+        except SystemExit as e:         # argparse: usage, --version
+            code = e.code if isinstance(e.code, int) else 2
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (BrokenPipeError, OSError):
+                    pass
+            os._exit(code)
+    os.close(notes_out)
+    # Ctrl-C reaches the child too, which ends the command; this process only waits.
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with os.fdopen(notes_in, "rb") as f:
+        notes = f.read().decode(errors="replace").split("\n")[:-1]
+    _, status = os.waitpid(pid, 0)
+    signal.signal(signal.SIGINT, interrupt)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    sig = os.WTERMSIG(status)
+    if sig not in CRASH_SIGNALS:
+        # Killed from outside (SIGTERM, SIGKILL): end the same way.
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    name = signal.Signals(sig).name
+    if notes and notes[-1]:
+        return _error(f"{notes[-1]}: the HDF5 library crashed reading it ({name}): the file is damaged")
+    return _error(f"crashed ({name}) after reading its input; please report it with the command line")
 
 
 if __name__ == "__main__":

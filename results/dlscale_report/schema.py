@@ -666,6 +666,11 @@ _NUMBERED = (("case", "cases", _read_any_case), ("allreduce", "allreduce", _read
              ("peak", "peak", _read_peak), ("run", "runs", _read_run))
 
 
+# Called with a file's path before it is read and with None after: the command line's process
+# learns which file HDF5 was reading if it crashes (cli.main).
+reading = None
+
+
 def load_results(path, only=None):
     """Load a results file; `only` restricts loading to one case (name or index).
 
@@ -673,11 +678,15 @@ def load_results(path, only=None):
     in .damaged, except a damaged case asked for by `only`, which raises ReportError.
     """
     path = os.fspath(path)
+    if reading:
+        reading(path)
     f = _open(path)
     try:
         return _load(f, path, only)
     finally:
         _close(f)
+        if reading:
+            reading(None)
 
 
 def _load(f, path, only):

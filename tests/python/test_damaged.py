@@ -238,7 +238,7 @@ class CommandLineTest(Files):
     def main(self, *argv):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(list(argv))
+            code = cli.run(list(argv))
         return code, out.getvalue(), err.getvalue()
 
     def test_damaged_case_warns_and_check_fails(self):
