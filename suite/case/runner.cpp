@@ -1,6 +1,5 @@
 #include "suite/case/runner.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,17 +42,6 @@ std::vector<RankMemory> gather_memory(MPI_Comm comm, int ranks, const RankMemory
   std::vector<RankMemory> memory;
   for (size_t r = 0; r < all.size(); r += 2) memory.push_back({all[r], all[r + 1]});
   return memory;
-}
-
-/// Waits asleep for the other ranks of the world: a blocking barrier busy-polls, and on a node
-/// with more ranks than cores the spinning ranks would steal the cores a case is timed on.
-void sleeping_barrier(MPI_Comm world, useconds_t poll_us) {
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  DLSCALE_CHECK_MPI(MPI_Ibarrier(world, &barrier));
-  for (int done = 0; !done;) {
-    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
-    if (!done) usleep(poll_us);
-  }
 }
 
 }  // namespace

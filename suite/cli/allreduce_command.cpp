@@ -10,6 +10,7 @@
 
 #include "suite/case/device_binding.h"
 #include "suite/cli/commands.h"
+#include "suite/cli/lifecycle.h"
 #include "suite/comm/allreduce_microbenchmark.h"
 #include "suite/comm/mpi_context.h"
 #include "suite/errors.h"
@@ -38,14 +39,13 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   StopDeadline deadline(mpi.rank(), mpi.host());
   deadline.set_doing("the all-reduce microbenchmark");
   const bool root = mpi.rank() == 0;
-  std::string problem;
   AllreduceOptions options;
-  std::string out_path = args.out.value_or("results/allreduce.h5");
+  const Recording recording{args.out.value_or("results/allreduce.h5"), args.command_line, args.resume};
   Registry drivers;
   register_drivers(drivers);
   const Driver* nccl_driver = gpu_driver(drivers);
   int gpus = 0;
-  try {
+  const auto check = [&] {
     if (args.backend == "nccl") {
       if (nccl_driver == nullptr) {
         throw UsageError("--backend nccl: this build has no NCCL (configure with the cuda preset)");
@@ -81,29 +81,28 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
                               : allreduce_sizes(0, -1, args.sizes);
     options.iterations = args.iterations;
     options.warmup = args.warmup;
-  } catch (const UsageError& e) {
-    problem = e.what();
-  }
-  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
-
+  };
+  if (usage_refused(mpi.world(), check)) return exit_code(ExitCode::kUsage);
   std::optional<ResultsFile> file;
-  try {
-    if (root) file.emplace(open_results(out_path, args.overwrite, args.resume, !args.out.has_value(), mpi.size()));
-  } catch (const UsageError& e) {
-    problem = e.what();
+  if (usage_refused(mpi.world(), [&] {
+        if (root) file.emplace(open_results(recording.out_path, args.overwrite, args.resume, !args.out, mpi.size()));
+      })) {
+    return exit_code(ExitCode::kUsage);
   }
-  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
 
   RankInfo mine = mpi.info();
   const bool nccl = args.backend == "nccl";
   const int device = nccl ? gpu_index_for(mpi.local_rank(), gpus) : 0;
   if (nccl) mine.device = nccl_driver->describe_device(DeviceType::kCuda, device);
-  if (nccl && gpus_shared(mpi.world(), mpi.host(), mine.device)) {
-    problem =
-        "--backend nccl: two ranks on one host would share a GPU, which NCCL refuses (one GPU per rank; "
-        "see CUDA_VISIBLE_DEVICES and the launcher's GPU binding)";
+  if (usage_refused(mpi.world(), [&] {
+        if (nccl && gpus_shared(mpi.world(), mpi.host(), mine.device)) {
+          throw UsageError(
+              "--backend nccl: two ranks on one host would share a GPU, which NCCL refuses (one GPU per rank; "
+              "see CUDA_VISIBLE_DEVICES and the launcher's GPU binding)");
+        }
+      })) {
+    return exit_code(ExitCode::kUsage);
   }
-  if (report_usage_error(mpi.world(), problem)) return exit_code(ExitCode::kUsage);
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mine);
   std::unique_ptr<GradientReducer> reducer;  // owns the communicator the transport uses
   std::unique_ptr<AllreduceTransport> transport;
@@ -129,28 +128,19 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
     }
     within = run_allreduce_benchmark(host_comm.get(), options, host_transport.get());
   }
-  // The provenance and the measurements go into the file in one commit: until it, the file is
-  // as it was, and the same command runs again.
-  std::string name, within_name, error;
-  if (root) {
-    const auto writing = deadline.hold_off();
-    try {
-      ResultsFile::Update update = file->update();
-      const int64_t run = write_provenance(update, table, drivers, mpi.size(), args.command_line, "", args.resume);
-      GroupRecord group = allreduce_group(r, args.backend, "", everyone.hosts);
-      group.attrs.emplace_back("run", run);
-      name = update.append_group("allreduce", group);
-      if (within && within->ranks > 1) {
-        GroupRecord host_group = allreduce_group(*within, args.backend, "", 1);
-        host_group.attrs.emplace_back("run", run);
-        within_name = update.append_group("allreduce", host_group);
-      }
-      update.commit();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  if (write_failed(mpi.world(), error, out_path, args.command_line)) return exit_code(ExitCode::kWriteFailed);
+  std::string name, within_name;
+  const bool written = commit_measurement(mpi, root ? &*file : nullptr, deadline, table, drivers, recording,
+                                          [&](ResultsFile::Update& update, int64_t run) {
+                                            GroupRecord group = allreduce_group(r, args.backend, "", everyone.hosts);
+                                            group.attrs.emplace_back("run", run);
+                                            name = update.append_group("allreduce", group);
+                                            if (within && within->ranks > 1) {
+                                              GroupRecord host_group = allreduce_group(*within, args.backend, "", 1);
+                                              host_group.attrs.emplace_back("run", run);
+                                              within_name = update.append_group("allreduce", host_group);
+                                            }
+                                          });
+  if (!written) return exit_code(ExitCode::kWriteFailed);
   // Every rank exits with the same code: 1 when any element came back wrong. Rank 0 knows the
   // job's figures and its host's; each other host's first rank knows its host's.
   int64_t host_wrong = 0;
@@ -162,7 +152,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   const auto print = [&](const AllreduceResult& x, const std::string& where, const std::string& group) {
     fmt::print(
         "dlscale allreduce: {} ranks {}, {} backend, {} warm-up + {} timed iterations per size -> {} /allreduce/{}\n",
-        x.ranks, where, args.backend, x.warmup, x.iterations, out_path, group);
+        x.ranks, where, args.backend, x.warmup, x.iterations, recording.out_path, group);
     fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "errors");
     for (size_t s = 0; s < x.bytes.size(); ++s) {
       fmt::print("{:>14} {:>12.2f} {:>12.3f} {:>12.3f} {:>8}\n", x.bytes[s], x.median_s[s] * 1e6, x.algbw_gbps[s],

@@ -55,14 +55,4 @@ int peak_command(const MpiContext& mpi, const PeakArgs& args);
 int list_command(const MpiContext& mpi, const std::string& json_workload);
 int info_command(const MpiContext& mpi);
 
-/// Prints `message` as one "dlscale: error: …" line from the first rank that has one and returns
-/// true on every rank when any rank has one.
-bool report_usage_error(MPI_Comm comm, const std::string& message);
-
-/// Agrees on rank 0's attempt to update the results file (`error`: why it failed, or empty; on
-/// the other ranks always empty). On a failure rank 0 prints one line naming it, that the file
-/// is as it was and the command that continues (`resume_hint`), and every rank returns true (the
-/// command then exits with code 5). Collective over `comm`.
-bool write_failed(MPI_Comm comm, const std::string& error, const std::string& path, const std::string& resume_hint);
-
 }  // namespace dlscale

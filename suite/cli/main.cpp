@@ -7,11 +7,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "drivers/cpu/blas_core.h"
 #include "suite/cli/commands.h"
+#include "suite/cli/lifecycle.h"
 #include "suite/data/datasets.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
@@ -126,6 +129,14 @@ std::vector<std::string> axis_values(const dlscale::Axis& a, const std::vector<s
   return items;
 }
 
+/// --out as given (every subcommand that writes a file has one): none when not given; throws
+/// UsageError for an empty path.
+std::optional<std::string> out_path(const CLI::Option* option, const std::string& value) {
+  if (option->count() == 0) return std::nullopt;
+  if (value.empty()) throw UsageError("--out: an empty path");
+  return value;
+}
+
 /// Checks and completes `args` from what `cli` parsed; throws UsageError.
 void finish_run(const RunCli& cli, dlscale::RunArgs& args) {
   const std::vector<dlscale::Axis>& axes = dlscale::axes();
@@ -134,8 +145,7 @@ void finish_run(const RunCli& cli, dlscale::RunArgs& args) {
   }
   if (cli.config_option->count()) args.config = cli.config;
   if (cli.suite_option->count()) args.suite = cli.suite;
-  if (cli.out_option->count() && cli.out.empty()) throw UsageError("--out: an empty path");
-  if (!cli.out.empty()) args.out = cli.out;
+  args.out = out_path(cli.out_option, cli.out);
   args.format = dlscale::parse_output_format(cli.format);
   args.malloc = dlscale::parse_malloc_policy(cli.malloc_policy);
   args.progress =
@@ -187,8 +197,7 @@ void finish_allreduce(const AllreduceCli& cli, dlscale::AllreduceArgs& ar) {
       ar.sizes.push_back(v);
     }
   }
-  if (cli.out_option->count() && cli.out.empty()) throw UsageError("--out: an empty path");
-  if (!cli.out.empty()) ar.out = cli.out;
+  ar.out = out_path(cli.out_option, cli.out);
 }
 
 /// `dlscale peak`'s command line.
@@ -212,15 +221,9 @@ void add_peak(CLI::App& app, PeakCli& cli, dlscale::PeakArgs& pk) {
 
 /// The subcommand's checks (`finish`, which throws UsageError), agreed by every rank: exit code
 /// 2 with one line on a problem, else what `command` returns.
-template <class Finish, class Command>
-int checked(const dlscale::MpiContext& mpi, Finish finish, Command command) {
-  std::string problem;
-  try {
-    finish();
-  } catch (const UsageError& e) {
-    problem = e.what();
-  }
-  if (dlscale::report_usage_error(mpi.world(), problem)) return dlscale::exit_code(dlscale::ExitCode::kUsage);
+template <class Command>
+int checked(const dlscale::MpiContext& mpi, const std::function<void()>& finish, Command command) {
+  if (dlscale::usage_refused(mpi.world(), finish)) return dlscale::exit_code(dlscale::ExitCode::kUsage);
   return command();
 }
 
@@ -274,12 +277,7 @@ int dispatch(const dlscale::MpiContext& mpi, int argc, char** argv) {
   }
   if (*peak.app) {
     return checked(
-        mpi,
-        [&] {
-          if (peak.out_option->count() && peak.out.empty()) throw UsageError("--out: an empty path");
-          if (!peak.out.empty()) pk.out = peak.out;
-        },
-        [&] { return dlscale::peak_command(mpi, pk); });
+        mpi, [&] { pk.out = out_path(peak.out_option, peak.out); }, [&] { return dlscale::peak_command(mpi, pk); });
   }
   return checked(
       mpi, [&] { finish_run(run, args); }, [&] { return dlscale::run_command(mpi, args); });

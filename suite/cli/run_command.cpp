@@ -24,6 +24,7 @@
 #include "suite/case/runner.h"
 #include "suite/case/work_estimate.h"
 #include "suite/cli/commands.h"
+#include "suite/cli/lifecycle.h"
 #include "suite/data/datasets.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
@@ -35,21 +36,6 @@
 #include "suite/record/results_access.h"
 
 namespace dlscale {
-
-bool report_usage_error(MPI_Comm comm, const std::string& message) {
-  int rank = 0, size = 1;
-  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
-  const int mine = message.empty() ? size : rank;
-  int first = size;
-  DLSCALE_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == size) return false;
-  if (rank == first) {
-    fmt::print(stderr, "dlscale: error: {}\n", message);
-    std::fflush(stderr);
-  }
-  return true;
-}
 
 namespace {
 
@@ -110,24 +96,6 @@ std::string resume_command(const std::string& command_line, const std::string& o
   }
   return has_out ? out : out + " --out " + out_path;
 }
-
-}  // namespace
-
-bool write_failed(MPI_Comm comm, const std::string& error, const std::string& path, const std::string& resume_hint) {
-  int rank = 0;
-  DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-  if (allreduce_max(comm, error.empty() ? 0 : 1) == 0) return false;
-  if (!error.empty()) {
-    fmt::print(stderr,
-               "dlscale: error: the results file could not be written ({}); {} is as it was before, with every case "
-               "finished before. Make room (or repair the file system), then, under the same launcher: {}\n",
-               error, path, resume_hint);
-    std::fflush(stderr);
-  }
-  return true;
-}
-
-namespace {
 
 /// What `dlscale run` resolved from its request before anything runs.
 struct RunPlan {
@@ -207,16 +175,6 @@ void plan_run(const MpiContext& mpi, const RunArgs& args, const Registry& driver
   check_devices_and_data(specs, drivers, !args.dry_run);
 }
 
-/// The others wait asleep: a spinning barrier would take the cores a probe is timed on.
-void wait_for_rank_zero(MPI_Comm world) {
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  DLSCALE_CHECK_MPI(MPI_Ibarrier(world, &barrier));
-  for (int done = 0; !done;) {
-    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
-    if (!done) usleep(2000);
-  }
-}
-
 /// --dry-run: the cases a real run would record, each with its pasteable command and estimated
 /// duration, then the total; nothing is run or written. Rank 0 measures and prints.
 ExitCode dry_run(const MpiContext& mpi, const RunArgs& args, const RunPlan& plan) {
@@ -242,23 +200,8 @@ ExitCode dry_run(const MpiContext& mpi, const RunArgs& args, const RunPlan& plan
                                : std::string("at the rates measured on rank 0"));
     std::fflush(stdout);
   }
-  wait_for_rank_zero(mpi.world());
+  sleeping_barrier(mpi.world(), 2000);  // a spinning one would take the cores rank 0 probes on
   return ExitCode::kOk;
-}
-
-/// Rank 0's attempt at one change of the results file (`write`), agreed by every rank; false
-/// when it failed (rank 0 has said why, and the run must end with ExitCode::kWriteFailed).
-template <class Write>
-bool write_agreed(const MpiContext& mpi, const RunPlan& plan, const std::string& resume_hint, Write write) {
-  std::string error;
-  if (mpi.rank() == 0) {
-    try {
-      write();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  return !write_failed(mpi.world(), error, plan.out_path, resume_hint);
 }
 
 /// Cases that ask for more threads per rank than a rank's CPU set holds: their threads would share
@@ -338,7 +281,7 @@ std::optional<PeakLookup> peaks_for_run(const MpiContext& mpi, const RunArgs& ar
   const auto started = std::chrono::steady_clock::now();
   std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.peak_seconds, gpu);
   std::string name;
-  const bool written = write_agreed(mpi, plan, resume_hint, [&] {
+  const bool written = written_by_rank0(mpi.world(), plan.out_path, resume_hint, [&] {
     const auto writing = deadline.hold_off();
     ResultsFile::Update update = plan.file->update();
     GroupRecord group = peak_group(rows, "measured by this run", args.peak_seconds);
@@ -362,7 +305,7 @@ std::optional<int64_t> write_run_record(const MpiContext& mpi, const RunArgs& ar
   std::vector<CaseSpec> specs;
   for (const ResolvedCase& c : plan.cases) specs.push_back(c.spec);
   int64_t run_number = 0;  // rank 0's: the /runs record this run's cases name
-  const bool written = write_agreed(mpi, plan, resume_hint, [&] {
+  const bool written = written_by_rank0(mpi.world(), plan.out_path, resume_hint, [&] {
     const auto writing = deadline.hold_off();
     ResultsFile::Update update = plan.file->update();
     run_number =
@@ -412,7 +355,8 @@ LoopEnd run_cases(const MpiContext& mpi, RunPlan& plan, Runner& runner, ResultsF
     result.run = run_number;
     if (root) result.group = file->next_group();
     // The file first: a case printed is a case recorded.
-    if (!write_agreed(mpi, plan, resume_hint, [&] { file->case_finished(result); })) return LoopEnd::kWriteFailed;
+    if (!written_by_rank0(mpi.world(), plan.out_path, resume_hint, [&] { file->case_finished(result); }))
+      return LoopEnd::kWriteFailed;
     ++done;
     if (root) {
       for (Reporter* r : reporters) r->case_finished(result);
@@ -421,10 +365,11 @@ LoopEnd run_cases(const MpiContext& mpi, RunPlan& plan, Runner& runner, ResultsF
   return LoopEnd::kDone;
 }
 
-/// Rejects the request with one line and leaves nothing behind, not even the default folder it
-/// made for its file; true when it was refused.
-bool refused(const MpiContext& mpi, RunPlan& plan, const std::string& problem) {
-  if (!report_usage_error(mpi.world(), problem)) return false;
+/// `plan()` on every rank; where it refused the request, on any rank, the request is rejected with
+/// one line and leaves nothing behind, not even the default folder it made for its file; true
+/// when it was refused.
+bool refused(const MpiContext& mpi, RunPlan& plan, const std::function<void()>& plan_it) {
+  if (!usage_refused(mpi.world(), plan_it)) return false;
   if (plan.made_default_dir) {
     plan.file.reset();
     ::rmdir(default_dir);
@@ -441,13 +386,7 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   register_drivers(drivers);
   const bool root = mpi.rank() == 0;
   RunPlan plan;
-  std::string problem;
-  try {
-    plan_run(mpi, args, drivers, plan);
-  } catch (const UsageError& e) {
-    problem = e.what();
-  }
-  if (refused(mpi, plan, problem)) return exit_code(ExitCode::kUsage);
+  if (refused(mpi, plan, [&] { plan_run(mpi, args, drivers, plan); })) return exit_code(ExitCode::kUsage);
   if (args.dry_run) return exit_code(dry_run(mpi, args, plan));
   DLSCALE_CHECK_MPI(MPI_Bcast(plan.skip.data(), static_cast<int>(plan.skip.size()), MPI_CHAR, 0, mpi.world()));
 

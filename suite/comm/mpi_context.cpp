@@ -243,4 +243,13 @@ int allreduce_max(MPI_Comm comm, int value) {
   return out;
 }
 
+void sleeping_barrier(MPI_Comm comm, unsigned poll_us) {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  DLSCALE_CHECK_MPI(MPI_Ibarrier(comm, &barrier));
+  for (int done = 0; !done;) {
+    DLSCALE_CHECK_MPI(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE));
+    if (!done) usleep(poll_us);
+  }
+}
+
 }  // namespace dlscale

@@ -91,6 +91,11 @@ std::vector<std::string> shared_core_warnings(const std::vector<RankInfo>& table
 /// The maximum of `value` over all ranks.
 int allreduce_max(MPI_Comm comm, int value);
 
+/// A barrier over `comm` that waits asleep, testing every `poll_us` microseconds: a blocking
+/// barrier busy-polls, and on a node with more ranks than cores the spinning ranks would steal
+/// the cores a case or a probe is timed on.
+void sleeping_barrier(MPI_Comm comm, unsigned poll_us);
+
 /// The ranks of `comm` as drivers see them (drivers/driver.h), so that a backend's own
 /// communicator (NCCL) bootstraps over MPI without the driver including MPI.
 class MpiRankGroup final : public RankGroup {
