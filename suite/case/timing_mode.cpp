@@ -112,6 +112,8 @@ class TimingMode final : public CaseMode {
   /// whatever failed before them on it (the step then trains on the previous batch, and its
   /// result is discarded), then the ranks agree on whether it failed or was interrupted.
   StepResult guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed);
+  /// A timed step that succeeded on every rank: its samples (and its timeline) kept.
+  void keep(const PreparedCase& p, const StepResult& step);
   /// The timed steps' samples of every rank on the case's rank 0.
   StepSamples gather_samples(bool ok) const;
   /// Their timeline (--phases), likewise; `iters`: the timed iterations recorded.
@@ -182,6 +184,23 @@ StepResult TimingMode::guarded_step(PreparedCase& p, GradientReducer* reducer, i
   return out;
 }
 
+void TimingMode::keep(const PreparedCase& p, const StepResult& step) {
+  times_.push_back(step.times.total);
+  if (spec_.ranks > 1) exposed_.push_back(step.times.exposed_allreduce);
+  if (spec_.phases) phase_times_.insert(phase_times_.end(), step.times.phase, step.times.phase + kPhaseCount);
+  losses_.push_back(step.mean_loss);
+  if (p.buckets) {
+    const std::vector<double>& started = p.buckets->start_times();
+    bucket_starts_.insert(bucket_starts_.end(), started.begin(), started.end());
+  }
+  if (clock_.empty()) return;  // no timeline
+  step_starts_.push_back(step.times.start_s);
+  if (p.buckets) {
+    const std::vector<double>& reduced = p.buckets->reduction_times();
+    bucket_reductions_.insert(bucket_reductions_.end(), reduced.begin(), reduced.end());
+  }
+}
+
 void TimingMode::measure(PreparedCase& p) {
   GradientReducer* reducer = p.reducer.get();
   std::optional<SkipsOneReduction> skipping;
@@ -219,21 +238,7 @@ void TimingMode::measure(PreparedCase& p) {
         slept += step.times.total;
       }
       if (!outcome_.ok() || interrupted_) break;
-      times_.push_back(step.times.total);
-      if (spec_.ranks > 1) exposed_.push_back(step.times.exposed_allreduce);
-      if (spec_.phases) phase_times_.insert(phase_times_.end(), step.times.phase, step.times.phase + kPhaseCount);
-      losses_.push_back(step.mean_loss);
-      if (p.buckets) {
-        const std::vector<double>& started = p.buckets->start_times();
-        bucket_starts_.insert(bucket_starts_.end(), started.begin(), started.end());
-      }
-      if (!clock_.empty()) {
-        step_starts_.push_back(step.times.start_s);
-        if (p.buckets) {
-          const std::vector<double>& reduced = p.buckets->reduction_times();
-          bucket_reductions_.insert(bucket_reductions_.end(), reduced.begin(), reduced.end());
-        }
-      }
+      keep(p, step);
       ctx_.progress.iteration("iteration", i + 1, spec_.iterations, step.times.total);
     }
   } catch (const std::exception& e) {
