@@ -459,13 +459,23 @@ CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, s
 def main(argv=None):
     """The dlscale-report process (script, python -m, pip's entry point): the command runs in a
     child process, which names each file as it starts and ends reading it (schema.reading), so
-    that a crash inside HDF5 ends as one line naming the file and exit 2, never a dead process."""
+    that a crash inside HDF5 ends as one line naming the file and exit 2, never a dead process.
+    The child's stderr passes through this process, which drops it after a crash: what the C
+    libraries print as they die ("free(): invalid pointer") says nothing the line does not."""
     sys.stdout.flush()
     sys.stderr.flush()
     notes_in, notes_out = os.pipe()
+    err_in, err_out = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(notes_in)
+        os.close(err_in)
+        os.dup2(err_out, 2)
+        os.close(err_out)
+        # h5py cannot release some identifiers of a damaged file and says so from its finaliser,
+        # a traceback per object ("Exception ignored in ... __dealloc__"): the file is named as
+        # damaged in one line already, and the traceback is nothing a user can act on.
+        sys.unraisablehook = lambda unraisable: None
         code = 130                      # unless run() returns: Ctrl-C, as a shell reports it
         try:
             code = run(argv, reading=lambda path: os.write(notes_out, f"{path or ''}\n".encode()))
@@ -479,23 +489,46 @@ def main(argv=None):
                     pass
             os._exit(code)
     os.close(notes_out)
+    os.close(err_out)
     # Ctrl-C reaches the child too, which ends the command; this process only waits.
     interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with os.fdopen(notes_in, "rb") as f:
-        notes = f.read().decode(errors="replace").split("\n")[:-1]
+    notes, err = _drain(notes_in, err_in)
     _, status = os.waitpid(pid, 0)
     signal.signal(signal.SIGINT, interrupt)
     if os.WIFEXITED(status):
+        if err:
+            os.write(2, err)
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
     if sig not in CRASH_SIGNALS:
         # Killed from outside (SIGTERM, SIGKILL): end the same way.
+        if err:
+            os.write(2, err)
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     name = signal.Signals(sig).name
-    if notes and notes[-1]:
-        return _error(f"{notes[-1]}: the HDF5 library crashed reading it ({name}): the file is damaged")
+    lines = notes.decode(errors="replace").split("\n")[:-1]
+    if lines and lines[-1]:
+        return _error(f"{lines[-1]}: the HDF5 library crashed reading it ({name}): the file is damaged")
     return _error(f"crashed ({name}) after reading its input; please report it with the command line")
+
+
+def _drain(*fds):
+    """Everything written to the pipes `fds` until each is closed, as bytes each."""
+    import selectors
+    data = {fd: bytearray() for fd in fds}
+    with selectors.DefaultSelector() as sel:
+        for fd in fds:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select():
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    data[key.fd] += chunk
+                else:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+    return tuple(bytes(data[fd]) for fd in fds)
 
 
 if __name__ == "__main__":
