@@ -504,16 +504,25 @@ class Figures(Study):
             capture_output=True, text=True, timeout=180)
         self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
         self.assertPngs([shot])
-        # The timelines section rendered (the page scrolled to it).
+        # The timelines section rendered: the section alone, with the page's head and the same
+        # figure files, must paint its figures (a fragment URL screenshots blank in headless mode).
+        start = page.index('<h2 id="timelines">')
+        end = page.index("<h2 ", start + 1)
+        section = os.path.join(out, "timelines_only.html")
+        with open(section, "w", encoding="utf-8") as f:
+            f.write(page[:page.index("<body>") + len("<body>")] + page[start:end] + "</body></html>\n")
         shot = self.path("report_timelines.png")
         proc = subprocess.run(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
-             "--window-size=1280,1200", f"file://{index}#timelines"],
+             "--window-size=1280,1400", f"file://{section}"],
             capture_output=True, text=True, timeout=180)
         self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
-        self.assertPngs([shot])
+        import matplotlib.image
+        pixels = matplotlib.image.imread(shot)[:, :, :3]
+        painted = float(np.mean(np.any(pixels < 0.8, axis=2)))
+        self.assertGreater(painted, 0.03, "the timelines section rendered (nearly) blank")
 
 
 class Timelines(Study):
