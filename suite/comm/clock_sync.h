@@ -17,10 +17,19 @@ struct ClockOffset {
   double at_s = 0, offset_s = 0, bound_s = 0;
 };
 
+/// How long a rank's clock synchronisation goes on: at least `min_rounds` round trips, then
+/// until one gave a bound of at most `good_bound_s`, or `max_rounds` or `max_seconds` are spent.
+struct ClockSyncLimits {
+  int min_rounds = 20, max_rounds = 2000;
+  double good_bound_s = 50e-6, max_seconds = 0.5;
+};
+
 /// Every rank of `comm` (collective in effect: point-to-point messages only, each rank in turn
-/// with rank 0): its clock's offset to rank 0's. Of `rounds` round trips the shortest is kept;
-/// the offset assumes the two legs took equally long, so it is off by at most half that round
-/// trip, the bound. Rank 0 gets offset 0 and bound 0.
-ClockOffset measure_clock_offset(MPI_Comm comm, int rounds = 20);
+/// with rank 0): its clock's offset to rank 0's. Of the round trips the shortest is kept; the
+/// offset assumes its two legs took equally long, so it is off by at most half that round trip,
+/// the bound. On an idle node 20 round trips give a bound of microseconds to tens of them; on a
+/// node whose cores are all busy most round trips wait for a core, so a rank goes on (within
+/// `limits`) until one did not. Rank 0 gets offset 0 and bound 0.
+ClockOffset measure_clock_offset(MPI_Comm comm, const ClockSyncLimits& limits = {});
 
 }  // namespace dlscale

@@ -6,7 +6,7 @@ writes the case's Chrome trace JSON and OTF2 archive, which must agree with the 
 
 Exit 77 where the bed cannot be made (not root, no ip, no namespaces). No assertion is about
 speed: the checks are of structure (nesting, sums, order), and the clock's bound, which is half
-the shortest of 20 round trips of 8 bytes between the hosts.
+the shortest round trip of 8 bytes between the hosts (at least 20, more on a busy machine).
 """
 
 import json
