@@ -1,6 +1,5 @@
 #include "suite/case/runner.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -114,6 +114,8 @@ class TimingMode final : public CaseMode {
   StepResult guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed);
   /// A timed step that succeeded on every rank: its samples (and its timeline) kept.
   void keep(const PreparedCase& p, const StepResult& step);
+  /// Every rank's `per_rank` values of `mine` into `all` on the case's rank 0, rank-major.
+  void gather(const std::vector<double>& mine, int per_rank, std::vector<double>& all) const;
   /// The timed steps' samples of every rank on the case's rank 0.
   StepSamples gather_samples(bool ok) const;
   /// Their timeline (--phases), likewise; `iters`: the timed iterations recorded.
@@ -257,14 +259,14 @@ void TimingMode::measure(PreparedCase& p) {
   memory_ = {peak_rss_bytes(), p.model->memory().device_peak_bytes};
 }
 
+void TimingMode::gather(const std::vector<double>& mine, int per_rank, std::vector<double>& all) const {
+  if (ctx_.case_rank == 0) all.resize(static_cast<size_t>(spec_.ranks) * static_cast<size_t>(per_rank));
+  DLSCALE_CHECK_MPI(MPI_Gather(mine.data(), per_rank, MPI_DOUBLE, all.data(), per_rank, MPI_DOUBLE, 0, ctx_.comm));
+}
+
 StepSamples TimingMode::gather_samples(bool ok) const {
   const int ranks = spec_.ranks;
   const int iters = ok ? spec_.iterations : 0;
-  const bool root = ctx_.case_rank == 0;
-  const auto gather = [&](const std::vector<double>& mine, int per_rank, std::vector<double>& all) {
-    if (root) all.resize(static_cast<size_t>(ranks) * static_cast<size_t>(per_rank));
-    DLSCALE_CHECK_MPI(MPI_Gather(mine.data(), per_rank, MPI_DOUBLE, all.data(), per_rank, MPI_DOUBLE, 0, ctx_.comm));
-  };
   StepSamples s;
   s.iterations = iters;
   gather(times_, iters, s.iter_time_s);
@@ -281,12 +283,6 @@ StepSamples TimingMode::gather_samples(bool ok) const {
 }
 
 CaseTimeline TimingMode::gather_timeline(int iters) const {
-  const int ranks = spec_.ranks;
-  const bool root = ctx_.case_rank == 0;
-  const auto gather = [&](const std::vector<double>& mine, int per_rank, std::vector<double>& all) {
-    if (root) all.resize(static_cast<size_t>(ranks) * static_cast<size_t>(per_rank));
-    DLSCALE_CHECK_MPI(MPI_Gather(mine.data(), per_rank, MPI_DOUBLE, all.data(), per_rank, MPI_DOUBLE, 0, ctx_.comm));
-  };
   // A case that recorded iterations measured both offsets (measure()).
   std::vector<double> at, offset, bound;
   for (const ClockOffset& c : clock_) {

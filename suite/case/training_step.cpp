@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 
+#include "suite/comm/clock_sync.h"
 #include "suite/errors.h"
 
 namespace dlscale {
@@ -54,7 +55,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   // host clock read (CPU models synchronise nothing) or a GPU event.
   const bool time_allreduce = time_phases || ranks > 1;
   const Clock::time_point start = Clock::now();
-  t.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
+  t.start_s = monotonic_seconds(start);
   if (buckets != nullptr) buckets->start_step(start);
   if (reducer != nullptr) reducer->start_step(deadline);
   timer->mark(0);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "suite/errors.h"
 
 namespace dlscale {
@@ -33,8 +35,17 @@ void exchange(bool send, double* value, int peer, MPI_Comm comm) {
 
 }  // namespace
 
-double monotonic_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+double monotonic_seconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+double monotonic_seconds() { return monotonic_seconds(std::chrono::steady_clock::now()); }
+
+std::string describe_clock_sync(const ClockSyncLimits& limits) {
+  return fmt::format(
+      "ping-pong with the case's rank 0, the shortest of at least {} round trips (more, for up to {:g} s, until one "
+      "gives a bound of {:g} us), before and after the timed steps",
+      limits.min_rounds, limits.max_seconds, limits.good_bound_s * 1e6);
 }
 
 ClockOffset measure_clock_offset(MPI_Comm comm, const ClockSyncLimits& limits) {

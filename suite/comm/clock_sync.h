@@ -5,11 +5,16 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <string>
+
 namespace dlscale {
 
 /// Seconds on this host's monotonic clock (std::chrono::steady_clock, CLOCK_MONOTONIC on Linux):
 /// what every event of a timeline is stamped with.
 double monotonic_seconds();
+/// `t` in the same seconds as monotonic_seconds().
+double monotonic_seconds(std::chrono::steady_clock::time_point t);
 
 /// One rank's clock against rank 0's, measured at `at_s` on its own clock: rank 0's clock read
 /// `at_s + offset_s`, within `bound_s` either way.
@@ -31,5 +36,8 @@ struct ClockSyncLimits {
 /// node whose cores are all busy most round trips wait for a core, so a rank goes on (within
 /// `limits`) until one did not. Rank 0 gets offset 0 and bound 0.
 ClockOffset measure_clock_offset(MPI_Comm comm, const ClockSyncLimits& limits = {});
+
+/// How measure_clock_offset measures with `limits`, in words, for the record.
+std::string describe_clock_sync(const ClockSyncLimits& limits = {});
 
 }  // namespace dlscale

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "suite/comm/clock_sync.h"
 #include "suite/data/datasets.h"
 #include "suite/matrix/placement.h"
 #include "suite/record/fields.h"
@@ -246,9 +247,7 @@ GroupRecord utilisation_group(const CaseUtilisation& u) {
 GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterations, int64_t buckets) {
   GroupRecord g;
   g.attrs.emplace_back("clock", std::string("monotonic"));
-  g.attrs.emplace_back("clock_sync", std::string("ping-pong with the case's rank 0, the shortest of at least 20 round "
-                                                 "trips (more, for up to 0.5 s, until one gives a bound of 50 us), "
-                                                 "before and after the timed steps"));
+  g.attrs.emplace_back("clock_sync", describe_clock_sync());
   for (const TimelineDataset& d : kTimeline) {
     const std::vector<double>& values = t.*d.values;
     if (values.empty()) continue;  // no buckets

@@ -494,16 +494,20 @@ class Figures(Study):
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         if chromium is None:
             self.skipTest("chromium not installed: no rendering check")
-        shot = self.path("report.png")
         profile = tempfile.mkdtemp(prefix="chromium_", dir=Jobs.dir)
-        proc = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
-             "--window-size=1280,2000", f"file://{index}"],
-            capture_output=True, text=True, timeout=180)
-        self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
-        self.assertPngs([shot])
+
+        def screenshot(name, page_path, height):
+            shot = self.path(name)
+            proc = subprocess.run(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
+                 f"--window-size=1280,{height}", f"file://{page_path}"],
+                capture_output=True, text=True, timeout=180)
+            self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
+            return shot
+
+        self.assertPngs([screenshot("report.png", index, 2000)])
         # The timelines section rendered: the section alone, with the page's head and the same
         # figure files, must paint its figures (a fragment URL screenshots blank in headless mode).
         start = page.index('<h2 id="timelines">')
@@ -511,14 +515,7 @@ class Figures(Study):
         section = os.path.join(out, "timelines_only.html")
         with open(section, "w", encoding="utf-8") as f:
             f.write(page[:page.index("<body>") + len("<body>")] + page[start:end] + "</body></html>\n")
-        shot = self.path("report_timelines.png")
-        proc = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
-             "--window-size=1280,1400", f"file://{section}"],
-            capture_output=True, text=True, timeout=180)
-        self.assertTrue(os.path.isfile(shot), proc.stderr[-2000:])
+        shot = screenshot("report_timelines.png", section, 1400)
         import matplotlib.image
         pixels = matplotlib.image.imread(shot)[:, :, :3]
         painted = float(np.mean(np.any(pixels < 0.8, axis=2)))
