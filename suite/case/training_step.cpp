@@ -54,11 +54,14 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   // The exposed all-reduce is always measured where there is one: two more marks, which cost a
   // host clock read (CPU models synchronise nothing) or a GPU event.
   const bool time_allreduce = time_phases || ranks > 1;
+  if (reducer != nullptr) reducer->start_step(deadline);
+  timer->mark(0);
+  // Read after the first mark, not before it: where the rank loses its core in between, the step
+  // so placed begins no earlier than its buckets' times, which count from here, and ends no
+  // earlier than their reductions (a timeline nests them in the step).
   const Clock::time_point start = Clock::now();
   t.start_s = monotonic_seconds(start);
   if (buckets != nullptr) buckets->start_step(start);
-  if (reducer != nullptr) reducer->start_step(deadline);
-  timer->mark(0);
   // A rank whose forward or backward fails (out of memory, a library error) still takes part in
   // the gradient reduction below, which is collective, so that the other ranks do not wait
   // forever; it then rethrows, and the ranks agree on the failure after the step (measure()).

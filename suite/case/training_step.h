@@ -13,7 +13,7 @@
 namespace dlscale {
 
 struct StepTimes {
-  /// The host's monotonic clock (monotonic_seconds()) as the step started, just before its first
+  /// The host's monotonic clock (monotonic_seconds()) as the step started, just after its first
   /// mark: where a timeline places the step; the buckets' times count from it.
   double start_s = 0;
   double total = 0;
