@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "suite/comm/allreduce_microbenchmark.h"
 #include "suite/comm/mpi_context.h"
+#include "suite/meters/allreduce_microbenchmark.h"
 #include "suite/meters/statistics.h"
 
 namespace {

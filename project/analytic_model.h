@@ -11,7 +11,7 @@ namespace dlscale::project {
 
 /// A ring all-reduce of `bytes` on `ranks` ranks whose every edge has latency a and bandwidth
 /// B: 2(P-1) a + 2(P-1)/P n / B (the formula of ring_allreduce_s in
-/// suite/comm/allreduce_microbenchmark.h, with beta = 1/B); 0 on one rank.
+/// suite/meters/allreduce_microbenchmark.h, with beta = 1/B); 0 on one rank.
 double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
 
 /// Open MPI's binomial all-reduce (AllreduceAlgorithm::binomial) of one bucket of `bytes` on

@@ -12,9 +12,9 @@
 
 #include "drivers/driver.h"
 #include "io/results_file.h"
+#include "suite/case/progress.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/matrix/run_matrix.h"
-#include "suite/record/progress.h"
 #include "workloads/data/dataset.h"
 
 namespace dlscale {

@@ -12,10 +12,10 @@
 
 #include "drivers/driver.h"
 #include "suite/case/accuracy_mode.h"
+#include "suite/case/progress.h"
 #include "suite/case/resolved_case.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/record/progress.h"
 #include "workloads/data/dataset.h"
 
 namespace dlscale {

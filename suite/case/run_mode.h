@@ -7,9 +7,9 @@
 
 #include <memory>
 
+#include "suite/case/case_result.h"
 #include "suite/case/case_setup.h"
 #include "suite/meters/peak.h"
-#include "suite/record/case_result.h"
 
 namespace dlscale {
 

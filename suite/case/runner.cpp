@@ -13,8 +13,8 @@
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 #include "suite/matrix/placement.h"
+#include "suite/meters/wall_clock.h"
 #include "suite/process/watchdog.h"
-#include "suite/record/provenance.h"
 
 namespace dlscale {
 

@@ -5,12 +5,12 @@
 
 #include <string>
 
+#include "suite/case/case_result.h"
 #include "suite/case/case_setup.h"
+#include "suite/case/progress.h"
 #include "suite/case/resolved_case.h"
 #include "suite/comm/mpi_context.h"
 #include "suite/meters/peak.h"
-#include "suite/record/case_result.h"
-#include "suite/record/progress.h"
 
 namespace dlscale {
 

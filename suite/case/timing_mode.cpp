@@ -12,14 +12,14 @@
 #include <fmt/format.h>
 
 #include "io/fault_injection.h"
+#include "suite/case/case_utilisation.h"
 #include "suite/case/outcome.h"
 #include "suite/case/run_mode.h"
 #include "suite/case/training_step.h"
-#include "suite/comm/allreduce_microbenchmark.h"
 #include "suite/comm/clock_sync.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
-#include "suite/meters/case_utilisation.h"
+#include "suite/meters/allreduce_microbenchmark.h"
 #include "suite/meters/host_memory.h"
 #include "suite/meters/statistics.h"
 #include "suite/process/stop_signals.h"

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "drivers/driver.h"
+#include "suite/case/case_result.h"
 #include "suite/comm/gradient_allreduce.h"
-#include "suite/record/case_result.h"
 
 namespace dlscale {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "suite/case/progress.h"
 #include "suite/comm/mpi_context.h"
 #include "suite/matrix/run_matrix.h"
 #include "suite/process/allocator.h"
-#include "suite/record/progress.h"
 #include "suite/record/reporters.h"
 
 namespace dlscale {

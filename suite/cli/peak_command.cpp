@@ -16,6 +16,7 @@
 #include "suite/exit_code.h"
 #include "suite/meters/peak.h"
 #include "suite/process/stop_signals.h"
+#include "suite/record/peak_fields.h"
 #include "suite/record/provenance.h"
 #include "suite/record/results_access.h"
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "drivers/driver.h"
-#include "io/results_file.h"
 
 namespace dlscale {
 
@@ -45,17 +44,6 @@ struct PeakRow {
 /// rank's GPU. Returns every rank's rows on rank 0, nothing elsewhere.
 std::vector<PeakRow> measure_peaks(MPI_Comm comm, const std::vector<PeakKey>& keys, const Registry& drivers,
                                    double seconds, int gpu);
-
-/// The rows as /peak/NNNN/rates and back.
-Table peak_table(const std::vector<PeakRow>& rows);
-std::vector<PeakRow> peak_rows(const Table& table);
-
-/// /peak/NNNN: the rows (table `rates`) with how they were obtained.
-GroupRecord peak_group(const std::vector<PeakRow>& rows, const std::string& source, double seconds);
-
-/// The rows of the last /peak group of the results file at `path`, and that group's name in
-/// `where`; throws UsageError naming the problem (no such file, no /peak in it).
-std::vector<PeakRow> read_peak_file(const std::string& path, std::string* where);
 
 /// Prints the rows as a table on `out`.
 void print_peaks(std::FILE* out, const std::vector<PeakRow>& rows);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/results_file.h"
-#include "suite/record/case_result.h"
+#include "suite/case/case_result.h"
 
 namespace dlscale {
 

@@ -6,8 +6,6 @@
 #include <mpi.h>
 #include <stdlib.h>
 
-#include <chrono>
-#include <ctime>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -91,15 +89,6 @@ LoadedMath detect_loaded_math() {
 
 std::string dlscale_version() { return DLSCALE_VERSION; }
 std::string git_commit() { return DLSCALE_GIT_COMMIT; }
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Attrs software_attributes(const Registry& drivers) {
   Attrs a;

@@ -38,7 +38,5 @@ std::vector<std::string> provenance_warnings(const LoadedMath& math);
 
 std::string dlscale_version();
 std::string git_commit();
-/// Current time as "2026-11-22T03:04:05Z".
-std::string utc_now();
 
 }  // namespace dlscale

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "io/results_file.h"
+#include "suite/case/case_result.h"
+#include "suite/case/progress.h"
 #include "suite/process/stop_signals.h"
-#include "suite/record/case_result.h"
-#include "suite/record/progress.h"
 
 namespace dlscale {
 

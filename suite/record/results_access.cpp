@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "suite/errors.h"
+#include "suite/meters/wall_clock.h"
 #include "suite/record/fields.h"
 #include "suite/record/provenance.h"
 

@@ -11,10 +11,10 @@
 #include <variant>
 
 #include "drivers/driver.h"
+#include "suite/case/progress.h"
 #include "suite/case/resolved_case.h"
 #include "suite/case/runner.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/record/progress.h"
 
 namespace dlscale {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
-#include "suite/comm/allreduce_microbenchmark.h"
 #include "suite/comm/gradient_allreduce.h"
+#include "suite/meters/allreduce_microbenchmark.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"

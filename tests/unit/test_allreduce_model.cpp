@@ -2,8 +2,8 @@
 // the documented arithmetic for weak, strong and oversubscribed cases.
 #include <gtest/gtest.h>
 
-#include "suite/comm/allreduce_microbenchmark.h"
-#include "suite/comm/projection.h"
+#include "suite/meters/allreduce_microbenchmark.h"
+#include "suite/meters/projection.h"
 
 namespace dlscale {
 namespace {

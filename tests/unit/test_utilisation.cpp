@@ -19,6 +19,7 @@
 #include "drivers/driver.h"
 #include "suite/meters/peak.h"
 #include "suite/meters/utilisation.h"
+#include "suite/record/peak_fields.h"
 
 namespace dlscale {
 namespace {

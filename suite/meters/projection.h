@@ -1,5 +1,5 @@
 // The step-time projection of a measured case to other rank counts: its compute time plus the
-// fitted ring all-reduce of its gradients (suite/comm/allreduce_microbenchmark.h), within a host
+// fitted ring all-reduce of its gradients (suite/meters/allreduce_microbenchmark.h), within a host
 // and between hosts (docs/metrics.md, "Projection").
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "suite/meters/case_utilisation.h"
+#include "suite/case/case_utilisation.h"
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 // The all-reduce microbenchmark (nccl-tests conventions: every size warmed up, time = the
 // slowest rank's, algbw = S/t, busbw = algbw * 2(P-1)/P, GB = 1e9 B, every result checked) and
-// the alpha-beta fit of a ring all-reduce to its times (suite/comm/projection.h builds on it).
+// the alpha-beta fit of a ring all-reduce to its times (suite/meters/projection.h builds on it).
 #pragma once
 
 #include <mpi.h>

@@ -1,4 +1,4 @@
-#include "suite/record/progress.h"
+#include "suite/case/progress.h"
 
 #include <unistd.h>
 

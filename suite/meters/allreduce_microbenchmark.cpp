@@ -1,4 +1,4 @@
-#include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/meters/allreduce_microbenchmark.h"
 
 #include <algorithm>
 #include <chrono>

@@ -12,10 +12,10 @@
 #include "drivers/cpu/blas_core.h"
 #include "drivers/driver.h"
 #include "suite/case/accuracy_mode.h"
+#include "suite/case/case_utilisation.h"
 #include "suite/case/resolved_case.h"
-#include "suite/comm/allreduce_microbenchmark.h"
-#include "suite/comm/projection.h"
-#include "suite/meters/case_utilisation.h"
+#include "suite/meters/allreduce_microbenchmark.h"
+#include "suite/meters/projection.h"
 #include "suite/meters/statistics.h"
 
 namespace dlscale {
@@ -69,7 +69,7 @@ struct CaseAllreduce {
   int hosts = 1;
 };
 
-/// The projection built on it (suite/comm/allreduce_microbenchmark.h).
+/// The projection built on it (suite/meters/allreduce_microbenchmark.h).
 struct CaseProjection {
   Projection projection;
   RingFit fit;

@@ -1,10 +1,10 @@
-#include "suite/comm/projection.h"
+#include "suite/meters/projection.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "suite/comm/allreduce_microbenchmark.h"
+#include "suite/meters/allreduce_microbenchmark.h"
 
 namespace dlscale {
 
