@@ -2,7 +2,7 @@
 on each, 25 MB buckets, the second host's link shaped to 500 Mbit/s; `dlscale-report trace`
 writes the case's Chrome trace JSON and OTF2 archive, which must agree with the results file.
 
-  DLSCALE_BIN=build/cpu/dlscale DLSCALE_SOURCE_DIR=$PWD /usr/bin/python3 tests/cluster/test_timeline.py -v
+  DLSCALE_BIN=build/cpu/dlscale DLSCALE_SOURCE_DIR=$PWD PYTHONPATH=$PWD/tests/common /usr/bin/python3 tests/cluster/test_timeline.py -v
 
 Exit 77 where the bed cannot be made (not root, no ip, no namespaces). No assertion is about
 speed: the checks are of structure (nesting, sums, order), and the clock's bound, which is half
@@ -17,8 +17,7 @@ import sys
 import clustertest
 from clustertest import SOURCE
 
-sys.path.insert(0, os.path.join(SOURCE, "tests", "report"))
-import trace_checks  # noqa: E402
+import trace_checks
 
 REPORT = os.path.join(SOURCE, "results", "dlscale-report")
 # 14.7 M parameters: 59 MB of gradients, three 25 MB buckets (the last 9 MB), on the reference

@@ -8,23 +8,20 @@ an epoch trains on few samples): these tests check what is recorded and how, not
 well a network learns. They use the float64 reference driver, which every build has;
 DLSCALE_ACCURACY_DRIVER names another (libtorch, onednn, …) to run them on it.
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH; by hand, see tests/README.md.
 """
 
 import json
 import math
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 import h5py
 import numpy as np
 
-SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+from dlscale_test import DLSCALE, SOURCE, Workdir, dlscale
+
 DRIVER = os.environ.get("DLSCALE_ACCURACY_DRIVER", "reference")
 MNIST = os.path.join(SOURCE, "data", "mnist")
 HAVE_MNIST = all(os.path.isfile(os.path.join(MNIST, f)) for f in (
@@ -39,21 +36,7 @@ SUMMARY_ATTRS = tuple(f"{stem}_{part}{unit}" for stem, unit in (("test_accuracy"
                       for part in ("mean", "ci95_low", "ci95_high")) + ("targets_reached",)
 
 
-def dlscale(args, ranks=2, cwd=None, timeout=600):
-    cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe", "--bind-to", "none", DLSCALE] + list(args)
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-class Workdir(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_accuracy_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class AccuracyTest(Workdir):
     def accuracy_run(self, out, *extra):
         args = ["run", "--mode", "accuracy", "-w", TINY, "-d", DRIVER, "--data", f"mnist:{MNIST}", "--threads", "1",
                 "--peak", "skip", "--progress", "plain", "--out", out] + list(extra)
@@ -63,7 +46,7 @@ class Workdir(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST} (scripts/fetch-mnist.sh)")
-class AccuracyRun(Workdir):
+class AccuracyRun(AccuracyTest):
     def test_repeats_epochs_and_summary_are_recorded(self):
         out = self.path("acc.h5")
         # Half the training set held out: each epoch trains on about 4,000 digits.
@@ -221,7 +204,7 @@ class AccuracyRun(Workdir):
         self.assertFalse(os.path.exists(self.path("never.h5")))
 
 
-class AccuracyBadInput(Workdir):
+class AccuracyBadInput(AccuracyTest):
     """Every rule of the mode: exit 2, one line naming the value, nothing written, nothing run."""
 
     def refused(self, args, needle, files=None):

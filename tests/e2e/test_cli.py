@@ -1,7 +1,7 @@
 """End-to-end tests: the dlscale binary under a real mpiexec, its HDF5 files read back with
 plain h5py, and results/dlscale-report on them.
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH; by hand, see tests/README.md.
 """
 
 import csv
@@ -12,59 +12,21 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 import numpy as np
 
-SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+from catalog_runs import WORKLOADS_MD_PARAMS
+from dlscale_test import DLSCALE, SOURCE, Workdir, dlscale, error_lines, visible_gpus
+
 sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
-from catalog_runs import WORKLOADS_MD_PARAMS  # noqa: E402
 
 SMALL = "mnist_fnn:width=16"
 
-def visible_gpus():
-    """The GPUs dlscale itself sees (its `info` says; CUDA_VISIBLE_DEVICES applied)."""
-    out = subprocess.run([DLSCALE, "info"], capture_output=True, text=True).stdout
-    m = re.search(r"^GPUs: (\d+) visible", out, re.M)
-    return int(m.group(1)) if m else 0
-
-
 HAS_GPU = visible_gpus() > 0
 SMALL_FCN = "fcn5:features=64,width=32"
-
-
-def dlscale(args, ranks=2, cwd=None, timeout=600):
-    cmd = [MPIEXEC, "-n", str(ranks), DLSCALE] + list(args)
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def error_lines(proc):
-    return [line for line in proc.stderr.splitlines() if line.startswith("dlscale: error:")]
-
-
-class Workdir(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_e2e_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def assert_usage_error(self, args, needle, ranks=2):
-        proc = dlscale(args, ranks=ranks, cwd=self.dir)
-        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
-        lines = error_lines(proc)
-        self.assertEqual(len(lines), 1, proc.stderr)
-        self.assertIn(needle, lines[0])
-        self.assertNotIn("# dlscale run", proc.stdout)  # no case started
-        return proc
 
 
 class AcceptanceRun(Workdir):

@@ -2,26 +2,24 @@
 whole scaling curve with --ranks, weak and strong batch arithmetic, the phase breakdown, the
 all-reduce microbenchmark's exactness, the bucketed all-reduce and the projection.
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (tests/README.md).
 """
 
 import os
-import shutil
-import subprocess
-import tempfile
 import unittest
 
 import h5py
 import numpy as np
 
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+import dlscale_test
+from dlscale_test import Workdir
+
 SMALL = "mnist_fnn:width=16"
 PROJECTED = "fcn5:features=1024,width=512"
 
 def dlscale(args, ranks=4, timeout=600):
-    return subprocess.run([MPIEXEC, "-n", str(ranks), DLSCALE] + list(args), capture_output=True, text=True,
-                          timeout=timeout)
+    """Four ranks unless told otherwise: the scaling curves here go up to P = 4."""
+    return dlscale_test.dlscale(args, ranks=ranks, timeout=timeout)
 
 
 def cases(path):
@@ -31,16 +29,7 @@ def cases(path):
                 for n in sorted(f["cases"])]
 
 
-class Scaling(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_scaling_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class Scaling(Workdir):
     def test_one_job_gives_the_whole_curve_weak_and_strong(self):
         out = self.path("curve.h5")
         proc = dlscale(["run", "-w", SMALL, "--batch", "8", "--ranks", "1,2,4", "--scaling", "weak,strong",

@@ -3,31 +3,20 @@ records the GPU it ran on, turns an out-of-memory batch into an `oom` case and g
 gradient buckets during backward, and (on two GPUs) records a hung NCCL reduction as `timeout` and
 ends within 30 s when a rank is lost.
 
-Without a GPU the module exits 77, which CTest reports as skipped. CTest sets DLSCALE_BIN and
-MPIEXEC.
+Without a GPU the module exits 77, which CTest reports as skipped. CTest sets DLSCALE_BIN, MPIEXEC
+and PYTHONPATH (tests/README.md).
 """
 
 import math
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
-
-
-def visible_gpus():
-    """The GPUs dlscale itself sees (its `info` says; CUDA_VISIBLE_DEVICES applied)."""
-    out = subprocess.run([DLSCALE, "info"], capture_output=True, text=True).stdout
-    m = re.search(r"^GPUs: (\d+) visible", out, re.M)
-    return int(m.group(1)) if m else 0
-
+import dlscale_test
+from dlscale_test import DLSCALE, MPIEXEC, Workdir, visible_gpus
 
 GPUS = visible_gpus()
 if GPUS == 0:
@@ -59,19 +48,13 @@ def gpu_drivers():
 
 
 def dlscale(args, ranks=1, timeout=900):
-    cmd = [MPIEXEC, "-n", str(ranks), DLSCALE] + list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    """One rank unless told otherwise: most of these need one GPU."""
+    return dlscale_test.dlscale(args, ranks=ranks, timeout=timeout)
 
 
-class GpuRuns(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_gpu_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
+class GpuRuns(Workdir):
     def test_every_workload_trains_on_the_cuda_driver(self):
-        out = os.path.join(self.dir, "all.h5")
+        out = self.path("all.h5")
         proc = dlscale(["run", "-d", "cuda", "-w", ",".join(CATALOG), "--batch", "2", "--warmup", "1",
                         "--iterations", "3", "--phases", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
@@ -92,7 +75,7 @@ class GpuRuns(unittest.TestCase):
                 np.testing.assert_allclose(phases.sum(axis=2), t, rtol=1e-6, err_msg=a["workload"])
 
     def test_precisions(self):
-        out = os.path.join(self.dir, "prec.h5")
+        out = self.path("prec.h5")
         proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=256,width=128,mnist_cnn,lstm32:seq=8",
                         "--precision", "fp32,tf32,bf16", "--batch", "8", "--iterations", "3", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
@@ -105,7 +88,7 @@ class GpuRuns(unittest.TestCase):
 
     def test_every_workload_trains_in_bf16_on_every_gpu_driver(self):
         drivers = gpu_drivers()
-        out = os.path.join(self.dir, "bf16.h5")
+        out = self.path("bf16.h5")
         proc = dlscale(["run", "-d", ",".join(drivers), "--device", "cuda", "-w", ",".join(CATALOG),
                         "--precision", "bf16", "--batch", "2", "--warmup", "1", "--iterations", "3", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
@@ -118,7 +101,7 @@ class GpuRuns(unittest.TestCase):
                 self.assertTrue(np.all(np.isfinite(case["loss"][()])), f"{a['driver']} {a['workload']}")
 
     def test_out_of_memory_is_recorded_and_the_sweep_goes_on(self):
-        out = os.path.join(self.dir, "oom.h5")
+        out = self.path("oom.h5")
         # LSTM-32 at 2 million sequences: about 1 GB of tokens and labels on the host, but 65 GB
         # per activation and 2.6 TB of logits on the GPU, so it is the device that runs out.
         proc = dlscale(["run", "-d", "cuda", "-w", "lstm32", "--batch", "2000000,8", "--iterations", "2", "--out", out])
@@ -129,7 +112,7 @@ class GpuRuns(unittest.TestCase):
             self.assertEqual(f["cases/0001"].attrs["status"], "ok", f["cases/0001"].attrs["message"])
 
     def test_nccl_microbenchmark_is_exact(self):
-        out = os.path.join(self.dir, "nccl.h5")
+        out = self.path("nccl.h5")
         ranks = min(2, GPUS)  # NCCL takes one GPU per rank
         proc = dlscale(["allreduce", "--backend", "nccl", "--sizes", "12,4100,1000004,4194332", "--iterations", "3",
                         "--out", out], ranks=ranks)
@@ -143,7 +126,7 @@ class GpuRuns(unittest.TestCase):
 
     @unittest.skipIf(GPUS < 2, "needs two GPUs (one per rank)")
     def test_two_ranks_phases_and_nccl_projection(self):
-        out = os.path.join(self.dir, "two.h5")
+        out = self.path("two.h5")
         proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=1024,width=512", "--batch", "16", "--phases",
                         "--iterations", "5", "--out", out], ranks=2)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
@@ -159,7 +142,7 @@ class GpuRuns(unittest.TestCase):
     def test_buckets_on_one_gpu_overlap_backward_and_train_alike(self):
         # One rank: the buckets go through a one-rank NCCL on their own stream; a bucket larger
         # than every gradient is one all-reduce after backward, the baseline of the same path.
-        out = os.path.join(self.dir, "buckets.h5")
+        out = self.path("buckets.h5")
         proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=1024,width=512", "--batch", "16", "--phases",
                         "--bucket-mb", "1,100000", "--iterations", "5", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
@@ -179,24 +162,17 @@ def rank_pids(launcher):
 
 
 @unittest.skipIf(GPUS < 2, "needs two GPUs (NCCL: one GPU per rank)")
-class GpuFaults(unittest.TestCase):
+class GpuFaults(Workdir):
     """The fault tests of tests/fault on the NCCL path: a reduction a peer never joins ends at the
     case's deadline (the communicator aborted), and a lost rank ends the job within 30 s."""
 
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_gpu_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
     def test_a_hung_nccl_reduction_is_recorded_timeout_and_the_next_case_runs(self):
-        out = os.path.join(self.dir, "timeout.h5")
+        out = self.path("timeout.h5")
         env = dict(os.environ, DLSCALE_TEST_SKIP_REDUCTION_RANK="1")
         started = time.monotonic()
-        proc = subprocess.run([MPIEXEC, "-n", "2", "-x", "DLSCALE_TEST_SKIP_REDUCTION_RANK", DLSCALE, "run", "-d",
-                               "cuda", "-w", "fcn5:features=256,width=128", "--batch", "8,16", "--iterations", "5",
-                               "--case-timeout", "20", "--out", out], env=env, capture_output=True, text=True,
-                              timeout=300)
+        proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=256,width=128", "--batch", "8,16", "--iterations",
+                        "5", "--case-timeout", "20", "--out", out], ranks=2, timeout=300,
+                       launcher=["-x", "DLSCALE_TEST_SKIP_REDUCTION_RANK"], env=env)
         print(f"\nhung NCCL reduction: the job took {time.monotonic() - started:.1f} s", file=sys.stderr)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         with h5py.File(out, "r") as f:
@@ -208,7 +184,7 @@ class GpuFaults(unittest.TestCase):
         self.assertEqual(second["status"], "ok", second["message"])
 
     def test_a_lost_rank_ends_the_job_within_30_s_with_a_dlscale_line(self):
-        out = os.path.join(self.dir, "lost.h5")
+        out = self.path("lost.h5")
         launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-d", "cuda", "-w",
                                      "fcn5:features=1024,width=512", "--batch", "16", "--iterations", "1000000",
                                      "--out", out], cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

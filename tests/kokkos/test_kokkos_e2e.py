@@ -4,29 +4,19 @@ file records status ok for each and the driver's own provenance. Bit-identical p
 ranks after training are checked by the MPI test beside this one (test_kokkos_mpi.cpp), which
 can see the parameters.
 
-CTest sets DLSCALE_BIN and MPIEXEC; run by hand with those exported. Timings are never asserted
+CTest sets DLSCALE_BIN, MPIEXEC and PYTHONPATH; by hand, see tests/README.md. Timings are never asserted
 (the machine is shared); bench/kokkos_vs_cpu_drivers.cpp holds the timing comparison.
 """
 
-import os
-import shutil
-import sys
-import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from catalog_runs import train_catalog  # noqa: E402
+from catalog_runs import train_catalog
+from dlscale_test import Workdir
 
 
-class KokkosEndToEnd(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_kokkos_e2e_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
+class KokkosEndToEnd(Workdir):
     def run_catalog(self, ranks):
-        return train_catalog(self, "kokkos", ranks, os.path.join(self.dir, f"all_{ranks}.h5"))
+        return train_catalog(self, "kokkos", ranks, self.path(f"all_{ranks}.h5"))
 
     def test_every_catalog_workload_trains_at_batch_2_on_one_rank(self):
         software = self.run_catalog(1)

@@ -11,6 +11,7 @@
 
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
+#include "tests/common/mpi_world.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -19,12 +20,6 @@ namespace dlscale {
 namespace {
 
 constexpr uint64_t kSeed = 19;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 /// FNV-1a over the bytes of `values`.
 uint64_t hash_of(const std::vector<float>& values) {

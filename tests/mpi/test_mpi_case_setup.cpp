@@ -15,15 +15,10 @@
 #include "suite/case/resolved_case.h"
 #include "suite/case/runner.h"
 #include "suite/comm/mpi_context.h"
+#include "tests/common/mpi_world.h"
 
 namespace dlscale {
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 /// Claims a GPU on world rank 1 only and refuses the case on every other rank; never builds a
 /// model (the case must not get that far).
@@ -63,8 +58,7 @@ CaseSpec two_rank_case(const std::string& driver, int iterations) {
 }
 
 TEST(MpiCaseSetup, ARankRefusedBeforeTheGpuCheckDoesNotHangTheOthers) {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = world_size();
   if (size < 2) GTEST_SKIP() << "needs two ranks";
   Registry registry;
   registry.add(std::make_unique<GpuOnRankOneDriver>());
@@ -149,8 +143,7 @@ class ReducerGivesUpDriver final : public Driver {
 class MpiReducerGivesUp : public ::testing::TestWithParam<GivesUp> {};
 
 TEST_P(MpiReducerGivesUp, EveryRankRecordsTimeoutAndTheNextCaseRuns) {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = world_size();
   if (size < 2) GTEST_SKIP() << "needs two ranks";
   Registry registry;
   registry.add(std::make_unique<ReducerGivesUpDriver>(GetParam()));

@@ -14,6 +14,7 @@
 #include "suite/case/training_step.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/comm/mpi_settings.h"
+#include "tests/common/mpi_world.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
@@ -21,16 +22,10 @@
 namespace dlscale {
 namespace {
 
-int rank_of_world() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 std::unique_ptr<Model> make_model(const Driver& driver, const Workload& w) {
   auto model = driver.create(w, {DeviceType::kCpu, 0, 1, 7, Precision::kFp32, Denormals::kFlush});
   model->load_parameters(canonical_parameters(w, 7));
-  model->set_batch(synthetic_batch(w, 4, 7, rank_of_world()));  // each rank its own data
+  model->set_batch(synthetic_batch(w, 4, 7, world_rank()));  // each rank its own data
   return model;
 }
 
@@ -58,12 +53,11 @@ TEST_P(OverlapEveryDriver, TrainsToTheParametersOfTheBlockingAllreduce) {
     }
     const std::vector<float> want = blocking->export_parameters(), got = overlapped->export_parameters();
     ASSERT_EQ(got.size(), want.size());
-    int ranks = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    const int ranks = world_size();
     if (ranks <= 2) {
       // Each element is a + b in either path, whatever algorithm MPI picks: exactly equal.
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-          << "overlapped training differs from blocking on rank " << rank_of_world();
+          << "overlapped training differs from blocking on rank " << world_rank();
     } else {
       // MPI may sum a bucket in another order than the whole buffer (docs/metrics.md): the
       // last bits may differ, nothing more.
@@ -71,12 +65,12 @@ TEST_P(OverlapEveryDriver, TrainsToTheParametersOfTheBlockingAllreduce) {
       for (size_t i = 0; i < got.size(); ++i) {
         worst = std::max(worst, std::abs(double{got[i]} - want[i]) / std::max(1e-3, std::abs(double{want[i]})));
       }
-      EXPECT_LT(worst, 1e-5) << "overlapped training departs from blocking on rank " << rank_of_world();
+      EXPECT_LT(worst, 1e-5) << "overlapped training departs from blocking on rank " << world_rank();
     }
     std::vector<float> root = got;
     MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     EXPECT_EQ(std::memcmp(got.data(), root.data(), got.size() * sizeof(float)), 0)
-        << "rank " << rank_of_world() << " diverged from rank 0";
+        << "rank " << world_rank() << " diverged from rank 0";
     EXPECT_NE(got, canonical_parameters(w, 7)) << "training did not change the parameters";
   }
 }

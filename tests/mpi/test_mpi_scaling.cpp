@@ -12,18 +12,13 @@
 #include "suite/case/training_step.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/meters/allreduce_microbenchmark.h"
+#include "tests/common/mpi_world.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
 
 namespace dlscale {
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 TEST(MpiScaling, AllreduceBenchmarkIsExactAtOddSizes) {
   AllreduceOptions options;
@@ -106,8 +101,7 @@ TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
   // reports nothing, as a rank whose backward failed, and starts them all in finish(). Collectives
   // started in different orders would pair different buckets: each element must come back as its
   // own sum over the ranks.
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = world_size();
   const int rank = world_rank();
   std::vector<float> values(6);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(10 * (i + 1) + rank);
@@ -146,8 +140,7 @@ namespace {
 // divide by P: the sum agrees with MPI_Allreduce's to float32 rounding, is exact where the values
 // are integers, and is bit-identical on every rank.
 TEST(RingAllreduce, AgreesWithMpiAndIsTheSameOnEveryRank) {
-  int ranks = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const int ranks = world_size();
   const int me = world_rank();
   for (size_t count :
        {size_t{7}, kRingMinBytes / 4 - 1, kRingMinBytes / 4, size_t{3} * kRingSegmentBytes / 4 + 5, size_t{5000011}}) {

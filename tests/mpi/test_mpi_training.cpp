@@ -7,24 +7,13 @@
 
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
+#include "tests/common/mpi_world.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
 #include "workloads/init.h"
 
 namespace dlscale {
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 std::unique_ptr<Model> make_model(const Registry& reg, const Workload& w, uint64_t seed) {
   auto model = reg.find("libtorch")->create(w, {DeviceType::kCpu, 0, 1, seed});

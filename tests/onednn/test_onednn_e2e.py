@@ -2,31 +2,21 @@
 catalog network at full size trains one step, and a thread sweep records what it ran with. The
 results files are read back with plain h5py.
 
-CTest sets DLSCALE_BIN and MPIEXEC; run by hand with those exported. Timings are never asserted
+CTest sets DLSCALE_BIN, MPIEXEC and PYTHONPATH; by hand, see tests/README.md. Timings are never asserted
 here (the machine is shared); bench/bench_onednn and its notes hold the timing expectations.
 """
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 import json
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from catalog_runs import train_catalog  # noqa: E402
-
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
-
-
-def dlscale(args, ranks, launcher_flags=(), timeout=900):
-    cmd = [MPIEXEC, "-n", str(ranks)] + list(launcher_flags) + [DLSCALE] + list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+from catalog_runs import train_catalog
+from dlscale_test import DLSCALE, Workdir, dlscale
 
 
 def cases(path):
@@ -34,27 +24,21 @@ def cases(path):
         return [dict(f["cases"][k].attrs) for k in sorted(f["cases"])]
 
 
-class OnednnEndToEnd(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_onednn_e2e_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
+class OnednnEndToEnd(Workdir):
     def test_every_catalog_workload_trains_at_batch_2_on_two_ranks(self):
-        software = train_catalog(self, "onednn", 2, os.path.join(self.dir, "all.h5"))
+        software = train_catalog(self, "onednn", 2, self.path("all.h5"))
         # The driver reports its library itself, once: version with hash, ISA, threading runtime.
         self.assertRegex(software["onednn"], r"^\d+\.\d+\.\d+ \(.+\)$")
         self.assertTrue(software["onednn_isa"])
         self.assertIn(software["onednn_cpu_runtime"], ("OpenMP", "sequential"))
 
     def test_thread_sweep_records_each_thread_count(self):
-        out = os.path.join(self.dir, "threads.h5")
+        out = self.path("threads.h5")
         workload = "fcn5:features=2048,width=1024"
         # Unbound, so that the 2-thread case can use two cores (Open MPI binds one rank to one
         # core by default, where two threads only take turns).
         proc = dlscale(["run", "-w", workload, "-d", "onednn", "--batch", "64", "--threads", "1,2", "--warmup", "1",
-                        "--iterations", "3", "--out", out], ranks=1, launcher_flags=["--bind-to", "none"])
+                        "--iterations", "3", "--out", out], ranks=1, launcher=["--bind-to", "none"], timeout=900)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         got = cases(out)
         self.assertEqual([c["threads"] for c in got], [1, 2])
@@ -83,7 +67,7 @@ def cpu_flags():
     return set()
 
 
-class Bf16OnTheCpu(unittest.TestCase):
+class Bf16OnTheCpu(Workdir):
     """bf16 where the CPU has it, `unsupported` naming the ISA where it does not; the float64
     reference in the same matrix records `unsupported` and the rest runs. oneDNN's ISA can be
     lowered with ONEDNN_MAX_CPU_ISA, so one machine shows every kind of CPU for oneDNN."""
@@ -91,16 +75,13 @@ class Bf16OnTheCpu(unittest.TestCase):
     WORKLOAD = "fcn5:features=64,width=32"
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_bf16_e2e_")
+        super().setUp()
         info = subprocess.run([DLSCALE, "info"], capture_output=True, text=True).stdout
         backends = re.search(r"^\s*backends\s+(.*)$", info, re.M)
         self.drivers = [d for d in ("onednn", "libtorch") if backends and d in backends.group(1).split()]
 
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
     def run_bf16(self, drivers, extra=(), env=None):
-        out = os.path.join(self.dir, "bf16.h5")
+        out = self.path("bf16.h5")
         cmd = [DLSCALE, "run", "-w", self.WORKLOAD, "-d", ",".join(drivers), "--precision", "fp32,bf16", "--batch",
                "8", "--warmup", "1", "--iterations", "3", "--threads", "1", "--out", out, "--overwrite"] + list(extra)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, **(env or {})))
@@ -147,11 +128,11 @@ class Bf16OnTheCpu(unittest.TestCase):
             self.skipTest("this CPU has no native bf16: no bf16 case runs to compare")
         self.run_bf16(self.drivers)
         report = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results", "dlscale-report")
-        path = os.path.join(self.dir, "bf16.h5")
+        path = self.path("bf16.h5")
         rows = json.loads(subprocess.run([sys.executable, report, "summary", "--format", "json", path],
                                          capture_output=True, text=True, check=True).stdout)
         self.assertTrue(all(r["isa"] for r in rows if r["driver"] == "onednn"))
-        outdir = os.path.join(self.dir, "report")
+        outdir = self.path("report")
         subprocess.run([sys.executable, report, "report", path, "-o", outdir], capture_output=True, check=True)
         with open(os.path.join(outdir, "precisions.csv")) as f:
             lines = f.read().splitlines()

@@ -13,16 +13,15 @@ import io
 import math
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 from html.parser import HTMLParser
 
 import h5py
 import numpy as np
 
+from dlscale_test import Workdir
 from test_report import SCRIPT, make_case, reference_ci, write_results
 
 import dlscale_report as dr  # noqa: E402  (test_report put results/ on sys.path)
@@ -61,17 +60,6 @@ def step_stats(t):
 
 def times(rng, ranks, n, base, spread=0.1):
     return base * (1 + spread * rng.random((ranks, n)))
-
-
-class Workdir(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_report_test_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
 
 
 # ---------------------------------------------------------------- scaling

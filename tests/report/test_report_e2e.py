@@ -7,7 +7,7 @@ each number is recomputed here from the raw samples with h5py and numpy, indepen
 of the dlscale_report package. Plots must be PNG files, the HTML page must reference only
 files that exist, and unusable inputs must exit 2 with one clear line.
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR; run by hand with those exported.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH; by hand, see tests/README.md.
 """
 
 import csv
@@ -26,10 +26,8 @@ import h5py
 import numpy as np
 
 import trace_checks
+from dlscale_test import SOURCE, dlscale
 
-SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
-DLSCALE = os.environ["DLSCALE_BIN"]
-MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 REPORT = os.path.join(SOURCE, "results", "dlscale-report")
 
 SMALL = "mnist_fnn:width=16"
@@ -113,11 +111,6 @@ def report(*args, timeout=300):
     # This interpreter (DLSCALE_PYTHON, with h5py), not whatever `env python3` finds.
     return subprocess.run([sys.executable, REPORT] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout)
-
-
-def dlscale(args, ranks, timeout=600):
-    cmd = [MPIEXEC, "-n", str(ranks), DLSCALE] + list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 class _Refs(HTMLParser):

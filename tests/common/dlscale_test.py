@@ -1,0 +1,62 @@
+"""What the Python tests that launch dlscale share (imported, not a test): the binary and the
+launcher CTest names, one launch under mpiexec, the GPUs dlscale sees, and a test case with its own
+temporary folder.
+
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder); by hand, export
+them as tests/README.md shows.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+DLSCALE = os.environ.get("DLSCALE_BIN", "dlscale")
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+SOURCE = os.environ.get("DLSCALE_SOURCE_DIR",
+                        os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")))
+
+
+def dlscale(args, ranks=2, cwd=None, timeout=600, launcher=(), env=None):
+    """dlscale with `args` on `ranks` ranks under mpiexec (`launcher`: its extra flags, `env`: the
+    environment instead of this process's); the finished process, its output captured as text."""
+    cmd = [MPIEXEC, "-n", str(ranks), *launcher, DLSCALE, *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def error_lines(proc):
+    """The lines of dlscale's stderr that report an error."""
+    return [line for line in proc.stderr.splitlines() if line.startswith("dlscale: error:")]
+
+
+def visible_gpus():
+    """The GPUs dlscale itself sees (its `info` says; CUDA_VISIBLE_DEVICES applied)."""
+    out = subprocess.run([DLSCALE, "info"], capture_output=True, text=True).stdout
+    m = re.search(r"^GPUs: (\d+) visible", out, re.M)
+    return int(m.group(1)) if m else 0
+
+
+class Workdir(unittest.TestCase):
+    """A test case with a temporary folder of its own for each test, removed after it."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix=f"dlscale_{type(self).__name__}_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def assert_usage_error(self, args, needle, ranks=2):
+        """dlscale `args` in this folder ends with exit 2 and one error line naming `needle`,
+        before any case starts."""
+        proc = dlscale(args, ranks=ranks, cwd=self.dir)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        lines = error_lines(proc)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn(needle, lines[0])
+        self.assertNotIn("# dlscale run", proc.stdout)  # no case started
+        return proc
