@@ -79,6 +79,33 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
   return out;
 }
 
+namespace {
+
+/// How the case's buckets were reduced: the algorithm and whether a thread progressed them.
+void read_mechanism(const CaseRecord& record, const Attrs& root, const std::string& where, CaseInputs& c) {
+  const std::string mechanism = text_attr(record.attrs, "allreduce_mechanism", "");
+  if (!mechanism.empty()) {
+    // As recorded: MPI_Allreduce (per bucket or whole) or NCCL, both rings at large sizes.
+    c.progressed_by_thread = mechanism != "mpi_allreduce_buckets_after_backward";
+    return;
+  }
+  // Before the mechanism was recorded, buckets were MPI_Iallreduce calls, which Open MPI 4.1
+  // runs as a binomial tree, progressed by a thread where the root's thread level allowed one.
+  const bool bucketed = number_attr(record.attrs, "bucket_mb", where) > 0;
+  const std::string thread_level = text_attr(root, "mpi_thread_level", "");
+  c.progressed_by_thread =
+      thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
+  // The case's own record where it has one: such files could name MPI_THREAD_SERIALIZED while
+  // Open MPI had lowered the level when dlscale read its settings (docs/projection.md).
+  if (bucketed && has_attr(record.attrs, "progress_thread")) {
+    c.progressed_by_thread = number_attr(record.attrs, "progress_thread", where) != 0;
+  }
+  const bool gpu = text_attr(record.attrs, "device_type", "cpu") == "cuda";
+  if (bucketed && !gpu) c.algorithm = AllreduceAlgorithm::binomial;
+}
+
+}  // namespace
+
 CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& root) {
   const std::string where = "case " + name;
   CaseInputs c;
@@ -95,23 +122,7 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
   c.strong = scaling == "strong";
   const std::string mechanism = text_attr(record.attrs, "allreduce_mechanism", "");
   const bool bucketed = number_attr(record.attrs, "bucket_mb", where) > 0;
-  if (!mechanism.empty()) {
-    // As recorded: MPI_Allreduce (per bucket or whole) or NCCL, both rings at large sizes.
-    c.progressed_by_thread = mechanism != "mpi_allreduce_buckets_after_backward";
-  } else {
-    // Before the mechanism was recorded, buckets were MPI_Iallreduce calls, which Open MPI 4.1
-    // runs as a binomial tree, progressed by a thread where the root's thread level allowed one.
-    const std::string thread_level = text_attr(root, "mpi_thread_level", "");
-    c.progressed_by_thread =
-        thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
-    // The case's own record where it has one: such files could name MPI_THREAD_SERIALIZED while
-    // Open MPI had lowered the level when dlscale read its settings (docs/projection.md).
-    if (bucketed && has_attr(record.attrs, "progress_thread")) {
-      c.progressed_by_thread = number_attr(record.attrs, "progress_thread", where) != 0;
-    }
-    const bool gpu = text_attr(record.attrs, "device_type", "cpu") == "cuda";
-    if (bucketed && !gpu) c.algorithm = AllreduceAlgorithm::binomial;
-  }
+  read_mechanism(record, root, where, c);
   // A case that reduced nothing (one rank) made no buckets to overlap; at more ranks its buckets
   // would: every driver reports its gradients during backward (Model::set_gradient_ready_callback).
   const bool reduced_nothing = mechanism == "none";
@@ -170,6 +181,37 @@ bool apply_measured_readiness(const CaseRecord& record, std::vector<GradientBuck
   return true;
 }
 
+namespace {
+
+/// The ring fits of a case's /projection group, one standing in for the other where it was not
+/// measured (as ProjectionNetwork does), and which did.
+struct MeasuredFits {
+  double within_alpha, within_beta, between_alpha, between_beta;
+  const char* stand_in;
+};
+
+MeasuredFits measured_fits(const Attrs& fit, const std::string& group) {
+  MeasuredFits f{number_attr(fit, "within_alpha_s", group), number_attr(fit, "within_beta_s_per_byte", group),
+                 number_attr(fit, "between_alpha_s", group), number_attr(fit, "between_beta_s_per_byte", group), ""};
+  f.stand_in = std::isnan(f.within_alpha)    ? "within a host the between-host fit (no within-host figures measured)"
+               : std::isnan(f.between_alpha) ? "between hosts the within-host fit (no between-host figures measured)"
+                                             : "the within- and between-host fits as measured";
+  if (std::isnan(f.within_alpha)) {
+    f.within_alpha = f.between_alpha;
+    f.within_beta = f.between_beta;
+  }
+  if (std::isnan(f.between_alpha)) {
+    f.between_alpha = f.within_alpha;
+    f.between_beta = f.within_beta;
+  }
+  if (std::isnan(f.within_alpha) || std::isnan(f.within_beta)) {
+    throw std::invalid_argument(fmt::format("{} has no measured fit", group));
+  }
+  return f;
+}
+
+}  // namespace
+
 MeasuredPlatform measured_platform(const ResultsFile& file, const CaseInputs& c, int max_ranks) {
   const std::string group = "cases/" + c.name + "/projection";
   const std::vector<std::string> children = file.group_names("cases/" + c.name);
@@ -179,22 +221,9 @@ MeasuredPlatform measured_platform(const ResultsFile& file, const CaseInputs& c,
                     "or one whose all-reduce microbenchmark did not run)",
                     c.name, group));
   }
-  const Attrs fit = file.read_attrs(group);
-  double wa = number_attr(fit, "within_alpha_s", group), wb = number_attr(fit, "within_beta_s_per_byte", group);
-  double ba = number_attr(fit, "between_alpha_s", group), bb = number_attr(fit, "between_beta_s_per_byte", group);
-  // Where one fit was not measured the other stands in, as ProjectionNetwork does.
-  const char* stand_in = std::isnan(wa)   ? "within a host the between-host fit (no within-host figures measured)"
-                         : std::isnan(ba) ? "between hosts the within-host fit (no between-host figures measured)"
-                                          : "the within- and between-host fits as measured";
-  if (std::isnan(wa)) {
-    wa = ba;
-    wb = bb;
-  }
-  if (std::isnan(ba)) {
-    ba = wa;
-    bb = wb;
-  }
-  if (std::isnan(wa) || std::isnan(wb)) throw std::invalid_argument(fmt::format("{} has no measured fit", group));
+  const MeasuredFits fits = measured_fits(file.read_attrs(group), group);
+  const double wa = fits.within_alpha, wb = fits.within_beta, ba = fits.between_alpha, bb = fits.between_beta;
+  const char* stand_in = fits.stand_in;
   // The ring fit says a ring of P ranks takes 2(P-1) alpha + 2(P-1)/P n beta. The simulated
   // ring on a crossbar takes 2(P-1) a + 2(P-1)/P n / B, a and B the latency and bandwidth of
   // its slowest edge's route (analytic_model.h). Within a node that route is device -> node

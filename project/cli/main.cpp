@@ -174,6 +174,47 @@ std::string case_name(const std::string& arg, const std::vector<std::string>& na
   return name;
 }
 
+/// The cases `--case` names, each once.
+std::vector<std::string> named_cases(const std::vector<std::string>& args, const std::vector<std::string>& names) {
+  std::vector<std::string> chosen;
+  for (const std::string& arg : args) {
+    const std::string name = case_name(arg, names);
+    if (std::find(chosen.begin(), chosen.end(), name) != chosen.end()) {
+      throw UsageError(fmt::format("--case {}: named twice", arg));
+    }
+    chosen.push_back(name);
+  }
+  return chosen;
+}
+
+/// The rank counts a case is projected to: 1, its own, and `requested` (by default powers of two
+/// up to kDefaultMaxRanks), each checked against the platform's devices and the model's limit.
+std::vector<int> projected_ranks(const Job& job, const std::vector<int>& requested, AllreduceModel model,
+                                 const std::string& name) {
+  const ClusterDescription& cluster = job.platform.cluster;
+  const int devices = cluster.nodes * cluster.devices_per_node;
+  std::vector<int> ranks = {1, job.inputs.measured_ranks};
+  if (requested.empty()) {
+    for (int p = 2; p <= std::min(kDefaultMaxRanks, devices); p *= 2) ranks.push_back(p);
+  } else {
+    ranks.insert(ranks.end(), requested.begin(), requested.end());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.back() > devices) {
+    throw UsageError(fmt::format("case {}: P = {} exceeds the {} devices of platform {} ({} nodes of {})", name,
+                                 ranks.back(), devices, cluster.name, cluster.nodes, cluster.devices_per_node));
+  }
+  if (job.inputs.algorithm == AllreduceAlgorithm::ring && model == AllreduceModel::message &&
+      ranks.back() > kMaxMessageModelRanks) {
+    throw UsageError(
+        fmt::format("--model message: P = {} is above {} (2P(P-1) messages per bucket); give "
+                    "--ranks up to {} or use the flow model",
+                    ranks.back(), kMaxMessageModelRanks, kMaxMessageModelRanks));
+  }
+  return ranks;
+}
+
 /// Every check, before anything is simulated or written. `notes`: why each case left out was,
 /// printed only once every check has passed, so that an error is the only line of a refused run.
 std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
@@ -187,16 +228,8 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
 
   const std::vector<std::string> names = file.case_names();
   const Attrs root = file.read_root();
-  std::vector<std::string> chosen;
-  for (const std::string& arg : o.cases) {
-    const std::string name = case_name(arg, names);
-    if (std::find(chosen.begin(), chosen.end(), name) != chosen.end()) {
-      throw UsageError(fmt::format("--case {}: named twice", arg));
-    }
-    chosen.push_back(name);
-  }
-  const bool named = !chosen.empty();
-  if (!named) chosen = names;
+  const bool named = !o.cases.empty();
+  const std::vector<std::string> chosen = named ? named_cases(o.cases, names) : names;
 
   std::vector<Job> jobs;
   for (const std::string& name : chosen) {
@@ -224,28 +257,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       notes->push_back(fmt::format("dlscale-project: {}: skipped", e.what()));
       continue;
     }
-    const ClusterDescription& cluster = job.platform.cluster;
-    const int devices = cluster.nodes * cluster.devices_per_node;
-    std::vector<int> ranks = {1, job.inputs.measured_ranks};
-    if (requested.empty()) {
-      for (int p = 2; p <= std::min(kDefaultMaxRanks, devices); p *= 2) ranks.push_back(p);
-    } else {
-      ranks.insert(ranks.end(), requested.begin(), requested.end());
-    }
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    if (ranks.back() > devices) {
-      throw UsageError(fmt::format("case {}: P = {} exceeds the {} devices of platform {} ({} nodes of {})", name,
-                                   ranks.back(), devices, cluster.name, cluster.nodes, cluster.devices_per_node));
-    }
-    if (job.inputs.algorithm == AllreduceAlgorithm::ring && model == AllreduceModel::message &&
-        ranks.back() > kMaxMessageModelRanks) {
-      throw UsageError(
-          fmt::format("--model message: P = {} is above {} (2P(P-1) messages per bucket); give "
-                      "--ranks up to {} or use the flow model",
-                      ranks.back(), kMaxMessageModelRanks, kMaxMessageModelRanks));
-    }
-    job.ranks = std::move(ranks);
+    job.ranks = projected_ranks(job, requested, model, name);
     jobs.push_back(std::move(job));
   }
   if (jobs.empty()) {

@@ -41,6 +41,28 @@ Deadline deadline_after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+namespace {
+
+/// The step's gradient reduction, through the driver's reducer (NCCL), the buckets, or one
+/// all-reduce after backward; called by every rank, also one whose forward or backward `failed`.
+void reduce_gradients(Model& model, MPI_Comm comm, BucketedAllreduce* buckets, GradientReducer* reducer, bool failed) {
+  if (reducer != nullptr) {
+    try {
+      reducer->average(model.grad_buffer());
+    } catch (...) {
+      // A reduction that failed in backward (its communicator abandoned) fails here again: the
+      // first failure is the one to report.
+      if (!failed) throw;
+    }
+  } else if (buckets != nullptr) {
+    buckets->finish();
+  } else {
+    allreduce_gradients(model.grad_buffer(), comm);
+  }
+}
+
+}  // namespace
+
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases, BucketedAllreduce* buckets,
                         StepTimer* timer, GradientReducer* reducer, Deadline deadline) {
   std::unique_ptr<StepTimer> host;
@@ -74,19 +96,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
     failure = std::current_exception();
   }
   if (time_allreduce && !failure) timer->mark(2);
-  if (reducer != nullptr) {
-    try {
-      reducer->average(model.grad_buffer());
-    } catch (...) {
-      // A reduction that failed in backward (its communicator abandoned) fails here again: the
-      // first failure is the one to report.
-      if (!failure) throw;
-    }
-  } else if (buckets != nullptr) {
-    buckets->finish();
-  } else {
-    allreduce_gradients(model.grad_buffer(), comm);
-  }
+  reduce_gradients(model, comm, buckets, reducer, failure != nullptr);
   if (failure) std::rethrow_exception(failure);
   if (time_allreduce) timer->mark(3);
   model.update(opt);

@@ -121,6 +121,25 @@ Measured measure(MPI_Comm world, const AllreduceOptions& options, const Driver* 
   return m;
 }
 
+/// Rank 0 prints the figures (`groups`: the names of the job's group and its host's); every rank
+/// exits with the same code: 1 when any element came back wrong. Rank 0 knows the job's figures
+/// and its host's; each other host's first rank knows its host's.
+int print_and_agree(const MpiContext& mpi, const Measured& m, int hosts, const std::string& backend,
+                    const std::string& out, const std::pair<std::string, std::string>& groups) {
+  int64_t host_wrong = 0;
+  if (m.within) {
+    for (int64_t e : m.within->errors) host_wrong += e;
+  }
+  if (mpi.rank() != 0) return allreduce_max(mpi.world(), host_wrong == 0 ? 0 : 1);
+  int64_t wrong = 0;
+  const std::string where = hosts > 1 ? fmt::format("on {} hosts", hosts) : std::string("on one host");
+  wrong += print_allreduce(m.across, where, backend, out, groups.first);
+  if (m.within && m.within->ranks > 1) {
+    wrong += print_allreduce(*m.within, fmt::format("within host {}", mpi.host()), backend, out, groups.second);
+  }
+  return allreduce_max(mpi.world(), wrong == 0 ? 0 : 1);
+}
+
 }  // namespace
 
 int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
@@ -174,22 +193,7 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
                                             }
                                           });
   if (!written) return exit_code(ExitCode::kWriteFailed);
-  // Every rank exits with the same code: 1 when any element came back wrong. Rank 0 knows the
-  // job's figures and its host's; each other host's first rank knows its host's.
-  int64_t host_wrong = 0;
-  if (within) {
-    for (int64_t e : within->errors) host_wrong += e;
-  }
-  if (!root) return allreduce_max(mpi.world(), host_wrong == 0 ? 0 : 1);
-  int64_t wrong = 0;
-  const std::string where =
-      everyone.hosts > 1 ? fmt::format("on {} hosts", everyone.hosts) : std::string("on one host");
-  wrong += print_allreduce(r, where, args.backend, recording.out_path, name);
-  if (within && within->ranks > 1) {
-    wrong += print_allreduce(*within, fmt::format("within host {}", mpi.host()), args.backend, recording.out_path,
-                             within_name);
-  }
-  return allreduce_max(mpi.world(), wrong == 0 ? 0 : 1);
+  return print_and_agree(mpi, m, everyone.hosts, args.backend, recording.out_path, {name, within_name});
 }
 
 }  // namespace dlscale

@@ -35,6 +35,26 @@ class MpiTransport final : public AllreduceTransport {
   std::vector<float> buffer_;
 };
 
+/// Rank 0's figures from every rank's times: per size the median over iterations of the slowest
+/// rank's time, its bandwidths, and the ring fit over the sizes.
+void summarise(AllreduceResult& r) {
+  const size_t nsizes = r.bytes.size(), iters = static_cast<size_t>(r.iterations);
+  for (size_t s = 0; s < nsizes; ++s) {
+    std::vector<double> slowest(iters, 0.0);
+    for (int q = 0; q < r.ranks; ++q) {
+      for (size_t i = 0; i < iters; ++i) {
+        slowest[i] = std::max(slowest[i], r.time_s[(static_cast<size_t>(q) * nsizes + s) * iters + i]);
+      }
+    }
+    const double t = median(slowest);
+    const double algbw = static_cast<double>(r.bytes[s]) / t / 1e9;
+    r.median_s.push_back(t);
+    r.algbw_gbps.push_back(algbw);
+    r.busbw_gbps.push_back(algbw * 2.0 * (r.ranks - 1) / r.ranks);
+  }
+  if (r.ranks > 1 && nsizes >= 2) fit_ring(r.bytes, r.median_s, r.ranks, &r.alpha_s, &r.beta_s_per_byte);
+}
+
 }  // namespace
 
 std::vector<int64_t> allreduce_sizes(int64_t min_bytes, int64_t max_bytes, const std::vector<int64_t>& extra) {
@@ -89,22 +109,7 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
   r.errors.assign(nsizes, 0);
   DLSCALE_CHECK_MPI(
       MPI_Reduce(my_errors.data(), r.errors.data(), static_cast<int>(nsizes), MPI_INT64_T, MPI_SUM, 0, comm));
-  if (rank != 0) return r;
-
-  for (size_t s = 0; s < nsizes; ++s) {
-    std::vector<double> slowest(iters, 0.0);
-    for (int q = 0; q < ranks; ++q) {
-      for (size_t i = 0; i < iters; ++i) {
-        slowest[i] = std::max(slowest[i], r.time_s[(static_cast<size_t>(q) * nsizes + s) * iters + i]);
-      }
-    }
-    const double t = median(slowest);
-    const double algbw = static_cast<double>(r.bytes[s]) / t / 1e9;
-    r.median_s.push_back(t);
-    r.algbw_gbps.push_back(algbw);
-    r.busbw_gbps.push_back(algbw * 2.0 * (ranks - 1) / ranks);
-  }
-  if (ranks > 1 && r.bytes.size() >= 2) fit_ring(r.bytes, r.median_s, ranks, &r.alpha_s, &r.beta_s_per_byte);
+  if (rank == 0) summarise(r);
   return r;
 }
 
