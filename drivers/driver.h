@@ -360,4 +360,9 @@ class Registry {
 /// registration inside a static library is silently dropped by the linker).
 void register_drivers(Registry& registry);
 
+/// The driver `dlscale run` trains with where none is named: LibTorch where this build has it,
+/// else the first CPU backend it has (oneDNN, then Kokkos), else the float64 reference driver,
+/// which every build has.
+const char* default_driver_name();
+
 }  // namespace dlscale

@@ -219,4 +219,16 @@ void register_drivers(Registry& registry) {
 #endif
 }
 
+const char* default_driver_name() {
+#if defined(DLSCALE_WITH_TORCH)
+  return "libtorch";
+#elif defined(DLSCALE_WITH_ONEDNN)
+  return "onednn";
+#elif defined(DLSCALE_WITH_KOKKOS)
+  return "kokkos";
+#else
+  return "reference";
+#endif
+}
+
 }  // namespace dlscale

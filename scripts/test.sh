@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the test suite. GPU tests (label gpu) run only
 # where nvidia-smi sees a GPU. Extra arguments go to ctest (e.g. -L unit).
-# Then the sanitizer job: the unit and MPI tests again, built with the debug-asan preset
-# (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer); DLSCALE_SANITIZERS=0 skips it.
+# Then the harness alone: the unit and MPI tests of the reference preset (no backend library, the
+# float64 reference driver only), as a cluster build without LibTorch has it;
+# DLSCALE_REFERENCE_BUILD=0 skips it. Then the sanitizer job: the unit and MPI tests again, built
+# with the debug-asan preset (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer);
+# DLSCALE_SANITIZERS=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -24,6 +27,12 @@ fi
 # One test per core: most of them wait on MPI ranks, subprocesses or files, and none asserts a
 # time, so CI's two cores take about 40% off the serial run.
 ctest --test-dir "build/$DLSCALE_PRESET" --output-on-failure -j "$(nproc)" "${exclude[@]}" "$@"
+
+if [ "${DLSCALE_REFERENCE_BUILD:-1}" != 0 ]; then
+  cmake --preset reference
+  cmake --build --preset reference -j "$(nproc)"
+  ctest --preset reference -j "$(nproc)" -L 'unit|mpi'
+fi
 
 if [ "${DLSCALE_SANITIZERS:-1}" != 0 ]; then
   # Only the test binaries the unit and MPI tests run (not dlscale itself: the e2e, fault and

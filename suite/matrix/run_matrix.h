@@ -41,7 +41,7 @@ const char* device_name(DeviceType d);
 /// rank's CPU set".
 struct MatrixSpec {
   std::vector<std::string> workloads;
-  std::vector<std::string> drivers{"libtorch"};
+  std::vector<std::string> drivers{default_driver_name()};
   std::vector<DeviceType> devices;  ///< empty: each driver's own device (cuda for cuda, else cpu)
   std::vector<Precision> precisions{Precision::kFp32};
   std::vector<Denormals> denormals;  ///< empty: each device's default (default_denormals)

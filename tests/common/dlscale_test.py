@@ -6,6 +6,7 @@ CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder)
 them as tests/README.md shows.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -36,6 +37,25 @@ def visible_gpus():
     out = subprocess.run([DLSCALE, "info"], capture_output=True, text=True).stdout
     m = re.search(r"^GPUs: (\d+) visible", out, re.M)
     return int(m.group(1)) if m else 0
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_drivers():
+    """The drivers this build of dlscale has (`dlscale list`), whatever this machine can run."""
+    proc = subprocess.run([DLSCALE, "list"], capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or "Drivers" not in lines:
+        return set()
+    start = lines.index("Drivers") + 2
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    return {line.split()[0] for line in lines[start:end]}
+
+
+def needs_drivers(*names):
+    """Skips a test or test case where the build lacks one of the drivers `names` (the harness's
+    own tests run on the reference driver, which every build has)."""
+    missing = sorted(set(names) - compiled_drivers())
+    return unittest.skipIf(missing, f"this build has no {', '.join(missing)} driver")
 
 
 class Workdir(unittest.TestCase):

@@ -166,6 +166,8 @@ INSTANTIATE_TEST_SUITE_P(EveryDriver, DriverConformance,
                            return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param) + "_" +
                                             precision_name(std::get<2>(param_info.param)));
                          });
+// A build with the reference driver alone has no other driver to run these on.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DriverConformance);
 
 // Inference and Adam. evaluate() on a batch the models never trained on, before training
 // (batch norms use their initial running statistics) and after three Adam steps (running
@@ -233,6 +235,8 @@ INSTANTIATE_TEST_SUITE_P(EveryDriver, InferenceAndAdam,
                          [](const auto& param_info) {
                            return test_name(std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param));
                          });
+// A build with the reference driver alone has no other driver to run these on.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(InferenceAndAdam);
 
 // Training, not one step: 20 SGD steps from the same parameters and batch in bf16 and in fp32
 // end within the bf16 loss limit of each other (docs/metrics.md), where bf16 runs natively.

@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 
 from catalog_runs import WORKLOADS_MD_PARAMS
-from dlscale_test import DLSCALE, SOURCE, Workdir, dlscale, error_lines, visible_gpus
+from dlscale_test import DLSCALE, SOURCE, Workdir, compiled_drivers, dlscale, error_lines, needs_drivers, visible_gpus
 
 sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
@@ -29,6 +29,7 @@ HAS_GPU = visible_gpus() > 0
 SMALL_FCN = "fcn5:features=64,width=32"
 
 
+@needs_drivers("libtorch")
 class AcceptanceRun(Workdir):
     def test_fcn5_two_ranks_summary_matches_raw_samples(self):
         out = self.path("x.h5")
@@ -223,6 +224,7 @@ class Matrices(Workdir):
             self.assertEqual(f.read(), before)
 
     @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
+    @needs_drivers("libtorch")  # the default driver, and its message
     def test_missing_device_in_a_mixed_request_is_recorded_not_faked(self):
         out = self.path("cuda.h5")
         proc = dlscale(["run", "-w", SMALL, "--device", "cpu,cuda", "--iterations", "1", "--out", out])
@@ -237,6 +239,7 @@ class Matrices(Workdir):
             self.assertEqual(case["iter_time_s"].shape, (2, 0))
 
     @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
+    @needs_drivers("libtorch")
     def test_only_a_missing_device_is_bad_input(self):
         self.assert_usage_error(["run", "-w", SMALL, "--device", "cuda", "--out", self.path("a.h5")],
                                 "-d libtorch --device cuda: this LibTorch was built without CUDA")
@@ -314,6 +317,7 @@ class RealData(Workdir):
         self.assertLess(loss[-8:].mean(), loss[:8].mean())
 
 
+@needs_drivers("libtorch")  # the built-in suites name their drivers
 class SmokeSuiteCoversTheCatalog(Workdir):
     def test_smoke_suite_runs_every_network(self):
         # The smoke suite into results/smoke.h5. The flags given still apply, so this is every
@@ -340,6 +344,7 @@ class SmokeSuiteCoversTheCatalog(Workdir):
 
 
 class DefaultStudy(Workdir):
+    @needs_drivers("libtorch", "onednn", "kokkos")  # the study suite's every CPU driver
     def test_no_selection_is_the_study_suite(self):
         # No workload, config or suite: the study suite, listed by a dry run (nothing runs).
         proc = dlscale(["run", "--dry-run", "--assume-gflops", "10"], cwd=self.dir)
@@ -360,6 +365,7 @@ class DefaultStudy(Workdir):
             self.assertTrue(any(workload in c for c in scaling), workload)
         self.assertTrue(any("--threads 2" in c for c in cases))  # the thread sweep
 
+    @needs_drivers("libtorch", "onednn", "kokkos")
     def test_one_process_names_the_command_that_runs_the_study(self):
         # `dlscale run` alone as one process: the study needs 2 ranks. One line with the exact
         # command, exit 2, nothing created; not an error about a --ranks the user never typed.
@@ -410,6 +416,7 @@ class MachineReadable(Workdir):
     MATRIX = ["-w", "mnist_fnn:width=16,fcn5:features=64,width=32", "-d", "reference,onednn",
               "--batch", "4,8", "--warmup", "1", "--iterations", "2"]
 
+    @needs_drivers("onednn")
     def test_json_lines_equal_the_files_summary(self):
         out = self.path("j.h5")
         proc = dlscale(["run"] + self.MATRIX + ["--format", "json", "--out", out])
@@ -432,6 +439,7 @@ class MachineReadable(Workdir):
                 self.assertEqual(o["status"], "ok")
                 self.assertGreater(o["exposed_allreduce_median_s"], 0)
 
+    @needs_drivers("onednn")
     def test_dry_run_lists_exactly_the_cases_a_run_records_and_writes_nothing(self):
         out = self.path("d.h5")
         proc = dlscale(["run"] + self.MATRIX + ["--dry-run", "--out", out])
@@ -468,7 +476,7 @@ class InfoAndList(unittest.TestCase):
     def test_info_prints_provenance(self):
         proc = dlscale(["info"])
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        for needle in ("Open MPI", "hdf5", "libtorch", "blas", "Ranks"):
+        for needle in ("Open MPI", "hdf5", "blas", "Ranks", *compiled_drivers()):
             self.assertIn(needle, proc.stdout)
 
     def test_list_prints_the_catalog(self):

@@ -6,7 +6,7 @@ project: every file a doc links to, names in backquotes or cites as NAME.md must
 repository (DocPaths); every flag of a command line in their code blocks must be one its
 program's --help lists (CommandLines).
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (tests/README.md).
 """
 
 import fnmatch
@@ -20,6 +20,8 @@ import tempfile
 import unittest
 
 import h5py
+
+from dlscale_test import needs_drivers
 
 SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
 DLSCALE = os.environ["DLSCALE_BIN"]
@@ -99,6 +101,7 @@ class RunningMd(unittest.TestCase):
                       ["", "one", "two", "three", "four"][len(commands)] + " subcommands", intro)
 
 
+@needs_drivers("libtorch")  # the documented example's driver
 class PrintedExample(unittest.TestCase):
     def test_what_is_printed_matches_a_real_run(self):
         block = section(read("running.md"), "### What is printed").split("```")[1].strip("\n").splitlines()
@@ -120,6 +123,7 @@ class PrintedExample(unittest.TestCase):
         self.assertEqual(shape(proc.stdout.splitlines()), shape(block))
 
 
+@needs_drivers("onednn")
 class SchemaMd(unittest.TestCase):
     """A 2-rank run with --phases and --bucket-mb writes nearly everything there is to write."""
 

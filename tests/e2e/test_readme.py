@@ -8,7 +8,7 @@ report tool; the working directory is a fresh one, so the files the commands wri
 results/study.h5 among them) land there. On 1 rank a command that needs 2 stops before running
 anything with one line that says how to launch it; every other command succeeds.
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (tests/README.md).
 """
 
 import os
@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import tempfile
 import unittest
+
+from dlscale_test import needs_drivers
 
 SOURCE = os.environ["DLSCALE_SOURCE_DIR"]
 DLSCALE = os.environ["DLSCALE_BIN"]
@@ -56,6 +58,7 @@ def localised(words, ranks):
     return out
 
 
+@needs_drivers("libtorch", "onednn", "kokkos")  # the quick start's study suite runs every CPU driver
 class Readme(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="dlscale_readme_")

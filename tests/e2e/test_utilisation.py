@@ -11,7 +11,7 @@
   allocator are recorded, the summary being their arithmetic.
 
 No assertion is on how fast anything ran.
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (tests/README.md).
 """
 
 import csv
@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results"))
 from dlscale_report.check import check_file  # noqa: E402
 from dlscale_report.drivers import driver_rows  # noqa: E402
 from dlscale_report.schema import load_results  # noqa: E402
+from dlscale_test import needs_drivers  # noqa: E402
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -90,6 +91,7 @@ class Utilisation(unittest.TestCase):
         self.assertEqual(summary.returncode, 0, summary.stderr)
         self.assertIn("contended", summary.stdout)
 
+    @needs_drivers("libtorch")
     def test_kernel_time_page_faults_and_the_allocator_are_recorded(self):
         out = os.path.join(self.tmp, "faults.h5")
         self.run_dlscale("run", "-w", "fcn5:features=512,width=512", "-d", "libtorch,reference", "--threads", "1",
@@ -162,7 +164,8 @@ class Utilisation(unittest.TestCase):
             self.assertTrue(float(row["cpu_utilisation"]) > 0 and float(row["peak_pct"]) > 0, row)
             self.assertTrue(float(row["host_peak_rss_mb"]) > 0, row)
         rows = driver_rows(load_results(out).cases)
-        self.assertEqual(sorted(r["driver"] for r in rows), sorted(drivers))
+        # The driver comparison compares two drivers or more: a build with one has none.
+        self.assertEqual(sorted(r["driver"] for r in rows), sorted(drivers) if len(drivers) > 1 else [])
         self.assertTrue(all(r["peak_pct"] > 0 for r in rows))
         with h5py.File(out, "r") as f:
             rates = f["peak/0000/rates"][()]
@@ -195,6 +198,7 @@ class Utilisation(unittest.TestCase):
                     else:
                         self.assertAlmostEqual(s["energy_j_per_sample"] * a["global_batch"], s["energy_j_per_step"])
 
+    @needs_drivers("onednn")
     def test_peak_file_reused_and_skipped(self):
         peak = os.path.join(self.tmp, "peak.h5")
         proc = self.run_dlscale("peak", "-d", "reference,onednn", "--threads", "1", "--precision", "fp32",

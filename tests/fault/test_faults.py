@@ -30,7 +30,7 @@ every rank, and a file the report reads with every case finished before. A secon
 another run is writing (`--overwrite`, `--resume`): refused with exit code 2, naming the holder;
 the running job's file comes out whole.
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (tests/README.md).
 """
 
 import os
@@ -46,6 +46,8 @@ import unittest
 
 import h5py
 
+from dlscale_test import needs_drivers
+
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 REPORT = os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results", "dlscale-report")
@@ -59,6 +61,7 @@ def limited(kib, args, cwd, timeout=600):
                           timeout=timeout)
 
 
+@needs_drivers("libtorch", "onednn")  # how each backend runs out of memory
 class OutOfMemoryInsideACase(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="dlscale_fault_")

@@ -37,7 +37,7 @@ TEST(MpiScaling, AllreduceBenchmarkIsExactAtOddSizes) {
 }
 
 std::unique_ptr<Model> make_model(const Registry& reg, const Workload& w) {
-  auto model = reg.find("libtorch")->create(w, {DeviceType::kCpu, 0, 1, 3});
+  auto model = reg.find(default_driver_name())->create(w, {DeviceType::kCpu, 0, 1, 3});
   model->load_parameters(canonical_parameters(w, 3));
   model->set_batch(synthetic_batch(w, 8, 3, world_rank()));
   return model;

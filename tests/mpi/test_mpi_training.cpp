@@ -16,7 +16,7 @@ namespace dlscale {
 namespace {
 
 std::unique_ptr<Model> make_model(const Registry& reg, const Workload& w, uint64_t seed) {
-  auto model = reg.find("libtorch")->create(w, {DeviceType::kCpu, 0, 1, seed});
+  auto model = reg.find(default_driver_name())->create(w, {DeviceType::kCpu, 0, 1, seed});
   model->load_parameters(canonical_parameters(w, seed));
   // Each rank trains on its own data, so only the all-reduce can keep them in step.
   model->set_batch(synthetic_batch(w, 8, seed, world_rank()));

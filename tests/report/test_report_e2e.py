@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 import trace_checks
-from dlscale_test import SOURCE, dlscale
+from dlscale_test import SOURCE, compiled_drivers, dlscale
 
 REPORT = os.path.join(SOURCE, "results", "dlscale-report")
 
@@ -132,6 +132,9 @@ class Jobs:
 
 
 def setUpModule():
+    # The study compares the LibTorch driver with the reference driver.
+    if "libtorch" not in compiled_drivers():
+        raise unittest.SkipTest("this build has no libtorch driver")
     Jobs.dir = tempfile.mkdtemp(prefix="dlscale_report_e2e_")
 
     def path(name):

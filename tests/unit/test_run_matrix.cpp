@@ -366,10 +366,9 @@ TEST(RunMatrix, AccuracyAxesAndTheirDefaults) {
   EXPECT_EQ(cases[1].target_accuracy, 0.9);
   // An accuracy case's key names its mode and schedule, not the timing loop's warm-up and iterations.
   EXPECT_EQ(cases[1].command(),
-            "dlscale run -w mnist_fnn -d libtorch --device cpu --batch 64 --scaling weak --threads auto --bucket-mb 25 "
-            "--ranks 2 "
-            "--seed 42 "
-            "--mode accuracy --optimizer adam --epochs 5 --validation 0.2 --target-accuracy 0.9");
+            std::string("dlscale run -w mnist_fnn -d ") + default_driver_name() +
+                " --device cpu --batch 64 --scaling weak --threads auto --bucket-mb 25 --ranks 2 --seed 42 "
+                "--mode accuracy --optimizer adam --epochs 5 --validation 0.2 --target-accuracy 0.9");
   // A timing case's key is as before unless it names a non-default optimiser or rate.
   CaseSpec t = good_case();
   EXPECT_EQ(t.command().find("--optimizer"), std::string::npos);
