@@ -31,7 +31,8 @@ ctest --test-dir "build/$DLSCALE_PRESET" --output-on-failure -j "$(nproc)" "${ex
 if [ "${DLSCALE_REFERENCE_BUILD:-1}" != 0 ]; then
   cmake --preset reference
   cmake --build --preset reference -j "$(nproc)"
-  ctest --preset reference -j "$(nproc)" -L 'unit|mpi'
+  # Not report_unit and packaging: Python that does not depend on the build, ran above.
+  ctest --preset reference -j "$(nproc)" -L 'unit|mpi' -E 'report_unit|packaging'
 fi
 
 if [ "${DLSCALE_SANITIZERS:-1}" != 0 ]; then
