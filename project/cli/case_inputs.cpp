@@ -81,9 +81,10 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
 
 namespace {
 
-/// How the case's buckets were reduced: the algorithm and whether a thread progressed them.
-void read_mechanism(const CaseRecord& record, const Attrs& root, const std::string& where, CaseInputs& c) {
-  const std::string mechanism = text_attr(record.attrs, "allreduce_mechanism", "");
+/// How the case's buckets were reduced (its recorded `mechanism`, "" in older files): the
+/// algorithm and whether a thread progressed them.
+void read_mechanism(const CaseRecord& record, const Attrs& root, const std::string& where, const std::string& mechanism,
+                    bool bucketed, CaseInputs& c) {
   if (!mechanism.empty()) {
     // As recorded: MPI_Allreduce (per bucket or whole) or NCCL, both rings at large sizes.
     c.progressed_by_thread = mechanism != "mpi_allreduce_buckets_after_backward";
@@ -91,7 +92,6 @@ void read_mechanism(const CaseRecord& record, const Attrs& root, const std::stri
   }
   // Before the mechanism was recorded, buckets were MPI_Iallreduce calls, which Open MPI 4.1
   // runs as a binomial tree, progressed by a thread where the root's thread level allowed one.
-  const bool bucketed = number_attr(record.attrs, "bucket_mb", where) > 0;
   const std::string thread_level = text_attr(root, "mpi_thread_level", "");
   c.progressed_by_thread =
       thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
@@ -122,7 +122,7 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
   c.strong = scaling == "strong";
   const std::string mechanism = text_attr(record.attrs, "allreduce_mechanism", "");
   const bool bucketed = number_attr(record.attrs, "bucket_mb", where) > 0;
-  read_mechanism(record, root, where, c);
+  read_mechanism(record, root, where, mechanism, bucketed, c);
   // A case that reduced nothing (one rank) made no buckets to overlap; at more ranks its buckets
   // would: every driver reports its gradients during backward (Model::set_gradient_ready_callback).
   const bool reduced_nothing = mechanism == "none";
