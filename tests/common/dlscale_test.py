@@ -40,15 +40,21 @@ def visible_gpus():
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_drivers():
-    """The drivers this build of dlscale has (`dlscale list`), whatever this machine can run."""
+def driver_devices():
+    """Each driver this build of dlscale has, in `dlscale list`'s order, with the devices it runs
+    on here ("cpu", "cuda", "-" for none), whatever this machine can run."""
     proc = subprocess.run([DLSCALE, "list"], capture_output=True, text=True)
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or "Drivers" not in lines:
-        return set()
+        return {}
     start = lines.index("Drivers") + 2
     end = lines.index("", start) if "" in lines[start:] else len(lines)
-    return {line.split()[0] for line in lines[start:end]}
+    return {line.split()[0]: line.split()[1] for line in lines[start:end]}
+
+
+def compiled_drivers():
+    """The names of the drivers this build has."""
+    return set(driver_devices())
 
 
 def needs_drivers(*names):

@@ -246,9 +246,8 @@ class Matrices(Workdir):
         self.assertFalse(os.path.exists(self.path("a.h5")))
 
     @unittest.skipIf(HAS_GPU, "a GPU is visible: these tests are about machines without one")
+    @needs_drivers("cuda")
     def test_cuda_driver_without_a_gpu_is_one_clear_error(self):
-        if "  cuda" not in subprocess.run([DLSCALE, "list"], capture_output=True, text=True).stdout.splitlines():
-            self.skipTest("this build has no cuda driver")
         # -d cuda alone: the driver's own device is the GPU.
         proc = self.assert_usage_error(["run", "-w", SMALL, "-d", "cuda", "--out", self.path("a.h5")],
                                        "-d cuda --device cuda: no usable CUDA GPU on this machine")

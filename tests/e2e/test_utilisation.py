@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results"))
 from dlscale_report.check import check_file  # noqa: E402
 from dlscale_report.drivers import driver_rows  # noqa: E402
 from dlscale_report.schema import load_results  # noqa: E402
-from dlscale_test import needs_drivers  # noqa: E402
+from dlscale_test import driver_devices, needs_drivers  # noqa: E402
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -41,9 +41,7 @@ REPORT = os.path.join(os.environ["DLSCALE_SOURCE_DIR"], "results", "dlscale-repo
 
 
 def compiled_cpu_drivers():
-    out = subprocess.run([DLSCALE, "list"], capture_output=True, text=True, check=True).stdout
-    drivers = out.split("Drivers")[1].split("Suites")[0].splitlines()[2:]
-    return [line.split()[0] for line in drivers if len(line.split()) > 1 and "cpu" in line.split()[1]]
+    return [name for name, devices in driver_devices().items() if "cpu" in devices]
 
 
 class Utilisation(unittest.TestCase):

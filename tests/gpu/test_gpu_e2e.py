@@ -16,7 +16,7 @@ import time
 import unittest
 
 import dlscale_test
-from dlscale_test import DLSCALE, MPIEXEC, Workdir, visible_gpus
+from dlscale_test import DLSCALE, MPIEXEC, Workdir, driver_devices, visible_gpus
 
 GPUS = visible_gpus()
 if GPUS == 0:
@@ -41,10 +41,7 @@ CATALOG = catalog()
 def gpu_drivers():
     """The drivers `dlscale list` shows able to run on cuda (the cuda driver; LibTorch where it was
     built against a CUDA LibTorch)."""
-    lines = subprocess.run([DLSCALE, "list"], capture_output=True, text=True, check=True).stdout.splitlines()
-    start = lines.index("Drivers") + 2
-    end = lines.index("", start)
-    return [line.split()[0] for line in lines[start:end] if "cuda" in line.split()[1]]
+    return [name for name, devices in driver_devices().items() if "cuda" in devices]
 
 
 def dlscale(args, ranks=1, timeout=900):
