@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "drivers/gradient_buckets.h"
+#include "schema/case_record.h"
+#include "schema/projection_record.h"
+#include "schema/run_record.h"
 
 namespace dlscale::project {
 namespace {
@@ -16,37 +20,45 @@ namespace {
 /// bucketing is pointless (a bucket of a few floats): refused rather than simulated for hours.
 constexpr size_t kMaxBuckets = 4096;
 
-std::string text_attr(const Attrs& attrs, const std::string& key, const std::string& fallback) {
-  for (const auto& [k, v] : attrs) {
-    if (k == key) return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : fallback;
+/// A case's attributes as dlscale wrote them, and those its file lacks (older versions wrote
+/// fewer: a missing text is "", a missing number 0).
+struct RecordedCase {
+  CaseDescription description;
+  CaseOutcome outcome;
+  StepStatistics summary;
+  std::vector<std::string> missing;
+  std::string where;
+  bool lacks(const char* name) const { return std::find(missing.begin(), missing.end(), name) != missing.end(); }
+  /// Throws naming the attribute when the file lacks it.
+  void require(const char* name) const {
+    if (lacks(name)) throw std::invalid_argument(fmt::format("{}: attribute {} is missing", where, name));
   }
-  return fallback;
-}
+};
 
-double number_attr(const Attrs& attrs, const std::string& key, const std::string& where) {
-  for (const auto& [k, v] : attrs) {
-    if (k != key) continue;
-    if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
-    if (std::holds_alternative<double>(v)) return std::get<double>(v);
-    throw std::invalid_argument(fmt::format("{}: attribute {} is not a number", where, key));
+RecordedCase recorded_case(const CaseRecord& record, const std::string& where) {
+  RecordedCase r;
+  r.where = where;
+  try {
+    for (const std::vector<std::string>& missing : {read_fields(record.attrs, kCaseDescriptionFields, r.description),
+                                                    read_fields(record.attrs, kCaseOutcomeFields, r.outcome),
+                                                    read_fields(record.summary, kStepStatisticsFields, r.summary)}) {
+      r.missing.insert(r.missing.end(), missing.begin(), missing.end());
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
   }
-  throw std::invalid_argument(fmt::format("{}: attribute {} is missing", where, key));
-}
-
-bool has_attr(const Attrs& attrs, const std::string& key) {
-  return std::any_of(attrs.begin(), attrs.end(), [&](const auto& kv) { return kv.first == key; });
+  return r;
 }
 
 }  // namespace
 
 std::string unusable_reason(const CaseRecord& record) {
   if (record.accuracy()) return "an accuracy case (no step samples)";
-  const std::string status = text_attr(record.attrs, "status", "");
-  if (status != "ok") return fmt::format("status {}, not ok", status.empty() ? "missing" : status);
-  const bool phases = std::any_of(record.attrs.begin(), record.attrs.end(), [](const auto& kv) {
-    return kv.first == "phases" && std::holds_alternative<int64_t>(kv.second) && std::get<int64_t>(kv.second) == 1;
-  });
-  if (!phases || record.phase_time_s.empty()) return "no per-rank phase times (run it with --phases)";
+  const RecordedCase r = recorded_case(record, "the case");
+  if (r.outcome.status != "ok") {
+    return fmt::format("status {}, not ok", r.outcome.status.empty() ? "missing" : r.outcome.status);
+  }
+  if (!r.description.phases || record.phase_time_s.empty()) return "no per-rank phase times (run it with --phases)";
   return "";
 }
 
@@ -81,56 +93,60 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
 
 namespace {
 
-/// How the case's buckets were reduced (its recorded `mechanism`, "" in older files): the
+/// How the case's buckets were reduced (its recorded mechanism, "" in older files): the
 /// algorithm and whether a thread progressed them.
-void read_mechanism(const CaseRecord& record, const Attrs& root, const std::string& where, const std::string& mechanism,
-                    bool bucketed, CaseInputs& c) {
-  if (!mechanism.empty()) {
+void read_mechanism(const RecordedCase& r, const SoftwareRecord& software, bool bucketed, CaseInputs& c) {
+  if (!r.outcome.allreduce_mechanism.empty()) {
     // As recorded: MPI_Allreduce (per bucket or whole) or NCCL, both rings at large sizes.
-    c.progressed_by_thread = mechanism != "mpi_allreduce_buckets_after_backward";
+    c.progressed_by_thread = r.outcome.allreduce_mechanism != "mpi_allreduce_buckets_after_backward";
     return;
   }
   // Before the mechanism was recorded, buckets were MPI_Iallreduce calls, which Open MPI 4.1
-  // runs as a binomial tree, progressed by a thread where the root's thread level allowed one.
-  const std::string thread_level = text_attr(root, "mpi_thread_level", "");
-  c.progressed_by_thread =
-      thread_level.empty() || thread_level == "MPI_THREAD_SERIALIZED" || thread_level == "MPI_THREAD_MULTIPLE";
+  // runs as a binomial tree, progressed by a thread where the run's thread level allowed one.
+  const std::string& level = software.mpi_thread_level;
+  c.progressed_by_thread = level.empty() || level == "MPI_THREAD_SERIALIZED" || level == "MPI_THREAD_MULTIPLE";
   // The case's own record where it has one: such files could name MPI_THREAD_SERIALIZED while
   // Open MPI had lowered the level when dlscale read its settings (docs/projection.md).
-  if (bucketed && has_attr(record.attrs, "progress_thread")) {
-    c.progressed_by_thread = number_attr(record.attrs, "progress_thread", where) != 0;
-  }
-  const bool gpu = text_attr(record.attrs, "device_type", "cpu") == "cuda";
-  if (bucketed && !gpu) c.algorithm = AllreduceAlgorithm::binomial;
+  if (bucketed && !r.lacks(name_of<&CaseOutcome::progress_thread>(kCaseOutcomeFields)))
+    c.progressed_by_thread = r.outcome.progress_thread;
+  if (bucketed && r.description.device_type != "cuda") c.algorithm = AllreduceAlgorithm::binomial;
 }
 
 }  // namespace
 
-CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& root) {
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& software_attrs) {
   const std::string where = "case " + name;
+  const RecordedCase r = recorded_case(record, where);
+  const CaseDescription& d = r.description;
+  for (const char* required : {name_of<&CaseDescription::hosts>(kCaseDescriptionFields),
+                               name_of<&CaseDescription::bucket_mb>(kCaseDescriptionFields),
+                               name_of<&CaseDescription::grad_bytes>(kCaseDescriptionFields),
+                               name_of<&CaseOutcome::overlap>(kCaseOutcomeFields),
+                               name_of<&StepStatistics::step_median_s>(kStepStatisticsFields)}) {
+    r.require(required);
+  }
+  SoftwareRecord software;
+  read_fields(software_attrs, kSoftwareFields, software);
   CaseInputs c;
   c.name = name;
   c.measured_ranks = static_cast<int>(record.ranks);
-  c.hosts = static_cast<int>(number_attr(record.attrs, "hosts", where));
+  c.hosts = static_cast<int>(d.hosts);
   if (c.measured_ranks < 1 || c.hosts < 1 || c.hosts > c.measured_ranks) {
     throw std::invalid_argument(fmt::format("{}: {} ranks on {} hosts", where, c.measured_ranks, c.hosts));
   }
-  const std::string scaling = text_attr(record.attrs, "scaling", "");
-  if (scaling != "weak" && scaling != "strong") {
-    throw std::invalid_argument(fmt::format("{}: scaling {} is neither weak nor strong", where, scaling));
+  if (d.scaling != "weak" && d.scaling != "strong") {
+    throw std::invalid_argument(fmt::format("{}: scaling {} is neither weak nor strong", where, d.scaling));
   }
-  c.strong = scaling == "strong";
-  const std::string mechanism = text_attr(record.attrs, "allreduce_mechanism", "");
-  const bool bucketed = number_attr(record.attrs, "bucket_mb", where) > 0;
-  read_mechanism(record, root, where, mechanism, bucketed, c);
+  c.strong = d.scaling == "strong";
+  const bool bucketed = d.bucket_mb > 0;
+  read_mechanism(r, software, bucketed, c);
   // A case that reduced nothing (one rank) made no buckets to overlap; at more ranks its buckets
   // would: every driver reports its gradients during backward (Model::set_gradient_ready_callback).
-  const bool reduced_nothing = mechanism == "none";
-  c.overlap =
-      (number_attr(record.attrs, "overlap", where) != 0 || (reduced_nothing && bucketed)) && c.progressed_by_thread;
-  c.measured_step_s = number_attr(record.summary, "step_median_s", where + " summary");
-  c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", text_attr(record.attrs, "workload", "?"),
-                        text_attr(record.attrs, "driver", "?"), scaling, c.measured_ranks,
+  const bool reduced_nothing = r.outcome.allreduce_mechanism == "none";
+  c.overlap = (r.outcome.overlap || (reduced_nothing && bucketed)) && c.progressed_by_thread;
+  c.measured_step_s = r.summary.step_median_s;
+  c.label = fmt::format("{}, {}, {} scaling, {} rank{} on {} host{}", d.workload.empty() ? "?" : d.workload,
+                        d.driver.empty() ? "?" : d.driver, d.scaling, c.measured_ranks,
                         c.measured_ranks == 1 ? "" : "s", c.hosts, c.hosts == 1 ? "" : "s");
   const size_t expected = static_cast<size_t>(record.ranks) * static_cast<size_t>(record.iterations) * 4;
   if (record.phase_time_s.size() != expected || expected == 0) {
@@ -143,8 +159,7 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     c.samples.push_back({record.phase_time_s[k], record.phase_time_s[k + 1], record.phase_time_s[k + 3]});
   }
   try {
-    c.buckets = estimated_buckets(number_attr(record.attrs, "grad_bytes", where),
-                                  number_attr(record.attrs, "bucket_mb", where));
+    c.buckets = estimated_buckets(static_cast<double>(d.grad_bytes), d.bucket_mb);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }
@@ -190,9 +205,17 @@ struct MeasuredFits {
   const char* stand_in;
 };
 
-MeasuredFits measured_fits(const Attrs& fit, const std::string& group) {
-  MeasuredFits f{number_attr(fit, "within_alpha_s", group), number_attr(fit, "within_beta_s_per_byte", group),
-                 number_attr(fit, "between_alpha_s", group), number_attr(fit, "between_beta_s_per_byte", group), ""};
+MeasuredFits measured_fits(const Attrs& attrs, const std::string& group) {
+  ProjectionRecord fit;
+  // A fit the group lacks stays NaN: not measured.
+  fit.within_alpha_s = fit.within_beta_s_per_byte = fit.between_alpha_s = fit.between_beta_s_per_byte =
+      std::numeric_limits<double>::quiet_NaN();
+  try {
+    read_fields(attrs, kProjectionFields, fit);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(group + ": " + e.what());
+  }
+  MeasuredFits f{fit.within_alpha_s, fit.within_beta_s_per_byte, fit.between_alpha_s, fit.between_beta_s_per_byte, ""};
   f.stand_in = std::isnan(f.within_alpha)    ? "within a host the between-host fit (no within-host figures measured)"
                : std::isnan(f.between_alpha) ? "between hosts the within-host fit (no between-host figures measured)"
                                              : "the within- and between-host fits as measured";

@@ -39,11 +39,11 @@ struct CaseInputs {
 /// Why the case cannot be projected (mode, status, phases), or "" when it can.
 std::string unusable_reason(const CaseRecord& record);
 
-/// The inputs of a usable case, given the file's root attributes (`root`: its
-/// `mpi_thread_level`, for files without the case's `allreduce_mechanism`; a file without either
-/// is taken to have the level dlscale asks for). Throws std::invalid_argument naming the
-/// attribute when one is missing or out of range.
-CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& root);
+/// The inputs of a usable case, given the attributes of the file's /system/software (`software`:
+/// its `mpi_thread_level`, for files without the case's `allreduce_mechanism`; a file without
+/// either is taken to have the level dlscale asks for). Throws std::invalid_argument naming the
+/// attribute when one is missing, of another type, or out of range.
+CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& software);
 
 /// The buckets dlscale's BucketedAllreduce cuts `grad_bytes` of float32 gradients into for
 /// `bucket_mb` (MB = 1e6 bytes; 0: one bucket after backward), in the order they become ready,

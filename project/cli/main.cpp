@@ -21,6 +21,7 @@
 #include "project/cli/case_inputs.h"
 #include "project/platform.h"
 #include "project/training_simulation.h"
+#include "schema/simulation_record.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 
@@ -227,7 +228,11 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
   const Platform preset = measured ? Platform{} : load_preset(o.platform);
 
   const std::vector<std::string> names = file.case_names();
-  const Attrs root = file.read_root();
+  // The run's MPI thread level, which files older than the per-case all-reduce mechanism need.
+  const std::vector<std::string> system = file.group_names("system");
+  const Attrs software = std::find(system.begin(), system.end(), "software") != system.end()
+                             ? file.read_attrs("system/software")
+                             : Attrs{};
   const bool named = !o.cases.empty();
   const std::vector<std::string> chosen = named ? named_cases(o.cases, names) : names;
 
@@ -238,7 +243,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       const CaseRecord record = file.read_case(name);
       const std::string reason = unusable_reason(record);
       if (!reason.empty()) throw std::invalid_argument(fmt::format("case {}: {}", name, reason));
-      job.inputs = case_inputs(name, record, root);
+      job.inputs = case_inputs(name, record, software);
       // The all-reduce the case ran, unless --allreduce asks "what if".
       if (!o.allreduce.empty()) job.inputs.algorithm = parse_algorithm(o.allreduce);
       const int largest =
@@ -324,48 +329,38 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
   const auto measured =
       std::find_if(points.begin(), points.end(), [&](const Point& p) { return p.ranks == job.inputs.measured_ranks; });
   *error = measured->step.step_s / job.inputs.measured_step_s - 1;
-  const auto column = [&](const char* name, auto value) {
-    DatasetRecord d{name, {points.size()}, {}, {}, false};
-    for (const Point& p : points) d.doubles.push_back(value(p));
-    return d;
-  };
-  DatasetRecord ranks{"ranks", {points.size()}, {}, {}, true};
-  for (const Point& p : points) ranks.ints.push_back(p.ranks);
-  DatasetRecord bucket_bytes{"bucket_bytes", {job.inputs.buckets.size()}, {}, {}, false};
-  DatasetRecord bucket_ready{"bucket_ready_fraction", {job.inputs.buckets.size()}, {}, {}, false};
-  for (const GradientBucket& b : job.inputs.buckets) {
-    bucket_bytes.doubles.push_back(b.bytes);
-    bucket_ready.doubles.push_back(b.ready_fraction);
+  SimulationRecord rec;
+  rec.simgrid_version = simgrid_version();
+  rec.platform = job.platform.cluster.name;
+  rec.platform_toml = job.platform.toml;
+  rec.platform_xml = job.platform.xml;
+  rec.placement = placement_name(job.platform.cluster);
+  rec.allreduce = algorithm_name(job.inputs.algorithm);
+  rec.allreduce_source = o.allreduce.empty() ? "recorded" : "--allreduce";
+  rec.model = o.model;
+  rec.steps = o.steps;
+  rec.seed = static_cast<int64_t>(parse_seed(o.seed));
+  rec.overlap = job.inputs.overlap;
+  rec.progress = job.inputs.progressed_by_thread ? "thread" : "polling";
+  rec.bucket_readiness = job.inputs.readiness_measured ? "measured" : "estimated";
+  rec.scaling = job.inputs.strong ? "strong" : "weak";
+  rec.measured_ranks = job.inputs.measured_ranks;
+  rec.measured_step_s = job.inputs.measured_step_s;
+  rec.error = *error;
+  for (const Point& p : points) {
+    rec.ranks.push_back(p.ranks);
+    rec.step_s.push_back(p.step.step_s);
+    rec.efficiency.push_back(p.efficiency);
+    rec.compute_s.push_back(p.step.compute_s);
+    rec.straggler_wait_s.push_back(p.step.straggler_wait_s);
+    rec.exposed_allreduce_s.push_back(p.step.exposed_allreduce_s);
+    rec.update_s.push_back(p.step.update_and_other_s);
   }
-  GroupRecord g;
-  g.attrs = {{"source", std::string("dlscale-project")},
-             {"simgrid_version", simgrid_version()},
-             {"platform", job.platform.cluster.name},
-             {"platform_toml", job.platform.toml},
-             {"platform_xml", job.platform.xml},
-             {"placement", std::string(placement_name(job.platform.cluster))},
-             {"allreduce", std::string(algorithm_name(job.inputs.algorithm))},
-             {"allreduce_source", std::string(o.allreduce.empty() ? "recorded" : "--allreduce")},
-             {"model", o.model},
-             {"steps", int64_t{o.steps}},
-             {"seed", static_cast<int64_t>(parse_seed(o.seed))},
-             {"overlap", int64_t{job.inputs.overlap ? 1 : 0}},
-             {"progress", std::string(job.inputs.progressed_by_thread ? "thread" : "polling")},
-             {"bucket_readiness", std::string(job.inputs.readiness_measured ? "measured" : "estimated")},
-             {"scaling", std::string(job.inputs.strong ? "strong" : "weak")},
-             {"measured_ranks", int64_t{job.inputs.measured_ranks}},
-             {"measured_step_s", job.inputs.measured_step_s},
-             {"error", *error}};
-  g.datasets = {ranks,
-                column("step_s", [](const Point& p) { return p.step.step_s; }),
-                column("efficiency", [](const Point& p) { return p.efficiency; }),
-                column("compute_s", [](const Point& p) { return p.step.compute_s; }),
-                column("straggler_wait_s", [](const Point& p) { return p.step.straggler_wait_s; }),
-                column("exposed_allreduce_s", [](const Point& p) { return p.step.exposed_allreduce_s; }),
-                column("update_s", [](const Point& p) { return p.step.update_and_other_s; }),
-                bucket_bytes,
-                bucket_ready};
-  return g;
+  for (const GradientBucket& b : job.inputs.buckets) {
+    rec.bucket_bytes.push_back(b.bytes);
+    rec.bucket_ready_fraction.push_back(b.ready_fraction);
+  }
+  return group_of(rec, kSimulationFields, kSimulationDatasets);
 }
 
 int run(const Options& o) {

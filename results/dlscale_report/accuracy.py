@@ -15,6 +15,7 @@ cumulative time of the repeats that ran e epochs (a repeat stopped at its target
 
 import math
 
+from .schema import ACCURACY_SUMMARY_INTERVALS
 from .study import describe, hosts_count, placement_of
 from .tables import Column, Table, key_cell, number, text
 
@@ -68,10 +69,7 @@ def accuracy_rows(cases):
                "repeats": len(c.repeats), "case": c}
         if c.ok:
             s = c.summary
-            for key in ("test_accuracy_mean", "test_accuracy_ci95_low", "test_accuracy_ci95_high",
-                        "train_time_mean_s", "train_time_ci95_low_s", "train_time_ci95_high_s",
-                        "test_time_mean_s", "test_time_ci95_low_s", "test_time_ci95_high_s",
-                        "time_to_target_mean_s", "time_to_target_ci95_low_s", "time_to_target_ci95_high_s"):
+            for key in ACCURACY_SUMMARY_INTERVALS:
                 v = s.get(key)
                 row[key] = float(v) if _finite(v) else None
             reached = [r for r in c.repeats if r.attrs["target_reached"]]

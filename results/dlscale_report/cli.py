@@ -455,13 +455,39 @@ def run(argv=None, reading=None):
 # its metadata) reads through a wild pointer.
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL)
 
+# How long the reading of one group of a file may go without finishing before the HDF5 library is
+# taken to be stuck: on some damaged files (a bit flipped in the size of a global heap object that
+# holds a string) it loops forever inside one call. A group reads in well under a second; a very
+# slow file system may need more (DLSCALE_REPORT_STALL_S, seconds).
+STALL_S_DEFAULT = 120.0
+
+
+def _stall_seconds():
+    """DLSCALE_REPORT_STALL_S as a number of seconds > 0, or None after printing why not."""
+    text = os.environ.get("DLSCALE_REPORT_STALL_S", "")
+    if not text:
+        return STALL_S_DEFAULT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        _error(f"DLSCALE_REPORT_STALL_S {text!r}: not a number of seconds > 0")
+        return None
+    return value
+
 
 def main(argv=None):
     """The dlscale-report process (script, python -m, pip's entry point): the command runs in a
-    child process, which names each file as it starts and ends reading it (schema.reading), so
-    that a crash inside HDF5 ends as one line naming the file and exit 2, never a dead process.
-    The child's stderr passes through this process, which drops it after a crash: what the C
-    libraries print as they die ("free(): invalid pointer") says nothing the line does not."""
+    child process, which names each file as it starts reading it, again as it reads each group
+    and "" once done (schema.reading), so that a crash inside HDF5, or HDF5 stuck in one group
+    for DLSCALE_REPORT_STALL_S, ends as one line naming the file and exit 2, never a dead or
+    hung process. The child's stderr passes through this process, which drops it after a crash:
+    what the C libraries print as they die ("free(): invalid pointer") says nothing the line
+    does not."""
+    stall_s = _stall_seconds()
+    if stall_s is None:
+        return 2
     sys.stdout.flush()
     sys.stderr.flush()
     notes_in, notes_out = os.pipe()
@@ -492,9 +518,12 @@ def main(argv=None):
     os.close(err_out)
     # Ctrl-C reaches the child too, which ends the command; this process only waits.
     interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    notes, err = _drain(notes_in, err_in)
+    notes, err, stalled = _watch(pid, notes_in, err_in, stall_s)
     _, status = os.waitpid(pid, 0)
     signal.signal(signal.SIGINT, interrupt)
+    if stalled:
+        return _error(f"{stalled}: the HDF5 library made no progress reading it for {stall_s:g} s: the file is "
+                      "damaged")
     if os.WIFEXITED(status):
         if err:
             os.write(2, err)
@@ -513,22 +542,35 @@ def main(argv=None):
     return _error(f"crashed ({name}) after reading its input; please report it with the command line")
 
 
-def _drain(*fds):
-    """Everything written to the pipes `fds` until each is closed, as bytes each."""
+def _watch(pid, notes_fd, err_fd, stall_s):
+    """Everything the child writes to its notes and stderr pipes until it closes them, as bytes
+    each, and the file it was reading when it went `stall_s` without a note while reading one
+    (then killed), else None. Only reading is timed: the commands' own work takes what it takes."""
     import selectors
-    data = {fd: bytearray() for fd in fds}
+    import time
+    data = {notes_fd: bytearray(), err_fd: bytearray()}
+    last_note, stalled = time.monotonic(), None
     with selectors.DefaultSelector() as sel:
-        for fd in fds:
+        for fd in data:
             sel.register(fd, selectors.EVENT_READ)
         while sel.get_map():
-            for key, _ in sel.select():
+            lines = data[notes_fd].decode(errors="replace").split("\n")[:-1]
+            reading = lines[-1] if lines else ""
+            timeout = None if not reading or stalled else max(0.0, last_note + stall_s - time.monotonic())
+            ready = sel.select(timeout)
+            if not ready and reading and not stalled:
+                stalled = reading
+                os.kill(pid, signal.SIGKILL)
+            for key, _ in ready:
                 chunk = os.read(key.fd, 65536)
                 if chunk:
                     data[key.fd] += chunk
+                    if key.fd == notes_fd:
+                        last_note = time.monotonic()
                 else:
                     sel.unregister(key.fd)
                     os.close(key.fd)
-    return tuple(bytes(data[fd]) for fd in fds)
+    return bytes(data[notes_fd]), bytes(data[err_fd]), stalled
 
 
 if __name__ == "__main__":

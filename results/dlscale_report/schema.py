@@ -53,6 +53,20 @@ EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s
                  "val_loss", "eval_time_s")
 REPEAT_ATTRS = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accuracy", "test_loss",
                 "time_to_target_s", "target_reached", "target_epoch")
+# The attributes of /cases/NNNN/accuracy_summary: means and 95% intervals over the repeats, and
+# how many repeats reached the target.
+ACCURACY_SUMMARY_INTERVALS = ("test_accuracy_mean", "test_accuracy_ci95_low", "test_accuracy_ci95_high",
+                              "train_time_mean_s", "train_time_ci95_low_s", "train_time_ci95_high_s",
+                              "test_time_mean_s", "test_time_ci95_low_s", "test_time_ci95_high_s",
+                              "time_to_target_mean_s", "time_to_target_ci95_low_s", "time_to_target_ci95_high_s")
+ACCURACY_SUMMARY_KEYS = ACCURACY_SUMMARY_INTERVALS + ("targets_reached",)
+# The datasets of /allreduce/NNNN and their types; time_s is [ranks, sizes, iterations], the
+# others one value per size.
+ALLREDUCE_DATASETS = (("bytes", np.int64), ("time_s", np.float64), ("algbw_gbps", np.float64),
+                      ("busbw_gbps", np.float64), ("errors", np.int64))
+# The datasets of /cases/NNNN/projection, one value per projected rank count (between_hosts
+# optional: older files lack it).
+PROJECTION_DATASETS = ("ranks", "step_s", "efficiency", "between_hosts")
 
 
 class ReportError(Exception):
@@ -215,6 +229,8 @@ class Projection:
 # are the diagnosis' (update_s: its update and other) and add up to step_s.
 SIMULATION_PARTS = ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "update_s")
 SIMULATION_DATASETS = ("ranks", "step_s", "efficiency") + SIMULATION_PARTS
+# One value per gradient bucket (optional: older files lack them).
+SIMULATION_BUCKET_DATASETS = ("bucket_bytes", "bucket_ready_fraction")
 
 
 @dataclass
@@ -485,10 +501,8 @@ def is_accuracy(group):
 
 
 def _read_projection(group):
-    ranks = _dataset(group, "ranks", np.int64)
-    step = _dataset(group, "step_s", np.float64)
-    eff = _dataset(group, "efficiency", np.float64)
-    between = _dataset(group, "between_hosts", np.int64)
+    ranks, step, eff, between = (_dataset(group, key, np.int64 if key in ("ranks", "between_hosts") else np.float64)
+                                 for key in PROJECTION_DATASETS)
     if ranks is None or step is None or eff is None:
         raise _Damaged("projection lacks one of the datasets ranks, step_s, efficiency")
     if not (ranks.ndim == step.ndim == eff.ndim == 1 and len(ranks) == len(step) == len(eff)):
@@ -509,9 +523,8 @@ def _read_simulation(path, name, group):
     if len(k) != 1 or k[0] == 0 or any(v.shape != k for v in data.values()):
         raise _Damaged(f"datasets {', '.join(SIMULATION_DATASETS)} must be of one length k > 0, are "
                        + ", ".join(str(v.shape) for v in data.values()))
-    return Simulation(name=name, attrs=attrs_dict(group), **data,
-                      bucket_bytes=_dataset(group, "bucket_bytes", np.float64),
-                      bucket_ready_fraction=_dataset(group, "bucket_ready_fraction", np.float64))
+    buckets = {key: _dataset(group, key, np.float64) for key in SIMULATION_BUCKET_DATASETS}
+    return Simulation(name=name, attrs=attrs_dict(group), **data, **buckets)
 
 
 def _read_simulations(parent):
@@ -532,9 +545,7 @@ def _read_simulations(parent):
 
 
 def _read_allreduce(path, name, group):
-    data = {key: _dataset(group, key, dtype) for key, dtype in (
-        ("bytes", np.int64), ("time_s", np.float64), ("algbw_gbps", np.float64),
-        ("busbw_gbps", np.float64), ("errors", np.int64))}
+    data = {key: _dataset(group, key, dtype) for key, dtype in ALLREDUCE_DATASETS}
     missing = [key for key, value in data.items() if value is None]
     if missing:
         raise _Damaged(f"lacks dataset(s) {', '.join(missing)}")
@@ -603,6 +614,8 @@ def _members(parent, width=4):
 
 def _read_member(path, kind, parent, name, read):
     """read(path, name, group) of parent[name], or a DamagedGroup saying why it cannot be."""
+    if reading:
+        reading(path)  # progress: the group before this one was read
     try:
         group = parent[name]
         if not isinstance(group, h5py.Group):
@@ -666,8 +679,9 @@ _NUMBERED = (("case", "cases", _read_any_case), ("allreduce", "allreduce", _read
              ("peak", "peak", _read_peak), ("run", "runs", _read_run))
 
 
-# Called with a file's path before it is read and with None after: the command line's process
-# learns which file HDF5 was reading if it crashes (cli.main).
+# Called with a file's path before it is read, again before each of its groups, and with None
+# after: the command line's process learns which file HDF5 was reading if it crashes, and that
+# it is not stuck in one (cli.main).
 reading = None
 
 

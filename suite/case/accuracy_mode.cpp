@@ -187,10 +187,8 @@ class AccuracyLoop {
       std::vector<double> none;
       if (!settle(none, failed, fmt::format("repeat {}: loading the parameters", repeat + 1))) return false;
     }
-    Column epoch_c = Column::of_ints("epoch", {}), loss_c = Column::of_doubles("train_loss", {}),
-           time_c = Column::of_doubles("train_time_s", {}), cum_c = Column::of_doubles("cumulative_train_time_s", {}),
-           acc_c = Column::of_doubles("val_accuracy", {}), vloss_c = Column::of_doubles("val_loss", {}),
-           eval_c = Column::of_doubles("eval_time_s", {});
+    RepeatResult rep;
+    rep.seed = static_cast<int64_t>(seed);
     double cumulative = 0, time_to_target = kNaN;
     int target_epoch = 0;
     for (int epoch = 1; epoch <= spec_.epochs; ++epoch) {
@@ -204,13 +202,7 @@ class AccuracyLoop {
       cumulative += train_s;
       const double accuracy = static_cast<double>(val.correct) / static_cast<double>(val.predictions);
       const double val_loss = val.loss_sum / static_cast<double>(val.predictions);
-      epoch_c.ints.push_back(epoch);
-      loss_c.doubles.push_back(loss);
-      time_c.doubles.push_back(train_s);
-      cum_c.doubles.push_back(cumulative);
-      acc_c.doubles.push_back(accuracy);
-      vloss_c.doubles.push_back(val_loss);
-      eval_c.doubles.push_back(eval_s);
+      rep.epochs.push_back({epoch, loss, train_s, cumulative, accuracy, val_loss, eval_s});
       progress_.note(
           fmt::format("repeat {}/{} epoch {}/{}: train loss {:.4f} ({:.2f} s) | validation accuracy "
                       "{:.4f}, loss {:.4f} ({:.2f} s)",
@@ -232,13 +224,14 @@ class AccuracyLoop {
         target_epoch > 0
             ? fmt::format(" | target reached at epoch {} after {:.2f} s of training", target_epoch, time_to_target)
             : std::string()));
-    GroupRecord rep;
-    rep.attrs = {{"seed", static_cast<int64_t>(seed)},   {"epochs_run", static_cast<int64_t>(epoch_c.ints.size())},
-                 {"train_time_s", cumulative},           {"test_time_s", test_s},
-                 {"test_accuracy", test_accuracy},       {"test_loss", test_loss},
-                 {"time_to_target_s", time_to_target},   {"target_reached", int64_t{target_epoch > 0 ? 1 : 0}},
-                 {"target_epoch", int64_t{target_epoch}}};
-    rep.tables.emplace_back("epochs", Table{{epoch_c, loss_c, time_c, cum_c, acc_c, vloss_c, eval_c}});
+    rep.epochs_run = static_cast<int64_t>(rep.epochs.size());
+    rep.train_time_s = cumulative;
+    rep.test_time_s = test_s;
+    rep.test_accuracy = test_accuracy;
+    rep.test_loss = test_loss;
+    rep.time_to_target_s = time_to_target;
+    rep.target_reached = target_epoch > 0;
+    rep.target_epoch = target_epoch;
     result_.repeats.push_back(std::move(rep));
     return true;
   }
@@ -265,29 +258,17 @@ AccuracyResult run_accuracy(const CaseSpec& spec, const Workload& workload, MPI_
   return AccuracyLoop(spec, workload, comm, parts, train, test, progress).run();
 }
 
-Attrs accuracy_summary(const std::vector<GroupRecord>& repeats) {
+AccuracySummary accuracy_summary(const std::vector<RepeatResult>& repeats) {
   std::vector<double> accuracy, train, test, to_target;
-  for (const GroupRecord& r : repeats) {
-    accuracy.push_back(std::get<double>(attr(r.attrs, "test_accuracy")));
-    train.push_back(std::get<double>(attr(r.attrs, "train_time_s")));
-    test.push_back(std::get<double>(attr(r.attrs, "test_time_s")));
-    if (std::get<int64_t>(attr(r.attrs, "target_reached")) != 0) {
-      to_target.push_back(std::get<double>(attr(r.attrs, "time_to_target_s")));
-    }
+  for (const RepeatResult& r : repeats) {
+    accuracy.push_back(r.test_accuracy);
+    train.push_back(r.train_time_s);
+    test.push_back(r.test_time_s);
+    if (r.target_reached) to_target.push_back(r.time_to_target_s);
   }
-  Attrs out;
-  const auto add = [&](const std::string& stem, const std::string& unit, const std::vector<double>& x) {
-    const MeanInterval m = mean_ci95(x);
-    out.emplace_back(stem + "_mean" + unit, m.mean);
-    out.emplace_back(stem + "_ci95_low" + unit, m.low);
-    out.emplace_back(stem + "_ci95_high" + unit, m.high);
-  };
-  add("test_accuracy", "", accuracy);
-  add("train_time", "_s", train);
-  add("test_time", "_s", test);
-  add("time_to_target", "_s", to_target);  // over the repeats that reached it; NaN when none did
-  out.emplace_back("targets_reached", static_cast<int64_t>(to_target.size()));
-  return out;
+  // Time to target: over the repeats that reached it; NaN when none did.
+  return {mean_ci95(accuracy), mean_ci95(train), mean_ci95(test), mean_ci95(to_target),
+          static_cast<int64_t>(to_target.size())};
 }
 
 namespace {

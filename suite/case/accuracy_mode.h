@@ -12,6 +12,7 @@
 
 #include "drivers/driver.h"
 #include "io/results_file.h"
+#include "schema/accuracy_record.h"
 #include "suite/case/progress.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/matrix/run_matrix.h"
@@ -32,8 +33,8 @@ struct AccuracyResult {
   Outcome outcome;           ///< a failure in any repeat, agreed by every rank
   bool interrupted = false;  ///< a stop signal reached a rank: the case ended early on every rank
   int64_t train_samples = 0, validation_samples = 0, test_samples = 0;
-  std::vector<GroupRecord> repeats;  ///< repeats/RR: attributes and the table "epochs"
-  Attrs summary;                     ///< accuracy_summary: means and 95% CIs over the repeats
+  std::vector<RepeatResult> repeats;
+  AccuracySummary summary;  ///< means and 95% CIs over the repeats
 };
 
 /// Runs `spec`'s repeats on the ranks of `comm` (collective: every rank calls the same collectives
@@ -43,7 +44,7 @@ struct AccuracyResult {
 AccuracyResult run_accuracy(const CaseSpec& spec, const Workload& workload, MPI_Comm comm, TrainingParts parts,
                             const Dataset& train, const Dataset& test, Progress& progress);
 
-/// The summary over repeats (accuracy_summary's attributes) from the repeats' attributes.
-Attrs accuracy_summary(const std::vector<GroupRecord>& repeats);
+/// The summary over repeats.
+AccuracySummary accuracy_summary(const std::vector<RepeatResult>& repeats);
 
 }  // namespace dlscale

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "schema/allreduce_record.h"
 #include "suite/comm/gradient_allreduce.h"
 #include "suite/errors.h"
 #include "suite/meters/statistics.h"
@@ -115,26 +116,22 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
 
 GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case,
                             int hosts) {
-  GroupRecord g;
-  g.attrs = {{"backend", backend},
-             {"ranks", int64_t{r.ranks}},
-             {"dtype", std::string("float32")},
-             {"warmup", int64_t{r.warmup}},
-             {"iterations", int64_t{r.iterations}},
-             {"case", for_case},
-             {"alpha_s", r.alpha_s},
-             {"beta_s_per_byte", r.beta_s_per_byte},
-             {"hosts", int64_t{hosts}},
-             {"network", std::string(hosts > 1 ? "between hosts" : "within one host")}};
-  const auto n = static_cast<uint64_t>(r.bytes.size());
-  DatasetRecord bytes{"bytes", {n}, {}, r.bytes, true};
-  DatasetRecord times{
-      "time_s", {static_cast<uint64_t>(r.ranks), n, static_cast<uint64_t>(r.iterations)}, r.time_s, {}, false};
-  DatasetRecord algbw{"algbw_gbps", {n}, r.algbw_gbps, {}, false};
-  DatasetRecord busbw{"busbw_gbps", {n}, r.busbw_gbps, {}, false};
-  DatasetRecord errors{"errors", {n}, {}, r.errors, true};
-  g.datasets = {bytes, times, algbw, busbw, errors};
-  return g;
+  AllreduceRecord rec;
+  rec.backend = backend;
+  rec.ranks = r.ranks;
+  rec.warmup = r.warmup;
+  rec.iterations = r.iterations;
+  rec.for_case = for_case;
+  rec.alpha_s = r.alpha_s;
+  rec.beta_s_per_byte = r.beta_s_per_byte;
+  rec.hosts = hosts;
+  rec.network = hosts > 1 ? "between hosts" : "within one host";
+  rec.bytes = r.bytes;
+  rec.time_s = r.time_s;
+  rec.algbw_gbps = r.algbw_gbps;
+  rec.busbw_gbps = r.busbw_gbps;
+  rec.errors = r.errors;
+  return group_of(rec, kAllreduceFields, kAllreduceDatasets);
 }
 
 double ring_allreduce_s(double alpha_s, double beta_s_per_byte, int ranks, double bytes) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "schema/projection_record.h"
 #include "suite/meters/allreduce_microbenchmark.h"
 
 namespace dlscale {
@@ -33,26 +34,25 @@ std::string ProjectionNetwork::note() const {
 
 GroupRecord projection_group(const Projection& p, const RingFit& fit, const ProjectionNetwork& network,
                              double compute_s, double grad_bytes, const std::string& scaling) {
-  GroupRecord g;
-  g.attrs = {{"model", std::string("ring")},
-             {"alpha_s", fit.alpha_s},
-             {"beta_s_per_byte", fit.beta_s_per_byte},
-             {"fit_ranks", int64_t{fit.ranks}},
-             {"hosts", int64_t{fit.hosts}},
-             {"ranks_per_host", int64_t{network.ranks_per_host}},
-             {"within_alpha_s", network.within.alpha_s},
-             {"within_beta_s_per_byte", network.within.beta_s_per_byte},
-             {"between_alpha_s", network.between.alpha_s},
-             {"between_beta_s_per_byte", network.between.beta_s_per_byte},
-             {"network_note", network.note()},
-             {"compute_s", compute_s},
-             {"grad_bytes", grad_bytes},
-             {"scaling", scaling}};
-  const auto k = static_cast<uint64_t>(p.ranks.size());
-  g.datasets = {DatasetRecord{"ranks", {k}, {}, p.ranks, true}, DatasetRecord{"step_s", {k}, p.step_s, {}, false},
-                DatasetRecord{"efficiency", {k}, p.efficiency, {}, false},
-                DatasetRecord{"between_hosts", {k}, {}, p.between_hosts, true}};
-  return g;
+  ProjectionRecord rec;
+  rec.alpha_s = fit.alpha_s;
+  rec.beta_s_per_byte = fit.beta_s_per_byte;
+  rec.fit_ranks = fit.ranks;
+  rec.hosts = fit.hosts;
+  rec.ranks_per_host = network.ranks_per_host;
+  rec.within_alpha_s = network.within.alpha_s;
+  rec.within_beta_s_per_byte = network.within.beta_s_per_byte;
+  rec.between_alpha_s = network.between.alpha_s;
+  rec.between_beta_s_per_byte = network.between.beta_s_per_byte;
+  rec.network_note = network.note();
+  rec.compute_s = compute_s;
+  rec.grad_bytes = grad_bytes;
+  rec.scaling = scaling;
+  rec.ranks = p.ranks;
+  rec.step_s = p.step_s;
+  rec.efficiency = p.efficiency;
+  rec.between_hosts = p.between_hosts;
+  return group_of(rec, kProjectionFields, kProjectionDatasets);
 }
 
 Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes,

@@ -5,6 +5,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include "schema/accuracy_record.h"
+
 namespace dlscale {
 
 /// Median (mean of the two middle values for an even count). Requires a non-empty input.
@@ -43,9 +45,6 @@ double student_t_quantile(double p, int df);
 /// A mean over repeats and its 95% confidence interval, mean -+ t_{0.975, n-1} s / sqrt(n) (s the
 /// sample standard deviation). With one value no interval can be given: both bounds equal the
 /// mean. With none, all three are NaN.
-struct MeanInterval {
-  double mean = 0, low = 0, high = 0;
-};
 MeanInterval mean_ci95(const std::vector<double>& x);
 
 }  // namespace dlscale

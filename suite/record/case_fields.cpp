@@ -5,10 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "schema/case_record.h"
+#include "schema/fields.h"
 #include "suite/comm/clock_sync.h"
 #include "suite/data/datasets.h"
 #include "suite/matrix/placement.h"
-#include "suite/record/fields.h"
 
 namespace dlscale {
 
@@ -16,87 +17,77 @@ namespace {
 
 using R = CaseResult;
 
-AttrValue text(const char* s) { return std::string(s); }
 AttrValue flag(bool b) { return int64_t{b ? 1 : 0}; }
 
-/// What the case is: known before it runs.
-const Field<R> kDescription[] = {
-    {"workload", [](const R& r) -> AttrValue { return r.c->spec.workload; }},
-    {"driver", [](const R& r) -> AttrValue { return r.c->spec.driver; }},
-    {"device_type", [](const R& r) { return text(device_name(r.c->spec.device)); }},
-    {"precision", [](const R& r) { return text(precision_name(r.c->spec.precision)); }},
-    {"denormals", [](const R& r) { return text(denormals_name(r.c->spec.denormals)); }},
-    {"isa", [](const R& r) -> AttrValue { return r.isa; }},
-    {"scaling", [](const R& r) { return text(scaling_name(r.c->spec.scaling)); }},
-    {"ranks", [](const R& r) -> AttrValue { return int64_t{r.c->spec.ranks}; }},
-    {"participants", [](const R& r) -> AttrValue { return format_participants(r.c->placed.world); }},
-    {"placement", [](const R& r) { return text(placement_name(r.c->spec.placement)); }},
-    {"hosts", [](const R& r) -> AttrValue { return int64_t{r.c->placed.hosts}; }},
-    {"batch_per_rank", [](const R& r) -> AttrValue { return r.c->spec.batch_per_rank(); }},
-    {"global_batch", [](const R& r) -> AttrValue { return r.c->spec.global_batch(); }},
-    {"threads", [](const R& r) -> AttrValue { return int64_t{r.c->threads}; }},
-    // An accuracy case times epochs, not steps: no warm-up and no timed iterations.
-    {"warmup", [](const R& r) -> AttrValue { return int64_t{r.c->accuracy() ? 0 : r.c->spec.warmup}; }},
-    {"iterations", [](const R& r) -> AttrValue { return int64_t{r.c->accuracy() ? 0 : r.c->spec.iterations}; }},
-    {"seed", [](const R& r) -> AttrValue { return static_cast<int64_t>(r.c->spec.seed); }},
-    {"params", [](const R& r) -> AttrValue { return r.c->params; }},
-    {"train_flops_per_step", [](const R& r) -> AttrValue { return r.c->train_flops_per_step; }},
-    {"grad_bytes", [](const R& r) -> AttrValue { return r.c->grad_bytes(); }},
-    {"phases", [](const R& r) { return flag(r.c->spec.phases); }},
-    {"data", [](const R& r) -> AttrValue { return r.c->spec.data; }},
-    {"bucket_mb", [](const R& r) -> AttrValue { return r.c->spec.bucket_mb; }},
-    {"case_key", [](const R& r) -> AttrValue { return r.c->key; }},
-    {"started_utc", [](const R& r) -> AttrValue { return r.started_utc; }},
-    {"mode", [](const R& r) { return text(run_mode_name(r.c->spec.mode)); }},
-    {"optimizer", [](const R& r) { return text(optimizer_name(r.c->spec.optimizer)); }},
-    {"learning_rate", [](const R& r) -> AttrValue { return r.c->spec.learning_rate; }},
-};
+CaseDescription description(const R& r) {
+  const CaseSpec& spec = r.c->spec;
+  CaseDescription d;
+  d.workload = spec.workload;
+  d.driver = spec.driver;
+  d.device_type = device_name(spec.device);
+  d.precision = precision_name(spec.precision);
+  d.denormals = denormals_name(spec.denormals);
+  d.isa = r.isa;
+  d.scaling = scaling_name(spec.scaling);
+  d.ranks = spec.ranks;
+  d.participants = format_participants(r.c->placed.world);
+  d.placement = placement_name(spec.placement);
+  d.hosts = r.c->placed.hosts;
+  d.batch_per_rank = spec.batch_per_rank();
+  d.global_batch = spec.global_batch();
+  d.threads = r.c->threads;
+  // An accuracy case times epochs, not steps: no warm-up and no timed iterations.
+  d.warmup = r.c->accuracy() ? 0 : spec.warmup;
+  d.iterations = r.c->accuracy() ? 0 : spec.iterations;
+  d.seed = static_cast<int64_t>(spec.seed);
+  d.params = r.c->params;
+  d.train_flops_per_step = r.c->train_flops_per_step;
+  d.grad_bytes = r.c->grad_bytes();
+  d.phases = spec.phases;
+  d.data = spec.data;
+  d.bucket_mb = spec.bucket_mb;
+  d.case_key = r.c->key;
+  d.started_utc = r.started_utc;
+  d.mode = run_mode_name(spec.mode);
+  d.optimizer = optimizer_name(spec.optimizer);
+  d.learning_rate = spec.learning_rate;
+  return d;
+}
 
-/// An accuracy case's request and data (docs/running.md, "Accuracy runs").
-const Field<R> kAccuracy[] = {
-    {"epochs", [](const R& r) -> AttrValue { return int64_t{r.c->spec.epochs}; }},
-    {"validation_fraction", [](const R& r) -> AttrValue { return r.c->spec.validation; }},
-    {"target_accuracy", [](const R& r) -> AttrValue { return r.c->spec.target_accuracy; }},
-    {"repeats", [](const R& r) -> AttrValue { return int64_t{r.c->spec.repeats}; }},
-    {"train_samples", [](const R& r) -> AttrValue { return r.accuracy->train_samples; }},
-    {"validation_samples", [](const R& r) -> AttrValue { return r.accuracy->validation_samples; }},
-    {"test_samples", [](const R& r) -> AttrValue { return r.accuracy->test_samples; }},
-    {"test_data", [](const R& r) -> AttrValue { return test_dataset_spec(r.c->spec.data); }},
-};
+CaseAccuracyRequest accuracy_request(const R& r) {
+  const CaseSpec& spec = r.c->spec;
+  return {spec.epochs,
+          spec.validation,
+          spec.target_accuracy,
+          spec.repeats,
+          r.accuracy->train_samples,
+          r.accuracy->validation_samples,
+          r.accuracy->test_samples,
+          test_dataset_spec(spec.data)};
+}
 
-/// How it ended, and the run that recorded it.
-const Field<R> kOutcome[] = {
-    {"overlap", [](const R& r) { return flag(r.overlap); }},
-    {"progress_thread", [](const R& r) { return flag(r.progress_thread); }},
-    {"allreduce_mechanism", [](const R& r) -> AttrValue { return r.allreduce_mechanism; }},
-    {"allreduce_buckets", [](const R& r) -> AttrValue { return r.allreduce_buckets; }},
-    {"mpi_allreduce_settings", [](const R& r) -> AttrValue { return r.mpi_allreduce_settings; }},
-    {"blas_core", [](const R& r) -> AttrValue { return r.blas.used; }},
-    {"blas_core_chosen", [](const R& r) -> AttrValue { return r.blas.chosen; }},
-    {"blas_core_reason", [](const R& r) -> AttrValue { return r.blas.reason; }},
-    {"blas_core_below_cpu", [](const R& r) { return flag(r.blas.below_cpu); }},
-    {"status", [](const R& r) { return text(status_name(r.outcome.status)); }},
-    {"message", [](const R& r) -> AttrValue { return r.outcome.message; }},
-    {"wall_s", [](const R& r) -> AttrValue { return r.wall_s; }},
-    {"allocator", [](const R& r) -> AttrValue { return r.allocator; }},
-    {"run", [](const R& r) -> AttrValue { return r.run; }},
-};
+CaseOutcome outcome(const R& r) {
+  return {r.overlap,
+          r.progress_thread,
+          r.allreduce_mechanism,
+          r.allreduce_buckets,
+          r.mpi_allreduce_settings,
+          r.blas.used,
+          r.blas.chosen,
+          r.blas.reason,
+          r.blas.below_cpu,
+          status_name(r.outcome.status),
+          r.outcome.message,
+          r.wall_s,
+          r.allocator,
+          r.run};
+}
 
-/// A timing case's step statistics (docs/metrics.md, "Step time").
-const Field<StepSummary> kStepSummary[] = {
-    {"step_median_s", [](const StepSummary& s) -> AttrValue { return s.stats.median; }},
-    {"step_p05_s", [](const StepSummary& s) -> AttrValue { return s.stats.p05; }},
-    {"step_p95_s", [](const StepSummary& s) -> AttrValue { return s.stats.p95; }},
-    {"step_mean_s", [](const StepSummary& s) -> AttrValue { return s.stats.mean; }},
-    {"step_std_s", [](const StepSummary& s) -> AttrValue { return s.stats.std; }},
-    {"step_cv", [](const StepSummary& s) -> AttrValue { return s.stats.cv; }},
-    {"ci95_low_s", [](const StepSummary& s) -> AttrValue { return s.stats.ci95_low; }},
-    {"ci95_high_s", [](const StepSummary& s) -> AttrValue { return s.stats.ci95_high; }},
-    {"ci_coverage", [](const StepSummary& s) -> AttrValue { return s.stats.ci_coverage; }},
-    {"samples_per_s", [](const StepSummary& s) -> AttrValue { return s.samples_per_s; }},
-    {"achieved_flops", [](const StepSummary& s) -> AttrValue { return s.achieved_flops; }},
-    {"straggler_ratio", [](const StepSummary& s) -> AttrValue { return s.stats.straggler_ratio; }},
-};
+StepStatistics step_statistics(const StepSummary& s) {
+  return {s.stats.median,      s.stats.p05,     s.stats.p95,      s.stats.mean,
+          s.stats.std,         s.stats.cv,      s.stats.ci95_low, s.stats.ci95_high,
+          s.stats.ci_coverage, s.samples_per_s, s.achieved_flops, s.stats.straggler_ratio};
+}
 
 /// The median of each phase of the slowest rank (--phases), in Phase order.
 const char* const kPhaseSummary[kPhaseCount] = {"forward_median_s", "backward_median_s", "allreduce_median_s",
@@ -197,16 +188,16 @@ const TimelineDataset kTimeline[] = {
 
 Attrs case_attrs(const CaseResult& r) {
   Attrs a;
-  append_attrs(a, r, kDescription);
-  if (r.accuracy) append_attrs(a, r, kAccuracy);
-  append_attrs(a, r, kOutcome);
+  append_attrs(a, description(r), kCaseDescriptionFields);
+  if (r.accuracy) append_attrs(a, accuracy_request(r), kCaseAccuracyRequestFields);
+  append_attrs(a, outcome(r), kCaseOutcomeFields);
   return a;
 }
 
 Attrs summary_attrs(const CaseResult& r) {
   Attrs a;
   if (!r.summary) return a;
-  append_attrs(a, *r.summary, kStepSummary);
+  append_attrs(a, step_statistics(*r.summary), kStepStatisticsFields);
   if (r.summary->exposed_allreduce_median_s)
     a.emplace_back("exposed_allreduce_median_s", *r.summary->exposed_allreduce_median_s);
   if (r.summary->phase_median_s) {
@@ -231,8 +222,8 @@ CaseRecord case_record(const CaseResult& r) {
   rec.memory = table_of(r.memory, kMemory);
   rec.summary = summary_attrs(r);
   if (r.accuracy && r.outcome.ok()) {
-    rec.repeats = r.accuracy->repeats;
-    rec.accuracy_summary = r.accuracy->summary;
+    for (const RepeatResult& repeat : r.accuracy->repeats) rec.repeats.push_back(repeat_group(repeat));
+    rec.accuracy_summary = attrs_of(r.accuracy->summary, kAccuracySummaryFields);
   }
   return rec;
 }
@@ -262,7 +253,7 @@ GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterati
 
 std::vector<std::string> timeline_dataset_names() { return field_names(kTimeline); }
 
-std::vector<std::string> step_summary_keys() { return field_names(kStepSummary); }
+std::vector<std::string> step_summary_keys() { return field_names(kStepStatisticsFields); }
 
 std::vector<std::string> phase_summary_keys() { return {std::begin(kPhaseSummary), std::end(kPhaseSummary)}; }
 

@@ -1,6 +1,6 @@
-// The schema of a case, declared once (suite/record/fields.h): the field tables of its
-// attributes, of its summary and of its per-rank tables, and the conversion of a typed
-// CaseResult into what the results file holds. docs/schema.md describes each field.
+// A finished case as the results file holds it: its attributes and summary made from the records
+// of schema/case_record.h and schema/accuracy_record.h, and the field tables of what only the
+// harness's own types hold (utilisation, memory, timeline). docs/schema.md describes each field.
 #pragma once
 
 #include <string>

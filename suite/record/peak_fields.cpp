@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "io/h5.h"
+#include "schema/fields.h"
 #include "suite/errors.h"
 #include "suite/matrix/run_matrix.h"
 #include "suite/meters/wall_clock.h"
-#include "suite/record/fields.h"
 
 namespace dlscale {
 

@@ -14,6 +14,7 @@
 #include "dlscale_git_commit.h"
 #include "drivers/cpu/blas_core.h"
 #include "io/h5.h"
+#include "schema/run_record.h"
 #include "suite/comm/mpi_settings.h"
 
 extern char** environ;
@@ -91,44 +92,42 @@ std::string dlscale_version() { return DLSCALE_VERSION; }
 std::string git_commit() { return DLSCALE_GIT_COMMIT; }
 
 Attrs software_attributes(const Registry& drivers) {
-  Attrs a;
-  a.emplace_back("dlscale", dlscale_version());
-  a.emplace_back("git_commit", git_commit());
-  a.emplace_back("compiler", std::string(DLSCALE_COMPILER));
-  a.emplace_back("build_type", std::string(DLSCALE_BUILD_TYPE));
-  a.emplace_back("cxx_flags", std::string(DLSCALE_CXX_FLAGS));
+  SoftwareRecord s;
+  s.dlscale = dlscale_version();
+  s.git_commit = git_commit();
+  s.compiler = DLSCALE_COMPILER;
+  s.build_type = DLSCALE_BUILD_TYPE;
+  s.cxx_flags = DLSCALE_CXX_FLAGS;
   // The drivers compiled into this binary, each of which records its own libraries below.
-  std::string backends;
-  for (const std::string& name : drivers.names()) backends += (backends.empty() ? "" : " ") + name;
-  a.emplace_back("backends", backends);
+  for (const std::string& name : drivers.names()) s.backends += (s.backends.empty() ? "" : " ") + name;
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0;
   MPI_Get_library_version(mpi, &len);
-  std::string mpi_version(mpi, static_cast<size_t>(len));
-  a.emplace_back("mpi", mpi_version.substr(0, mpi_version.find_first_of("\n,")));
+  const std::string mpi_version(mpi, static_cast<size_t>(len));
+  s.mpi = mpi_version.substr(0, mpi_version.find_first_of("\n,"));
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
-  a.emplace_back("mpi_thread_level", std::string(level >= MPI_THREAD_MULTIPLE     ? "MPI_THREAD_MULTIPLE"
-                                                 : level >= MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
-                                                 : level >= MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
-                                                                                  : "MPI_THREAD_SINGLE"));
-  a.emplace_back("mpi_transport", mpi_transport());
+  s.mpi_thread_level = level >= MPI_THREAD_MULTIPLE     ? "MPI_THREAD_MULTIPLE"
+                       : level >= MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+                       : level >= MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+                                                        : "MPI_THREAD_SINGLE";
+  s.mpi_transport = mpi_transport();
   // How --bucket-mb reduces gradients on CPU ranks in this process (suite/comm/gradient_allreduce.h).
-  a.emplace_back("bucketed_allreduce", std::string(level >= MPI_THREAD_SERIALIZED
-                                                       ? "one all-reduce per bucket on a communication thread"
-                                                       : "one all-reduce per bucket after backward (no communication "
-                                                         "thread below MPI_THREAD_SERIALIZED)"));
-  a.emplace_back("mpi_allreduce_settings", mpi_allreduce_settings());
-  a.emplace_back("hdf5", h5::library_version());
+  s.bucketed_allreduce = level >= MPI_THREAD_SERIALIZED ? "one all-reduce per bucket on a communication thread"
+                                                        : "one all-reduce per bucket after backward (no communication "
+                                                          "thread below MPI_THREAD_SERIALIZED)";
+  s.mpi_allreduce_settings = mpi_allreduce_settings();
+  s.hdf5 = h5::library_version();
   const LoadedMath math = detect_loaded_math();
-  a.emplace_back("blas", math.blas.empty() ? std::string("none loaded") : math.blas);
-  a.emplace_back("blas_path", math.blas_path);
-  a.emplace_back("blas_config", math.blas_config);
-  a.emplace_back("blas_core", math.blas_core);
+  s.blas = math.blas.empty() ? std::string("none loaded") : math.blas;
+  s.blas_path = math.blas_path;
+  s.blas_config = math.blas_config;
+  s.blas_core = math.blas_core;
   const BlasCore core = blas_core();
-  a.emplace_back("blas_core_chosen", core.chosen);
-  a.emplace_back("blas_core_reason", core.reason);
-  a.emplace_back("openmp_runtime", math.openmp_runtime);
+  s.blas_core_chosen = core.chosen;
+  s.blas_core_reason = core.reason;
+  s.openmp_runtime = math.openmp_runtime;
+  Attrs a = attrs_of(s, kSoftwareFields);
   for (const auto& driver : drivers.all()) {
     for (const auto& [lib, version] : driver->versions()) a.emplace_back(lib, version);
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "schema/accuracy_record.h"
 #include "suite/errors.h"
 #include "suite/meters/utilisation.h"
 #include "suite/record/case_fields.h"
@@ -66,23 +67,21 @@ namespace {
 /// " | optimizer … | test accuracy M [L, H] | train … | test … | target …": an accuracy case's
 /// part of its summary line (means and 95% CIs over its repeats).
 std::string accuracy_summary_text(const CaseResult& r) {
-  const Attrs& summary = r.accuracy->summary;
-  const auto num = [&](const std::string& n) { return std::get<double>(attr(summary, n)); };
-  const auto interval = [&](const std::string& stem, const std::string& unit, const char* format) {
-    return fmt::format(fmt::runtime(format), num(stem + "_mean" + unit), num(stem + "_ci95_low" + unit),
-                       num(stem + "_ci95_high" + unit));
+  const AccuracySummary& summary = r.accuracy->summary;
+  const auto interval = [](const MeanInterval& m, const char* format) {
+    return fmt::format(fmt::runtime(format), m.mean, m.low, m.high);
   };
   const CaseSpec& spec = r.c->spec;
-  const int64_t reached = std::get<int64_t>(attr(summary, "targets_reached"));
+  const int64_t reached = summary.targets_reached;
   std::string line =
       fmt::format(" | {} lr {} | test accuracy {} | training {} | testing {}", optimizer_name(spec.optimizer),
-                  spec.learning_rate, interval("test_accuracy", "", "{:.4f} [{:.4f}, {:.4f}]"),
-                  interval("train_time", "_s", "{:.2f} s [{:.2f}, {:.2f}]"),
-                  interval("test_time", "_s", "{:.3f} s [{:.3f}, {:.3f}]"));
+                  spec.learning_rate, interval(summary.test_accuracy, "{:.4f} [{:.4f}, {:.4f}]"),
+                  interval(summary.train_time_s, "{:.2f} s [{:.2f}, {:.2f}]"),
+                  interval(summary.test_time_s, "{:.3f} s [{:.3f}, {:.3f}]"));
   if (std::isfinite(spec.target_accuracy)) {
     line += reached > 0
                 ? fmt::format(" | time to {} {} ({}/{} reached)", spec.target_accuracy,
-                              interval("time_to_target", "_s", "{:.2f} s [{:.2f}, {:.2f}]"), reached, spec.repeats)
+                              interval(summary.time_to_target_s, "{:.2f} s [{:.2f}, {:.2f}]"), reached, spec.repeats)
                 : fmt::format(" | time to {}: not reached in {} epochs", spec.target_accuracy, spec.epochs);
   }
   return line + fmt::format(" | {} repeat(s) | ok", spec.repeats);
@@ -178,8 +177,7 @@ std::string summary_line(const CaseResult& r) {
 
 std::string case_json(const CaseResult& r) {
   std::string out = "{\"case\": " + json_string(r.group);
-  const Attrs empty;
-  const Attrs& accuracy = r.accuracy && r.outcome.ok() ? r.accuracy->summary : empty;
+  const Attrs accuracy = r.accuracy && r.outcome.ok() ? attrs_of(r.accuracy->summary, kAccuracySummaryFields) : Attrs{};
   for (const Attrs& attrs : {case_attrs(r), summary_attrs(r), accuracy}) {
     for (const auto& [key, value] : attrs) out += ", " + json_string(key) + ": " + json_value(value);
   }

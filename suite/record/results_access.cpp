@@ -10,9 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "schema/case_record.h"
+#include "schema/fields.h"
+#include "schema/run_record.h"
 #include "suite/errors.h"
 #include "suite/meters/wall_clock.h"
-#include "suite/record/fields.h"
 #include "suite/record/provenance.h"
 
 namespace dlscale {
@@ -64,7 +66,9 @@ ResultsFile open_results(const std::string& path, bool overwrite, bool resume, b
       if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
       ResultsFile f = ResultsFile::open(path, true);
       f.check_complete();
-      const int64_t old_size = std::get<int64_t>(attr(f.read_root(), "world_size"));
+      RootRecord root;
+      read_fields(f.read_root(), kRootFields, root);
+      const int64_t old_size = root.world_size;
       if (old_size != world_size) {
         throw UsageError(
             fmt::format("--resume: {} was written by {} ranks, this job has {}", path, old_size, world_size));
@@ -92,7 +96,14 @@ std::set<std::string> finished_case_keys(const ResultsFile& file) {
   try {
     for (const std::string& name : file.case_names()) {
       const Attrs a = file.read_attrs("cases/" + name);
-      if (std::get<std::string>(attr(a, "status")) == "ok") done.insert(std::get<std::string>(attr(a, "case_key")));
+      CaseDescription description;
+      CaseOutcome outcome;
+      read_fields(a, kCaseDescriptionFields, description);
+      read_fields(a, kCaseOutcomeFields, outcome);
+      if (outcome.status.empty() || description.case_key.empty()) {
+        throw std::invalid_argument(fmt::format("case {} has no status or no case key", name));
+      }
+      if (outcome.status == "ok") done.insert(description.case_key);
     }
   } catch (const std::exception& e) {  // H5Error, a missing attribute, one of another type
     throw UsageError(fmt::format("--resume: {}: not a complete dlscale file ({})", file.path(), e.what()));
@@ -125,25 +136,14 @@ int64_t write_provenance(ResultsFile::Update& file, const std::vector<RankInfo>&
   const Attrs software = software_attributes(drivers), environment = environment_attributes();
   const std::string started = utc_now();
   if (!resume) {
-    file.write_root({{"schema", std::string(kSchemaVersion)},
-                     {"dlscale_version", dlscale_version()},
-                     {"git_commit", git_commit()},
-                     {"created_utc", started},
-                     {"command_line", command_line},
-                     {"world_size", int64_t{world_size}},
-                     {"config", config}});
+    const RootRecord root{kSchemaVersion, dlscale_version(), git_commit(), started, command_line, world_size, config};
+    file.write_root(attrs_of(root, kRootFields));
     file.write_system(ranks, software, environment);
   }
   // A resume may run another matrix, on other hosts or another build: its cases are then
   // described by this record, never by the root's.
-  const std::string run = file.append_run({{"started_utc", started},
-                                           {"resumed", int64_t{resume ? 1 : 0}},
-                                           {"command_line", command_line},
-                                           {"config", config},
-                                           {"world_size", int64_t{world_size}},
-                                           {"dlscale_version", dlscale_version()},
-                                           {"git_commit", git_commit()}},
-                                          ranks, software, environment);
+  const RunRecord record{started, resume, command_line, config, world_size, dlscale_version(), git_commit()};
+  const std::string run = file.append_run(attrs_of(record, kRunFields), ranks, software, environment);
   return std::stoll(run);
 }
 

@@ -150,10 +150,14 @@ def resume_args(path):
 
 
 def run_all(jobs):
-    """subprocess.run of every (args, cwd) in `jobs`, one per core at a time; in job order."""
+    """subprocess.run of every (args, cwd) in `jobs`, one per core at a time; in job order. A job
+    still running after TIMEOUT is killed and has returncode None, its stderr saying so."""
     def one(job):
         args, cwd = job
-        return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
+        try:
+            return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(args, None, "", f"killed: still running after {TIMEOUT} s")
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         return list(pool.map(one, jobs))
 
@@ -497,9 +501,9 @@ except Exception:
 
 class BitFlips(unittest.TestCase):
     """Files with bits flipped at random (8 per file, seeded): what a bad disk or memory leaves.
-    HDF5 1.10 crashes (SIGSEGV) inside its metadata on a few of them; `summary` must still end
-    with exit 0 or 2 and at most one line on stderr, never as a dead process, and a crash names
-    the file."""
+    HDF5 1.10 crashes (SIGSEGV) inside its metadata on a few of them, and on a few loops forever;
+    `summary` must still end with exit 0 or 2 and at most one line on stderr, never as a dead or
+    hung process, and a crash or a hang names the file."""
 
     FILES = 80
 
@@ -529,7 +533,7 @@ class BitFlips(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_summary_never_dies(self):
-        crashed = []
+        crashed, hung = [], []
         for path, proc in zip(self.paths, self.summary):
             with self.subTest(file=path):
                 self.assertIn(proc.returncode, (0, 2), proc.stderr[-2000:])
@@ -542,11 +546,57 @@ class BitFlips(unittest.TestCase):
                     if "crashed" in lines[0]:
                         self.assertIn("the HDF5 library crashed reading it (SIG", lines[0])
                         crashed.append(path)
-        # How often HDF5 itself dies on these files, for the log: the guard is exercised where it
-        # does.
-        bare = sum(1 for proc in self.bare if proc.returncode < 0)
-        print(f"\nbit flips: {len(crashed)} of {self.FILES} files crashed HDF5 inside summary, {bare} a bare "
-              "h5py reader", file=sys.stderr)
+                    if "no progress" in lines[0]:
+                        hung.append(path)
+        # How often HDF5 itself dies or hangs on these files, for the log: the guards are
+        # exercised where it does.
+        bare = sum(1 for proc in self.bare if proc.returncode is not None and proc.returncode < 0)
+        bare_hung = sum(1 for proc in self.bare if proc.returncode is None)
+        print(f"\nbit flips: {len(crashed)} of {self.FILES} files crashed HDF5 inside summary and {len(hung)} hung "
+              f"it; {bare} crashed a bare h5py reader and {bare_hung} hung it", file=sys.stderr)
+
+
+class EndlessLoop(unittest.TestCase):
+    """A file on which HDF5 1.10 loops forever: every global heap collection (where the file's
+    strings live) with its first object's header zeroed, which HDF5 reads as a free-space object
+    of size 0 and so never steps past. dlscale-report kills the reader after
+    DLSCALE_REPORT_STALL_S seconds without progress and names the file."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="dlscale_loop_")
+        with open(make_good(cls.dir), "rb") as f:
+            data = bytearray(f.read())
+        at = data.find(b"GCOL")
+        assert at >= 0, "no global heap collection in the file"
+        while at >= 0:
+            data[at + 16:at + 32] = bytes(16)  # after the collection's 16-byte header
+            at = data.find(b"GCOL", at + 4)
+        cls.path = os.path.join(cls.dir, "loops.h5")
+        with open(cls.path, "wb") as f:
+            f.write(data)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def summary(self, stall):
+        return subprocess.run([sys.executable, REPORT, "summary", self.path], capture_output=True, text=True,
+                              timeout=TIMEOUT, env=dict(os.environ, DLSCALE_REPORT_STALL_S=stall))
+
+    def test_a_reader_stuck_in_hdf5_ends_as_one_line(self):
+        proc = self.summary("2")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(proc.stderr, f"dlscale-report: error: {self.path}: the HDF5 library made no progress "
+                                      "reading it for 2 s: the file is damaged\n")
+        self.assertEqual(proc.stdout, "")
+
+    def test_the_limit_must_be_seconds(self):
+        for bad in ("abc", "0", "-1", "inf"):
+            proc = self.summary(bad)
+            self.assertEqual(proc.returncode, 2, bad)
+            self.assertEqual(proc.stderr, f"dlscale-report: error: DLSCALE_REPORT_STALL_S {bad!r}: not a number "
+                                          "of seconds > 0\n")
 
 
 if __name__ == "__main__":

@@ -185,6 +185,22 @@ class Project(unittest.TestCase):
             g = f["cases/0001/simulations/0001"]
             self.assertEqual((g.attrs["overlap"], g.attrs["progress"]), (0, "polling"))
 
+    def test_a_file_without_the_mechanism_takes_the_runs_thread_level(self):
+        # A file older than the case's allreduce_mechanism and progress_thread: the run's thread
+        # level, in /system/software, says whether a thread progressed the buckets.
+        path = self.copy("thread_level.h5")
+        for level, progress in (("MPI_THREAD_FUNNELED", "polling"), ("MPI_THREAD_MULTIPLE", "thread")):
+            with h5py.File(path, "a") as f:
+                for name in ("progress_thread", "allreduce_mechanism"):
+                    if name in f["cases/0001"].attrs:
+                        del f["cases/0001"].attrs[name]
+                f["system/software"].attrs.modify("mpi_thread_level", level)
+            proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with h5py.File(path, "r") as f:
+                last = sorted(f["cases/0001/simulations"])[-1]
+                self.assertEqual(f["cases/0001/simulations"][last].attrs["progress"], progress, level)
+
     def test_bucket_readiness_measured_and_estimated(self):
         # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes), cut from the buffer's end:
         # [0, 3002), [3002, 8002), [8002, 13002), the last of the buffer ready first.

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "schema/case_record.h"
+#include "schema/run_record.h"
+
 namespace dlscale::project {
 namespace {
 
@@ -64,29 +67,56 @@ TEST(ProjectCaseInputs, MeasuredReadinessIsTheMedianNeverFalling) {
   EXPECT_EQ(one[0].ready_fraction, 1);
 }
 
+/// A 2-rank bucketed case as a file from before the all-reduce mechanism was recorded holds it:
+/// its outcome has neither allreduce_mechanism nor progress_thread, so the run's thread level
+/// decides how its buckets progressed.
 CaseRecord usable_record() {
   CaseRecord r = bucketed_record(std::vector<double>(12, 0.015));
-  r.attrs = {
-      {"hosts", int64_t{1}}, {"scaling", std::string("weak")}, {"overlap", int64_t{1}}, {"grad_bytes", int64_t{52008}},
-      {"bucket_mb", 0.02},   {"status", std::string("ok")},    {"phases", int64_t{1}}};
-  r.summary = {{"step_median_s", 0.040}};
+  CaseDescription d;
+  d.hosts = 1;
+  d.scaling = "weak";
+  d.grad_bytes = 52008;
+  d.bucket_mb = 0.02;
+  d.phases = true;
+  CaseOutcome o;
+  o.overlap = true;
+  o.status = "ok";
+  r.attrs = attrs_of(d, kCaseDescriptionFields);
+  for (const auto& [name, value] : attrs_of(o, kCaseOutcomeFields)) {
+    if (name != name_of<&CaseOutcome::allreduce_mechanism>(kCaseOutcomeFields) &&
+        name != name_of<&CaseOutcome::progress_thread>(kCaseOutcomeFields)) {
+      r.attrs.emplace_back(name, value);
+    }
+  }
+  StepStatistics summary;
+  summary.step_median_s = 0.040;
+  r.summary = attrs_of(summary, kStepStatisticsFields);
   return r;
+}
+
+/// /system/software of a run whose MPI gave `level` ("": a file that does not say).
+Attrs software(const char* level) {
+  SoftwareRecord s;
+  s.mpi_thread_level = level;
+  Attrs a = attrs_of(s, kSoftwareFields);
+  if (level[0] == 0) a.clear();
+  return a;
 }
 
 TEST(ProjectCaseInputs, ProgressModeFromTheThreadLevel) {
   const CaseRecord r = usable_record();
   ASSERT_EQ(unusable_reason(r), "");
   for (const char* level : {"", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"}) {
-    const CaseInputs c = case_inputs("0001", r, level[0] ? Attrs{{"mpi_thread_level", std::string(level)}} : Attrs{});
+    const CaseInputs c = case_inputs("0001", r, software(level));
     EXPECT_TRUE(c.progressed_by_thread) << level;
     EXPECT_TRUE(c.overlap) << level;
   }
   for (const char* level : {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED"}) {
-    const CaseInputs c = case_inputs("0001", r, {{"mpi_thread_level", std::string(level)}});
+    const CaseInputs c = case_inputs("0001", r, software(level));
     EXPECT_FALSE(c.progressed_by_thread) << level;
     EXPECT_FALSE(c.overlap) << level;  // the buckets move in the wait after backward
   }
-  const CaseInputs c = case_inputs("0001", r, {{"mpi_thread_level", std::string("MPI_THREAD_MULTIPLE")}});
+  const CaseInputs c = case_inputs("0001", r, software("MPI_THREAD_MULTIPLE"));
   EXPECT_EQ(c.samples.size(), 4u);
   EXPECT_EQ(c.samples[0].forward_s, 0.010);
   EXPECT_EQ(c.samples[0].update_s, 0.001);  // the all-reduce phase is what the simulation replaces

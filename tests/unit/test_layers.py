@@ -14,7 +14,7 @@ import unittest
 SOURCE_DIR = os.environ.get("DLSCALE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # The libraries at the top of the tree, lowest first.
-TOP_LAYERS = ["io", "workloads", "drivers", "suite", "project"]
+TOP_LAYERS = ["io", "schema", "workloads", "drivers", "suite", "project"]
 # suite/'s folders, lowest first. The files at suite/'s top (errors.h, exit_code.h) serve every layer.
 SUITE_LAYERS = ["process", "data", "matrix", "comm", "meters", "case", "record", "cli"]
 
@@ -76,8 +76,8 @@ class Layers(unittest.TestCase):
         # A planted tree: a meter including the record, and io including a driver, are caught;
         # the record including a meter, a driver including io and suite/errors.h are not.
         files = {
-            "suite/meters/peak.cpp": '#include "suite/record/fields.h"\n#include "suite/errors.h"\n',
-            "suite/record/fields.cpp": '#include "suite/meters/peak.h"\n#include <mpi.h>\n',
+            "suite/meters/peak.cpp": '#include "suite/record/case_fields.h"\n#include "suite/errors.h"\n',
+            "suite/record/case_fields.cpp": '#include "suite/meters/peak.h"\n#include <mpi.h>\n',
             "suite/errors.h": '#include "dlscale_build_info.h"\n',
             "io/h5.cpp": '#include "drivers/driver.h"\n',
             "drivers/driver.cpp": '#include "io/h5.h"\n',
@@ -87,7 +87,7 @@ class Layers(unittest.TestCase):
                 os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
                 with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
                     f.write(text)
-            self.assertEqual(sorted(["suite/meters/peak.cpp includes suite/record/fields.h",
+            self.assertEqual(sorted(["suite/meters/peak.cpp includes suite/record/case_fields.h",
                                      "io/h5.cpp includes drivers/driver.h"]), sorted(violations(root)))
 
 

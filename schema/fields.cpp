@@ -1,4 +1,6 @@
-#include "suite/record/fields.h"
+#include "schema/fields.h"
+
+#include <fmt/format.h>
 
 namespace dlscale {
 
@@ -16,6 +18,14 @@ Column column_of(const std::string& name, const AttrValue& prototype, const std:
   std::vector<int64_t> v;
   for (const AttrValue& x : values) v.push_back(std::get<int64_t>(x));
   return Column::of_ints(name, std::move(v));
+}
+
+void wrong_type(const std::string& name, const AttrValue& value, const char* wanted) {
+  const std::string held =
+      std::holds_alternative<std::string>(value) ? fmt::format("the text '{}'", std::get<std::string>(value))
+      : std::holds_alternative<double>(value)    ? fmt::format("the number {}", std::get<double>(value))
+                                                 : fmt::format("the integer {}", std::get<int64_t>(value));
+  throw std::invalid_argument(fmt::format("attribute {} holds {}, not {}", name, held, wanted));
 }
 
 }  // namespace dlscale
