@@ -24,14 +24,21 @@ struct AllreduceRecord {
   std::vector<double> time_s;  ///< [ranks][sizes][iterations]
   std::vector<double> algbw_gbps, busbw_gbps;
   std::vector<int64_t> errors;  ///< elements that differed from the expected sum, per size
+  int64_t run = 0;              ///< the /runs record of the run that measured it
 };
 
 inline const Field<AllreduceRecord> kAllreduceFields[] = {
-    member<&AllreduceRecord::backend>("backend"),       member<&AllreduceRecord::ranks>("ranks"),
-    member<&AllreduceRecord::dtype>("dtype"),           member<&AllreduceRecord::warmup>("warmup"),
-    member<&AllreduceRecord::iterations>("iterations"), member<&AllreduceRecord::for_case>("case"),
-    member<&AllreduceRecord::alpha_s>("alpha_s"),       member<&AllreduceRecord::beta_s_per_byte>("beta_s_per_byte"),
-    member<&AllreduceRecord::hosts>("hosts"),           member<&AllreduceRecord::network>("network"),
+    member<&AllreduceRecord::backend>("backend"),
+    member<&AllreduceRecord::ranks>("ranks"),
+    member<&AllreduceRecord::dtype>("dtype"),
+    member<&AllreduceRecord::warmup>("warmup"),
+    member<&AllreduceRecord::iterations>("iterations"),
+    member<&AllreduceRecord::for_case>("case"),
+    member<&AllreduceRecord::alpha_s>("alpha_s"),
+    member<&AllreduceRecord::beta_s_per_byte>("beta_s_per_byte"),
+    member<&AllreduceRecord::hosts>("hosts"),
+    member<&AllreduceRecord::network>("network"),
+    member<&AllreduceRecord::run>("run"),
 };
 
 inline const DatasetField<AllreduceRecord> kAllreduceDatasets[] = {

@@ -130,4 +130,25 @@ inline const Field<StepStatistics> kStepStatisticsFields[] = {
     member<&StepStatistics::straggler_ratio>("straggler_ratio"),
 };
 
+/// The summary's median exposed all-reduce: cases on more than one rank.
+struct ExposedAllreduce {
+  double exposed_allreduce_median_s = 0;
+};
+
+inline const Field<ExposedAllreduce> kExposedAllreduceFields[] = {
+    member<&ExposedAllreduce::exposed_allreduce_median_s>("exposed_allreduce_median_s"),
+};
+
+/// The summary's median of each phase of the slowest rank: cases run with --phases.
+struct PhaseMedians {
+  double forward_median_s = 0, backward_median_s = 0, allreduce_median_s = 0, update_median_s = 0;
+};
+
+inline const Field<PhaseMedians> kPhaseMedianFields[] = {
+    member<&PhaseMedians::forward_median_s>("forward_median_s"),
+    member<&PhaseMedians::backward_median_s>("backward_median_s"),
+    member<&PhaseMedians::allreduce_median_s>("allreduce_median_s"),
+    member<&PhaseMedians::update_median_s>("update_median_s"),
+};
+
 }  // namespace dlscale

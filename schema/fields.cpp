@@ -20,12 +20,18 @@ Column column_of(const std::string& name, const AttrValue& prototype, const std:
   return Column::of_ints(name, std::move(v));
 }
 
-void wrong_type(const std::string& name, const AttrValue& value, const char* wanted) {
+AttrValue cell(const Column& column, size_t row) {
+  if (column.is_string) return column.strings.at(row);
+  if (column.is_double) return column.doubles.at(row);
+  return column.ints.at(row);
+}
+
+void wrong_type(const std::string& what, const AttrValue& value, const char* wanted) {
   const std::string held =
       std::holds_alternative<std::string>(value) ? fmt::format("the text '{}'", std::get<std::string>(value))
       : std::holds_alternative<double>(value)    ? fmt::format("the number {}", std::get<double>(value))
                                                  : fmt::format("the integer {}", std::get<int64_t>(value));
-  throw std::invalid_argument(fmt::format("attribute {} holds {}, not {}", name, held, wanted));
+  throw std::invalid_argument(fmt::format("{} holds {}, not {}", what, held, wanted));
 }
 
 }  // namespace dlscale

@@ -28,11 +28,13 @@ struct Field {
   const void* member = nullptr;  ///< the member's tag (member_tag below); null for a computed field
 };
 
-/// One column of a table whose rows are of type Row (`index`: the row's position).
+/// One column of a table whose rows are of type Row (`index`: the row's position). `set` reads a
+/// cell back into a row; null for a column that is not read back.
 template <class Row>
 struct ColumnField {
   const char* name;
   AttrValue (*get)(const Row&, size_t index);
+  void (*set)(Row&, const AttrValue&) = nullptr;
 };
 
 /// One data set of a group made from a record of type T.
@@ -42,15 +44,10 @@ struct DatasetField {
   DatasetRecord (*get)(const T&, const char* name);
 };
 
-namespace fields_detail {
-
-template <class C, class V>
-C class_of(V C::*);
-
 /// An attribute's value as the member type V: int64_t, double (an integer is widened),
 /// std::string, or bool (an integer flag). Throws std::invalid_argument saying what V wants.
 template <class V>
-V value_as(const AttrValue& v) {
+V attr_as(const AttrValue& v) {
   if constexpr (std::is_same_v<V, std::string>) {
     if (const auto* s = std::get_if<std::string>(&v)) return *s;
     throw std::invalid_argument("text");
@@ -64,6 +61,11 @@ V value_as(const AttrValue& v) {
     throw std::invalid_argument(std::is_same_v<V, bool> ? "an integer flag" : "an integer");
   }
 }
+
+namespace fields_detail {
+
+template <class C, class V>
+C class_of(V C::*);
 
 /// One address per member: how a field made by member() is found again (name_of).
 template <auto M>
@@ -88,7 +90,16 @@ constexpr Field<decltype(fields_detail::class_of(M))> member(const char* name) {
   using T = decltype(fields_detail::class_of(M));
   using V = std::remove_reference_t<decltype(std::declval<T&>().*M)>;
   return {name, [](const T& t) -> AttrValue { return fields_detail::to_attr<V>(t.*M); },
-          [](T& t, const AttrValue& v) { t.*M = fields_detail::value_as<V>(v); }, &fields_detail::member_tag<M>};
+          [](T& t, const AttrValue& v) { t.*M = attr_as<V>(v); }, &fields_detail::member_tag<M>};
+}
+
+/// The column of a row's member M, read and written through it (types as member()).
+template <auto M>
+constexpr ColumnField<decltype(fields_detail::class_of(M))> column_member(const char* name) {
+  using Row = decltype(fields_detail::class_of(M));
+  using V = std::remove_reference_t<decltype(std::declval<Row&>().*M)>;
+  return {name, [](const Row& r, size_t) -> AttrValue { return fields_detail::to_attr<V>(r.*M); },
+          [](Row& r, const AttrValue& v) { r.*M = attr_as<V>(v); }};
 }
 
 /// The name under which a table records member M, for a reader that asks whether a file has it.
@@ -143,8 +154,8 @@ Attrs attrs_of(const T& value, const Fields& fields) {
   return out;
 }
 
-/// Throws std::invalid_argument: attribute `name` holds `value`, not `wanted` ("a number").
-[[noreturn]] void wrong_type(const std::string& name, const AttrValue& value, const char* wanted);
+/// Throws std::invalid_argument: `what` ("attribute hosts") holds `value`, not `wanted` ("a number").
+[[noreturn]] void wrong_type(const std::string& what, const AttrValue& value, const char* wanted);
 
 /// Sets every member field of `into` that `attrs` holds; returns the names of those it lacks
 /// (older files lack what later versions added), in the table's order. Throws
@@ -160,7 +171,7 @@ std::vector<std::string> read_fields(const Attrs& attrs, const Fields& fields, T
       try {
         f.set(into, value);
       } catch (const std::invalid_argument& wanted) {
-        wrong_type(f.name, value, wanted.what());
+        wrong_type(std::string("attribute ") + f.name, value, wanted.what());
       }
       found = true;
       break;
@@ -189,6 +200,29 @@ Table table_of(const std::vector<Row>& rows, const Fields& fields) {
     table.columns.push_back(column_of(f.name, f.get(Row{}, 0), values));
   }
   return table;
+}
+
+/// Cell `row` of a column, as the field tables hold a value.
+AttrValue cell(const Column& column, size_t row);
+
+/// The rows of a table read back through the columns' `set`; throws std::out_of_range naming a
+/// column the table lacks, std::invalid_argument naming one of another type.
+template <class Row, class Fields>
+std::vector<Row> rows_of(const Table& table, const Fields& fields) {
+  std::vector<Row> rows(table.rows());
+  for (const ColumnField<Row>& f : fields) {
+    if (f.set == nullptr) continue;
+    const Column& column = table.column(f.name);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const AttrValue value = cell(column, i);
+      try {
+        f.set(rows[i], value);
+      } catch (const std::invalid_argument& wanted) {
+        wrong_type(std::string("column ") + f.name, value, wanted.what());
+      }
+    }
+  }
+  return rows;
 }
 
 }  // namespace dlscale

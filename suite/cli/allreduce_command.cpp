@@ -181,17 +181,13 @@ int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args) {
   const AllreduceResult& r = m.across;
   const std::optional<AllreduceResult>& within = m.within;
   std::string name, within_name;
-  const bool written = commit_measurement(mpi, root ? &*file : nullptr, deadline, table, drivers, recording,
-                                          [&](ResultsFile::Update& update, int64_t run) {
-                                            GroupRecord group = allreduce_group(r, args.backend, "", everyone.hosts);
-                                            group.attrs.emplace_back("run", run);
-                                            name = update.append_group("allreduce", group);
-                                            if (within && within->ranks > 1) {
-                                              GroupRecord host_group = allreduce_group(*within, args.backend, "", 1);
-                                              host_group.attrs.emplace_back("run", run);
-                                              within_name = update.append_group("allreduce", host_group);
-                                            }
-                                          });
+  const bool written = commit_measurement(
+      mpi, root ? &*file : nullptr, deadline, table, drivers, recording, [&](ResultsFile::Update& update, int64_t run) {
+        name = update.append_group("allreduce", allreduce_group(r, args.backend, "", everyone.hosts, run));
+        if (within && within->ranks > 1) {
+          within_name = update.append_group("allreduce", allreduce_group(*within, args.backend, "", 1, run));
+        }
+      });
   if (!written) return exit_code(ExitCode::kWriteFailed);
   return print_and_agree(mpi, m, everyone.hosts, args.backend, recording.out_path, {name, within_name});
 }

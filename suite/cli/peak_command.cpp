@@ -146,8 +146,8 @@ int peak_command(const MpiContext& mpi, const PeakArgs& args) {
   const std::vector<PeakRow> rows = measure_peaks(mpi.world(), keys, drivers, args.seconds, gpu);
   std::string name;
   if (!commit_measurement(mpi, root ? &*file : nullptr, deadline, table, drivers, recording,
-                          [&](ResultsFile::Update& update, int64_t) {
-                            name = update.append_group("peak", peak_group(rows, "dlscale peak", args.seconds));
+                          [&](ResultsFile::Update& update, int64_t run) {
+                            name = update.append_group("peak", peak_group(rows, "dlscale peak", args.seconds, run));
                           })) {
     return exit_code(ExitCode::kWriteFailed);
   }

@@ -286,9 +286,7 @@ std::optional<PeakLookup> peaks_for_run(const MpiContext& mpi, const RunArgs& ar
   const bool written = written_by_rank0(mpi.world(), plan.out_path, resume_hint, [&] {
     const auto writing = deadline.hold_off();
     ResultsFile::Update update = plan.file->update();
-    GroupRecord group = peak_group(rows, "measured by this run", args.peak_seconds);
-    group.attrs.emplace_back("run", run_number);
-    name = update.append_group("peak", group);
+    name = update.append_group("peak", peak_group(rows, "measured by this run", args.peak_seconds, run_number));
     update.commit();
   });
   if (!written) return std::nullopt;

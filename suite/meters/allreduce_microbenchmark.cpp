@@ -115,7 +115,7 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
 }
 
 GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case,
-                            int hosts) {
+                            int hosts, int64_t run) {
   AllreduceRecord rec;
   rec.backend = backend;
   rec.ranks = r.ranks;
@@ -131,6 +131,7 @@ GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend
   rec.algbw_gbps = r.algbw_gbps;
   rec.busbw_gbps = r.busbw_gbps;
   rec.errors = r.errors;
+  rec.run = run;
   return group_of(rec, kAllreduceFields, kAllreduceDatasets);
 }
 

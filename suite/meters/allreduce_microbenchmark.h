@@ -45,9 +45,10 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
                                         AllreduceTransport* transport = nullptr);
 
 /// The /allreduce/NNNN group of a result (rank 0 only); `for_case` names the case it belongs to,
-/// `hosts` how many hosts its ranks spanned (network "within one host" or "between hosts").
+/// `hosts` how many hosts its ranks spanned (network "within one host" or "between hosts"),
+/// `run` the /runs record of the run that measured it.
 GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend, const std::string& for_case,
-                            int hosts);
+                            int hosts, int64_t run);
 
 /// Time of a ring all-reduce of `bytes` on `ranks` ranks: 2(P-1) alpha + 2(P-1)/P bytes beta.
 double ring_allreduce_s(double alpha_s, double beta_s_per_byte, int ranks, double bytes);

@@ -89,10 +89,6 @@ StepStatistics step_statistics(const StepSummary& s) {
           s.stats.ci_coverage, s.samples_per_s, s.achieved_flops, s.stats.straggler_ratio};
 }
 
-/// The median of each phase of the slowest rank (--phases), in Phase order.
-const char* const kPhaseSummary[kPhaseCount] = {"forward_median_s", "backward_median_s", "allreduce_median_s",
-                                                "update_median_s"};
-
 using U = CaseUtilisation;
 
 /// Utilisation, share of peak and energy (docs/metrics.md, "Utilisation and energy").
@@ -154,6 +150,17 @@ const ColumnField<RankMemory> kMemory[] = {
     {"device_peak_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.device_peak_bytes; }},
 };
 
+/// /cases/NNNN/timeline's attributes: the clock its times are on, and how the ranks' clocks were
+/// put on rank 0's.
+struct TimelineAttrs {
+  std::string clock, clock_sync;
+};
+
+const Field<TimelineAttrs> kTimelineAttrs[] = {
+    member<&TimelineAttrs::clock>("clock"),
+    member<&TimelineAttrs::clock_sync>("clock_sync"),
+};
+
 /// /cases/NNNN/timeline's data sets: each a member of CaseTimeline and its shape.
 struct TimelineDataset {
   const char* name;
@@ -198,11 +205,14 @@ Attrs summary_attrs(const CaseResult& r) {
   Attrs a;
   if (!r.summary) return a;
   append_attrs(a, step_statistics(*r.summary), kStepStatisticsFields);
-  if (r.summary->exposed_allreduce_median_s)
-    a.emplace_back("exposed_allreduce_median_s", *r.summary->exposed_allreduce_median_s);
+  if (r.summary->exposed_allreduce_median_s) {
+    append_attrs(a, ExposedAllreduce{*r.summary->exposed_allreduce_median_s}, kExposedAllreduceFields);
+  }
   if (r.summary->phase_median_s) {
-    for (int p = 0; p < kPhaseCount; ++p)
-      a.emplace_back(kPhaseSummary[p], (*r.summary->phase_median_s)[static_cast<size_t>(p)]);
+    // In Phase order.
+    const auto& m = *r.summary->phase_median_s;
+    static_assert(kPhaseCount == 4, "a phase the summary does not record");
+    append_attrs(a, PhaseMedians{m[0], m[1], m[2], m[3]}, kPhaseMedianFields);
   }
   if (r.utilisation) append_attrs(a, *r.utilisation, kUtilisationSummary);
   return a;
@@ -237,8 +247,7 @@ GroupRecord utilisation_group(const CaseUtilisation& u) {
 
 GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterations, int64_t buckets) {
   GroupRecord g;
-  g.attrs.emplace_back("clock", std::string("monotonic"));
-  g.attrs.emplace_back("clock_sync", describe_clock_sync());
+  append_attrs(g.attrs, TimelineAttrs{"monotonic", describe_clock_sync()}, kTimelineAttrs);
   for (const TimelineDataset& d : kTimeline) {
     const std::vector<double>& values = t.*d.values;
     if (values.empty()) continue;  // no buckets
@@ -255,6 +264,6 @@ std::vector<std::string> timeline_dataset_names() { return field_names(kTimeline
 
 std::vector<std::string> step_summary_keys() { return field_names(kStepStatisticsFields); }
 
-std::vector<std::string> phase_summary_keys() { return {std::begin(kPhaseSummary), std::end(kPhaseSummary)}; }
+std::vector<std::string> phase_summary_keys() { return field_names(kPhaseMedianFields); }
 
 }  // namespace dlscale

@@ -16,47 +16,50 @@ namespace {
 
 /// /peak/NNNN/rates: one row per rank and measurement.
 const ColumnField<PeakRow> kPeakColumns[] = {
-    {"kind", [](const PeakRow& r, size_t) -> AttrValue { return r.kind; }},
-    {"driver", [](const PeakRow& r, size_t) -> AttrValue { return r.key.driver; }},
-    {"device_type", [](const PeakRow& r, size_t) -> AttrValue { return std::string(device_name(r.key.device)); }},
-    {"precision", [](const PeakRow& r, size_t) -> AttrValue { return std::string(precision_name(r.key.precision)); }},
-    {"threads", [](const PeakRow& r, size_t) -> AttrValue { return int64_t{r.key.threads}; }},
-    {"rank", [](const PeakRow& r, size_t) -> AttrValue { return r.rank; }},
-    {"size", [](const PeakRow& r, size_t) -> AttrValue { return r.size; }},
-    {"runs", [](const PeakRow& r, size_t) -> AttrValue { return r.runs; }},
-    {"seconds", [](const PeakRow& r, size_t) -> AttrValue { return r.seconds; }},
-    {"rate", [](const PeakRow& r, size_t) -> AttrValue { return r.rate; }},
-    {"status", [](const PeakRow& r, size_t) -> AttrValue { return r.status; }},
-    {"method", [](const PeakRow& r, size_t) -> AttrValue { return r.method; }},
+    column_member<&PeakRow::kind>("kind"),
+    {"driver", [](const PeakRow& r, size_t) -> AttrValue { return r.key.driver; },
+     [](PeakRow& r, const AttrValue& v) { r.key.driver = attr_as<std::string>(v); }},
+    {"device_type", [](const PeakRow& r, size_t) -> AttrValue { return std::string(device_name(r.key.device)); },
+     [](PeakRow& r, const AttrValue& v) {
+       r.key.device = attr_as<std::string>(v) == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+     }},
+    {"precision", [](const PeakRow& r, size_t) -> AttrValue { return std::string(precision_name(r.key.precision)); },
+     [](PeakRow& r, const AttrValue& v) { r.key.precision = parse_precision(attr_as<std::string>(v)); }},
+    {"threads", [](const PeakRow& r, size_t) -> AttrValue { return int64_t{r.key.threads}; },
+     [](PeakRow& r, const AttrValue& v) { r.key.threads = static_cast<int>(attr_as<int64_t>(v)); }},
+    column_member<&PeakRow::rank>("rank"),
+    column_member<&PeakRow::size>("size"),
+    column_member<&PeakRow::runs>("runs"),
+    column_member<&PeakRow::seconds>("seconds"),
+    column_member<&PeakRow::rate>("rate"),
+    column_member<&PeakRow::status>("status"),
+    column_member<&PeakRow::method>("method"),
+};
+
+/// /peak/NNNN's attributes: how the rows were obtained, and the run that wrote them.
+struct PeakGroupAttrs {
+  std::string source;  ///< "dlscale peak" or "measured by this run"
+  double seconds = 0;  ///< the requested seconds per measurement
+  std::string measured_utc;
+  int64_t run = 0;
+};
+
+const Field<PeakGroupAttrs> kPeakGroupFields[] = {
+    member<&PeakGroupAttrs::source>("source"),
+    member<&PeakGroupAttrs::seconds>("seconds"),
+    member<&PeakGroupAttrs::measured_utc>("measured_utc"),
+    member<&PeakGroupAttrs::run>("run"),
 };
 
 }  // namespace
 
 Table peak_table(const std::vector<PeakRow>& rows) { return table_of(rows, kPeakColumns); }
 
-std::vector<PeakRow> peak_rows(const Table& t) {
-  std::vector<PeakRow> rows(t.rows());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    PeakRow& r = rows[i];
-    r.kind = t.column("kind").strings[i];
-    r.key.driver = t.column("driver").strings[i];
-    r.key.device = t.column("device_type").strings[i] == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
-    r.key.precision = parse_precision(t.column("precision").strings[i]);
-    r.key.threads = static_cast<int>(t.column("threads").ints[i]);
-    r.rank = t.column("rank").ints[i];
-    r.size = t.column("size").ints[i];
-    r.runs = t.column("runs").ints[i];
-    r.seconds = t.column("seconds").doubles[i];
-    r.rate = t.column("rate").doubles[i];
-    r.status = t.column("status").strings[i];
-    r.method = t.column("method").strings[i];
-  }
-  return rows;
-}
+std::vector<PeakRow> peak_rows(const Table& t) { return rows_of<PeakRow>(t, kPeakColumns); }
 
-GroupRecord peak_group(const std::vector<PeakRow>& rows, const std::string& source, double seconds) {
+GroupRecord peak_group(const std::vector<PeakRow>& rows, const std::string& source, double seconds, int64_t run) {
   GroupRecord g;
-  g.attrs = {{"source", source}, {"seconds", seconds}, {"measured_utc", utc_now()}};
+  g.attrs = attrs_of(PeakGroupAttrs{source, seconds, utc_now(), run}, kPeakGroupFields);
   g.tables.emplace_back("rates", peak_table(rows));
   return g;
 }
@@ -73,6 +76,8 @@ std::vector<PeakRow> read_peak_file(const std::string& path, std::string* where)
     throw UsageError(fmt::format("--peak {}: {}", path, e.what()));
   } catch (const std::out_of_range& e) {
     throw UsageError(fmt::format("--peak {}: a /peak table without the expected columns ({})", path, e.what()));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--peak {}: a /peak table with a column of another type ({})", path, e.what()));
   }
 }
 

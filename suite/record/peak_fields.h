@@ -15,8 +15,8 @@ namespace dlscale {
 Table peak_table(const std::vector<PeakRow>& rows);
 std::vector<PeakRow> peak_rows(const Table& table);
 
-/// /peak/NNNN: the rows (table `rates`) with how they were obtained.
-GroupRecord peak_group(const std::vector<PeakRow>& rows, const std::string& source, double seconds);
+/// /peak/NNNN: the rows (table `rates`) with how they were obtained, and the /runs record `run`.
+GroupRecord peak_group(const std::vector<PeakRow>& rows, const std::string& source, double seconds, int64_t run);
 
 /// The rows of the last /peak group of the results file at `path`, and that group's name in
 /// `where`; throws UsageError naming the problem (no such file, no /peak in it).

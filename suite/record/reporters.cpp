@@ -22,9 +22,8 @@ void ResultsFileReporter::case_finished(const CaseResult& r) {
   const std::string name = update.write_case(case_record(r));
   if (name != r.group) throw std::logic_error(fmt::format("case written as {}, announced as {}", name, r.group));
   if (r.allreduce) {
-    GroupRecord allreduce = allreduce_group(r.allreduce->result, r.allreduce->backend, name, r.allreduce->hosts);
-    allreduce.attrs.emplace_back("run", r.run);
-    update.append_group("allreduce", allreduce);
+    update.append_group("allreduce",
+                        allreduce_group(r.allreduce->result, r.allreduce->backend, name, r.allreduce->hosts, r.run));
   }
   if (r.projection) {
     const CaseProjection& p = *r.projection;
