@@ -16,7 +16,8 @@ and the HTML report also need matplotlib):
 Modules, one role each: schema (HDF5 reading), stats (definitions), check,
 study (several files, grouping keys), tables (text/CSV/HTML), summary,
 scaling, sweeps, phases, ranks, allreduce, compare + mannwhitney, plots
-(matplotlib), report (the HTML page), cli; _version (version and commit).
+(matplotlib), views (every analysis: its subcommand and its report sections), report (the HTML
+page), cli; _version (version and commit).
 
 The names below are imported on first use (PEP 562), not when the package is: the command
 line (cli, _version) must start without h5py and numpy, to print --version and to name

@@ -46,6 +46,7 @@ import signal
 import sys
 
 from ._version import version_line
+from .views import COMMANDS, VIEW, Context
 
 PROG = "dlscale-report"
 FORMATS = ("text", "csv", "json")
@@ -104,21 +105,17 @@ def _parser():
     c = sub.add_parser("check", help="compare recorded summary statistics with a recomputation")
     files(c)
 
-    s = sub.add_parser("scaling", help="speedup and efficiency against the smallest rank count")
+    s = sub.add_parser("scaling", help=VIEW["scaling"].help)
     files(s)
     s.add_argument("--mode", choices=("weak", "strong"),
                    help="scaling mode (default: every mode present)")
     fmt(s)
     out(s)
 
-    for name, text in (("threads", "thread sweep: time per mini-batch against threads"),
-                       ("batch", "batch sweep: time per mini-batch against batch size"),
-                       ("phases", "forward/backward/all-reduce/update time per case"),
-                       ("ranks", "per-rank times, straggler, heat maps"),
-                       ("allreduce", "all-reduce microbenchmark bandwidth"),
-                       ("diagnosis", "lost efficiency of each scaling series by part, from the "
-                                     "phases")):
-        s = sub.add_parser(name, help=text)
+    for view in COMMANDS:
+        if view.name == "scaling":
+            continue
+        s = sub.add_parser(view.name, help=view.help)
         files(s)
         fmt(s)
         out(s)
@@ -208,8 +205,10 @@ def _missing_modules(needed):
             + f", or pip install {' '.join(missing)} into this Python")
 
 
-def _emit(args, tables, figures=()):
-    """Print the table(s); with -o also write CSV and figures there."""
+def _emit(args, sections, outdir=None):
+    """Print the sections' tables; with -o also write their CSV (one file, the columns once) and
+    figures there."""
+    tables = [t for s in sections for t, _ in s.tables]
     if args.format == "csv":
         text = tables[0].csv()
         for t in tables[1:]:                   # same columns: one CSV, header once
@@ -220,11 +219,12 @@ def _emit(args, tables, figures=()):
     else:
         text = "\n".join(t.text(_width(args)) for t in tables)
     sys.stdout.write(text)
-    if getattr(args, "out", None):
-        name = os.path.join(args.out, f"{args.command}.csv")
+    if outdir:
+        name = os.path.join(outdir, f"{args.command}.csv")
         with open(name, "w") as f:
             f.write(tables[0].csv() + "".join(t.csv().split("\n", 1)[1] for t in tables[1:]))
-        for path in [name] + [p for p, _ in figures]:
+        figures = [p for s in sections if s.figures for p, _ in s.figures(outdir)]
+        for path in [name] + figures:
             print(f"{PROG}: wrote {path}", file=sys.stderr)
 
 
@@ -249,7 +249,6 @@ def _run(args):
     from .check import check_case
     from .schema import ReportError, describe_damaged, load_results
     from .study import load_study
-    from .summary import case_row, format_csv, format_json, format_table, runs_text
 
     if args.command == "check":
         files = [load_results(path) for path in args.files]
@@ -270,9 +269,7 @@ def _run(args):
     if args.command == "compare":
         a, b = load_study([args.a]), load_study([args.b])
         _warn_damaged(a.files + b.files)
-        from .compare import compare_rows, compare_table     # scipy: after the input is read
-        rows, notes = compare_rows(a.cases, b.cases)
-        _emit(args, [compare_table(rows, notes)])
+        _emit(args, VIEW["compare"].sections(b, Context(baseline=a)))
         return 0
 
     # Every other command reads FILE... as one study, once.
@@ -283,104 +280,59 @@ def _run(args):
     if missing:
         raise ReportError(missing)
     if args.command == "summary":
-        rows = [case_row(c) for c in study.cases]
-        if args.format == "csv":
-            text = format_csv(rows)
-        elif args.format == "json":
-            text = format_json(rows)
-        else:
-            from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
-            from .diagnosis import diagnose, diagnosis_notes, study_diagnosis_table
-            from .noise import measure_noise
-            from .tables import wrap
-            width = _width(args)
-            noise = measure_noise(study.cases)
-            text = format_table(rows, len(args.files) > 1, width) if rows or not study.accuracy else ""
-            if noise.repeats:
-                text += "\n" + "\n".join(wrap(noise.summary(), width, "  ")) + "\n"
-            text += runs_text(study.files, width)
-            # Why each scaling series scales as it does: the lost efficiency by part (the spread
-            # is said above).
-            diagnoses = diagnose(study.cases)
-            table = study_diagnosis_table(diagnoses, noise, spread_note=False)
-            if table.rows:
-                text += "\n" + table.text(width)
-            elif diagnoses:
-                # No series to diagnose: only why not, one line each.
-                text += "\nscaling diagnosis: none\n" + "".join(
-                    line + "\n" for note in diagnosis_notes(diagnoses) for line in wrap(f"note: {note}", width, "  "))
-            # What dlscale-project simulated from the cases, against what was measured.
-            from .simulation import simulation_sentence, simulation_views
-            views = simulation_views(study.cases, len(args.files) > 1)
-            if views:
-                text += "\nsimulated projections (dlscale-project; the newest per case and platform; " \
-                        "docs/projection.md):\n"
-                for v in views:
-                    text += "\n".join(wrap(f"  {simulation_sentence(v)}", width, "    ")) + "\n"
-            # Accuracy-mode cases have no step times: their own tables follow.
-            accuracy = accuracy_rows(study.accuracy)
-            if accuracy:
-                tables = [time_table(accuracy), time_to_accuracy_table(accuracy), test_accuracy_table(accuracy)]
-                text += "\n".join(t.text(width) for t in tables if t.rows)
-        sys.stdout.write(text)
+        sys.stdout.write(_summary_text(args, study))
         return 0
     if args.command == "report":
         from .report import write_report
         print(write_report(study, _outdir(args), baseline=baseline, title=args.title))
         return 0
-
-    outdir = _outdir(args)
-    if outdir:
-        from . import plots
-    else:
-        plots = None
-    several = len(study.files) > 1
-    figures = []
-    if args.command == "scaling":
-        from .scaling import build_series, scaling_modes, scaling_table
-        modes = [args.mode] if args.mode else (scaling_modes(study.cases) or ["weak"])
-        tables = []
-        for mode in modes:
-            series, notes = build_series(study.cases, mode)
-            tables.append(scaling_table(series, mode, notes))
-            if plots:
-                figures += plots.scaling_plots(series, mode, outdir)
-    elif args.command in ("threads", "batch"):
-        from .sweeps import build_panels, sweep_table
-        panels, notes = build_panels(study.cases, args.command)
-        tables = [sweep_table(panels, args.command, notes)]
-        if plots:
-            figures = plots.sweep_plot(panels, args.command, outdir)
-    elif args.command == "phases":
-        from .phases import phase_rows, phase_table
-        rows = phase_rows(study.cases)
-        tables = [phase_table(rows, several)]
-        if plots:
-            figures = plots.phase_plot(rows, outdir)
-    elif args.command == "ranks":
-        from .ranks import rank_rows, rank_table
-        tables = [rank_table(rank_rows(study.cases, study.hosts_for), several)]
-        if plots:
-            figures = plots.rank_heatmaps(study.cases, outdir)
-    elif args.command == "allreduce":
-        from .allreduce import allreduce_rows, allreduce_table
-        benchmarks = [b for f in study.files for b in f.allreduce]
-        tables = [allreduce_table(allreduce_rows(benchmarks))]
-        if plots:
-            figures = plots.allreduce_plot(benchmarks, outdir)
-    elif args.command == "diagnosis":
-        from .diagnosis import diagnose, study_diagnosis_table
-        from .noise import measure_noise
-        diagnoses = diagnose(study.cases)
-        tables = [study_diagnosis_table(diagnoses, measure_noise(study.cases))]
-        if plots:
-            from .scaling import build_series, scaling_modes
-            series = [s for m in scaling_modes(study.cases) for s in build_series(study.cases, m)[0]]
-            figures = plots.overview_plot(series, diagnoses, outdir)
-    else:                                       # pragma: no cover - argparse restricts it
+    if args.command not in VIEW:                # pragma: no cover - argparse restricts it
         raise ReportError(f"unknown command {args.command}")
-    _emit(args, tables, figures)
+    context = Context(several=len(study.files) > 1, mode=getattr(args, "mode", None))
+    _emit(args, VIEW[args.command].sections(study, context), _outdir(args))
     return 0
+
+
+def _summary_text(args, study):
+    """summary's text: the cases, the runs, the scaling diagnosis, the simulations and the accuracy
+    cases; --format csv or json: the cases' rows only."""
+    from .summary import case_row, format_csv, format_json, format_table, runs_text
+    rows = [case_row(c) for c in study.cases]
+    if args.format == "csv":
+        return format_csv(rows)
+    if args.format == "json":
+        return format_json(rows)
+    from .noise import measure_noise
+    from .simulation import simulation_sentence, simulation_views
+    from .tables import wrap
+    width = _width(args)
+    noise = measure_noise(study.cases)
+    text = format_table(rows, len(args.files) > 1, width) if rows or not study.accuracy else ""
+    if noise.repeats:
+        text += "\n" + "\n".join(wrap(noise.summary(), width, "  ")) + "\n"
+    text += runs_text(study.files, width)
+    # Why each scaling series scales as it does: the lost efficiency by part (the spread is said
+    # above).
+    from .diagnosis import diagnose, diagnosis_notes, study_diagnosis_table
+    diagnoses = diagnose(study.cases)
+    table = study_diagnosis_table(diagnoses, noise, spread_note=False)
+    if table.rows:
+        text += "\n" + table.text(width)
+    elif diagnoses:
+        # No series to diagnose: only why not, one line each.
+        text += "\nscaling diagnosis: none\n" + "".join(
+            line + "\n" for note in diagnosis_notes(diagnoses) for line in wrap(f"note: {note}", width, "  "))
+    # What dlscale-project simulated from the cases, against what was measured.
+    views = simulation_views(study.cases, len(args.files) > 1)
+    if views:
+        text += "\nsimulated projections (dlscale-project; the newest per case and platform; docs/projection.md):\n"
+        for v in views:
+            text += "\n".join(wrap(f"  {simulation_sentence(v)}", width, "    ")) + "\n"
+    # Accuracy-mode cases have no step times: their own tables follow.
+    accuracy = VIEW["accuracy"].sections(study, Context())[0]
+    if accuracy.shown:
+        text += "\n".join(t.text(width) for t, _ in accuracy.tables if t.rows)
+    return text
 
 
 def _trace(args):

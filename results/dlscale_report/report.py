@@ -10,26 +10,11 @@ import datetime
 import html
 import os
 
-from . import plots
-from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
-from .allreduce import allreduce_rows, allreduce_table
 from .check import check_case, damaged_lines
-from .compare import compare_rows, compare_table
-from .diagnosis import diagnose_series, diagnosis_lines, diagnosis_notes, study_diagnosis_table
-from .drivers import driver_rows, driver_table
-from .noise import measure_noise
-from .precisions import precision_pairs, precision_rows, precision_table
-from .phases import phase_rows, phase_table
-from .ranks import hosts_of, rank_rows, rank_table
-from .scaling import build_series, scaling_modes, scaling_table
-from .simulation import simulation_rows, simulation_sentence, simulation_table, simulation_views
-from .summary import case_row, run_rows, summary_table
-from .sweeps import build_panels, sweep_table
-from .study import describe
-from .timeline import case_events, has_timeline
+from .ranks import hosts_of
+from .summary import run_rows
+from .views import REPORT_FIGURE_LIMIT, VIEWS, Context
 
-# Heat maps are one figure per case; a large study would make the page huge.
-MAX_HEATMAPS = 24
 
 CSS = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; color: #222;
@@ -144,8 +129,9 @@ def write_report(study, outdir, baseline=None, title=None):
     """Write outdir/index.html (and figures, CSVs); returns its path.
 
     The first screen answers why the study scales as it does: the overview figure, then the
-    diagnosis table; the detail sections follow. A section without data is
-    left out, named in one line under the overview.
+    diagnosis table; the consistency check follows, then one section per section of each view
+    (views.py) in VIEWS' order. A section without data is left
+    out, named in one line under the overview.
 
     baseline: an optional second Study; its cases are compared with `study`'s
     (A = baseline, B = study).
@@ -153,23 +139,10 @@ def write_report(study, outdir, baseline=None, title=None):
     os.makedirs(outdir, exist_ok=True)
     page = Page(outdir)
     cases = study.cases
-    omitted = []
-
-    def section(anchor, title_, table, csv_name, empty, figures=(), intro=None, grid=False):
-        """A detail section, or one line in `omitted` when its table has no rows."""
-        if not table.rows:
-            omitted.append(f"{title_}: {empty}")
-            return False
-        page.section(anchor, title_, intro)
-        page.table(table, csv_name)
-        page.figures(figures() if callable(figures) else figures, grid=grid)
-        return True
-
-    series_by_mode = {mode: build_series(cases, mode) for mode in scaling_modes(cases)}
-    all_series = [s for series, _ in series_by_mode.values() for s in series]
-    diagnoses = [diagnose_series(s) for s in all_series]
-    diagnosis = study_diagnosis_table(diagnoses, measure_noise(cases))
-    overview = _overview_html(all_series, diagnoses, diagnosis, outdir)
+    context = Context(several=len(study.files) > 1, baseline=baseline, limit=REPORT_FIGURE_LIMIT)
+    sections = [(view, s) for view in VIEWS for s in view.sections(study, context)]
+    diagnosis = next(s for view, s in sections if view.name == "diagnosis")
+    overview = _overview_html(diagnosis, outdir)
 
     page.section("consistency", "consistency check",
                  "Every ok case's recorded summary recomputed from its raw samples "
@@ -181,103 +154,12 @@ def write_report(study, outdir, baseline=None, title=None):
         page.parts.append("<pre>" + html.escape("\n".join(problems)) + "</pre>\n")
     else:
         page.text(f"all {len(cases)} case(s) consistent", cls="ok")
-
-    section("summary", "cases", summary_table([case_row(c) for c in cases]), "summary.csv",
-            "the files hold no timing case")
-
-    if section("diagnosis", "scaling diagnosis", diagnosis, "diagnosis.csv",
-               "no scaling series has phases (--phases) at two rank counts",
-               intro="Each part's time in ms beside its share of the step, and the diagnosis in words."):
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in diagnosis_lines(diagnoses))
-        page.parts.append(f'<ul class="diagnosis">{items}</ul>\n')
-    _timelines(page, study, all_series, omitted)
-
-    section("drivers", "drivers compared", driver_table(driver_rows(cases)), "drivers.csv",
-            "no configuration ran on more than one driver",
-            intro="Each configuration that more than one driver ran: throughput, share of each "
-                  "driver's own measured peak, CPU utilisation and energy per sample.")
-
-    for mode, (series, notes) in series_by_mode.items():
-        page.section(f"scaling-{mode}", f"{mode} scaling")
-        page.table(scaling_table(series, mode, notes), f"scaling_{mode}.csv")
-        if any(len(s.ok_rows) > 1 for s in series):
-            page.figures(plots.scaling_plots(series, mode, outdir))
+    omitted = []
+    for _, section in sections:
+        if section.shown:
+            _section(page, section, outdir)
         else:
-            page.text("No series has ok cases at two or more rank counts, so there is no "
-                      "curve to plot; give the files of jobs with other rank counts too.")
-    if not series_by_mode:
-        omitted.append("scaling: no case")
-
-    # dlscale-project's simulations: a sentence, a figure and the rows of each, with the
-    # measured points of its case's series.
-    views = simulation_views(cases, len(study.files) > 1)
-    if views:
-        page.section("simulations", "simulated projections",
-                     "What dlscale-project simulated with SimGrid from each case's measured compute on a "
-                     "described platform (docs/projection.md), the newest simulation of each platform per "
-                     "case, against the measured points of the case's scaling series.")
-        items = "".join(f"<li>{html.escape(simulation_sentence(v))}</li>" for v in views)
-        page.parts.append(f'<ul class="diagnosis">{items}</ul>\n')
-        page.figures(plots.simulation_plots(views, outdir))
-        page.table(simulation_table(simulation_rows(views), len(study.files) > 1), "simulations.csv")
-    else:
-        omitted.append("simulated projections: no case holds a simulation (dlscale-project, "
-                       "docs/projection.md)")
-
-    for knob, title_ in (("threads", "thread sweep"), ("batch", "batch sweep")):
-        panels, notes = build_panels(cases, knob)
-        section(f"{knob}-sweep", title_, sweep_table(panels, knob, notes), f"{knob}_sweep.csv",
-                f"no series of ok cases that differ only in {knob}",
-                lambda: plots.sweep_plot(panels, knob, outdir))
-
-    rows = precision_rows(precision_pairs(cases))
-    section("precisions", "drivers by precision", precision_table(rows), "precisions.csv",
-            "no case ran in fp32 and in a reduced precision with everything else the same",
-            lambda: plots.precision_loss_plot(rows, outdir))
-
-    rows = phase_rows(cases)
-    section("phases", "phases", phase_table(rows, len(study.files) > 1), "phases.csv",
-            "no case has phase times (run dlscale with --phases)",
-            lambda: plots.phase_plot(rows, outdir))
-
-    multi = [c for c in cases if c.ok and c.iter_time_s is not None and c.iter_time_s.shape[0] > 1]
-    shown = multi or [c for c in cases if c.ok]
-    if section("ranks", "ranks and stragglers", rank_table(rank_rows(cases, study.hosts_for),
-                                                           len(study.files) > 1),
-               "ranks.csv", "no ok case",
-               lambda: plots.rank_heatmaps(shown, outdir, limit=MAX_HEATMAPS), grid=True) \
-            and len(shown) > MAX_HEATMAPS:
-        page.text(f"heat maps of the first {MAX_HEATMAPS} of {len(shown)} cases; "
-                  "`dlscale-report ranks FILES -o DIR` draws them all")
-
-    rows = accuracy_rows(study.accuracy)
-    if rows:
-        page.section("accuracy", "accuracy",
-                     "Accuracy-mode cases: training over epochs to a validation accuracy, each "
-                     "configuration repeated from seeds seed, seed+1, ...; means with Student-t 95% "
-                     "confidence intervals over the repeats as recorded (docs/schema.md).")
-        page.table(time_table(rows), "accuracy_time.csv")
-        for table, csv_name in ((time_to_accuracy_table(rows), "time_to_accuracy.csv"),
-                                (test_accuracy_table(rows), "test_accuracy.csv")):
-            if table.rows:
-                page.table(table, csv_name)
-        page.figures(plots.accuracy_curves(rows, outdir, limit=MAX_HEATMAPS), grid=True)
-        shown_ok = sum(r["status"] == "ok" for r in rows)
-        if shown_ok > MAX_HEATMAPS:
-            page.text(f"curves of the first {MAX_HEATMAPS} of {shown_ok} configurations")
-    else:
-        omitted.append("accuracy: no accuracy case (dlscale run --mode accuracy)")
-
-    benchmarks = [b for f in study.files for b in f.allreduce]
-    section("allreduce", "all-reduce microbenchmark", allreduce_table(allreduce_rows(benchmarks)),
-            "allreduce.csv", "no all-reduce microbenchmark in the files (dlscale allreduce, or "
-            "--phases on two or more ranks)", lambda: plots.allreduce_plot(benchmarks, outdir))
-
-    if baseline is not None:
-        rows, notes = compare_rows(baseline.cases, cases)
-        section("compare", "comparison with a baseline run", compare_table(rows, notes),
-                "compare.csv", "no case matches one of the baseline's",
-                intro=f"A = {', '.join(baseline.paths)}; B = the files of this report.")
+            omitted.append(f"{section.title}: {section.empty}")
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     damaged = study.damaged
@@ -296,49 +178,40 @@ def write_report(study, outdir, baseline=None, title=None):
     return path
 
 
-def _timelines(page, study, series, omitted):
-    """A timeline of the median iteration of every case with one (--phases), in the order of the
-    scaling series (the diagnosis above), then the cases of no series."""
-    cases, seen = [], set()
-    for case in [c for s in series for c in s.cases] + study.cases:
-        if id(case) not in seen and has_timeline(case):    # cases compare by value: not hashable
-            seen.add(id(case))
-            cases.append(case)
-    if not cases:
-        omitted.append("timelines: no case that trained with --phases recorded one")
-        return
-    page.section("timelines", "timelines",
-                 "The median iteration of each --phases case, every rank on rank 0's clock: what each "
-                 "rank computed and when each bucket of gradients was reduced (docs/timelines.md; "
-                 "dlscale-report trace writes every iteration for Perfetto and Vampir).")
-    figures = []
-    for case in cases[:MAX_HEATMAPS]:
-        figures += plots.timeline_plot(case, case_events(case), study.case_hosts(case), describe(case),
-                                       page.outdir)
-    page.figures(figures)
-    if len(cases) > MAX_HEATMAPS:
-        page.text(f"timelines of the first {MAX_HEATMAPS} of {len(cases)} cases; "
-                  "`dlscale-report trace FILE` writes them all")
+def _section(page, section, outdir):
+    """One shown section of a view: its heading, tables with their CSVs, list, figures, note."""
+    page.section(section.anchor, section.title, section.intro)
+    for i, (table, csv_name) in enumerate(section.tables):
+        if i == 0 or table.rows:
+            page.table(table, csv_name)
+    if section.items:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in section.items)
+        page.parts.append(f'<ul class="diagnosis">{items}</ul>\n')
+    if section.figures and not section.figures_on_first_screen:
+        page.figures(section.figures(outdir), grid=section.grid)
+    if section.note:
+        page.text(section.note)
 
 
-def _overview_html(series, diagnoses, diagnosis, outdir):
+def _overview_html(diagnosis, outdir):
     """The first screen: the overview figure, then the diagnosis table (its detail columns and
     notes in the diagnosis section)."""
-    figures = plots.overview_plot(series, diagnoses, outdir)
+    figures = diagnosis.figures(outdir)
     figure = "".join(f'<figure><img src="{html.escape(os.path.basename(p))}" '
                      f'alt="{html.escape(c)}"><figcaption>{html.escape(c)}</figcaption></figure>'
                      for p, c in figures)
     if not figure:
         figure = ("<p>No series has ok cases at two or more rank counts: no overview figure "
                   "(run with --ranks 1,2 or give the files of several jobs).</p>")
-    if diagnosis.rows:
+    table = diagnosis.tables[0][0]
+    if table.rows:
         table = ('<p class="meta">Per series and rank count: the efficiency E and the time lost to each '
                  "part in percent of the step (together 1 − E); ~: within the run-to-run spread; "
                  '<a href="#diagnosis">notes and times</a>.</p>'
-                 f'<div class="wide">{diagnosis.html(detail=False, notes=False)}</div>')
+                 f'<div class="wide">{table.html(detail=False, notes=False)}</div>')
     else:
         # Why not: each series' note (one rank count, no phases).
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in diagnosis_notes(diagnoses))
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in diagnosis.items)
         table = ("<p>No scaling series has phases (--phases) at two rank counts: no diagnosis.</p>"
                  + (f'<ul class="diagnosis">{notes}</ul>' if notes else ""))
     return (f'<div class="overview-figure">{figure}</div>'
