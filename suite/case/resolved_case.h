@@ -29,8 +29,15 @@ struct ResolvedCase {
 };
 
 /// Resolves cases that passed validate_request: `default_threads` stands for 0 threads, `hosts`
-/// (each world rank's host) places each case's ranks.
+/// (each world rank's host) places each case's ranks. Each workload is built here, once; throws
+/// UsageError for a workload that cannot be built or whose activations per rank no memory holds.
 std::vector<ResolvedCase> resolve_cases(const std::vector<CaseSpec>& cases, const Registry& drivers,
                                         int default_threads, const std::vector<std::string>& hosts);
+
+/// Checks what this machine decides: that a case's device exists here and that its data set
+/// reads and fits the case's workload (which reads the data). `devices_here` false (a dry run,
+/// which may describe a job for other nodes): a request whose cases all need a device this
+/// machine lacks is not an error. Throws UsageError naming the first problem.
+void check_devices_and_data(const std::vector<ResolvedCase>& cases, bool devices_here = true);
 
 }  // namespace dlscale

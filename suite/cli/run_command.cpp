@@ -174,7 +174,7 @@ void plan_run(const MpiContext& mpi, const RunArgs& args, const Registry& driver
     }
   }
   // Reads the data sets (and asks the drivers about devices): after the lock.
-  check_devices_and_data(specs, drivers, !args.dry_run);
+  check_devices_and_data(plan.cases, !args.dry_run);
 }
 
 /// --dry-run: the cases a real run would record, each with its pasteable command and estimated

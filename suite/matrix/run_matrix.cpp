@@ -7,15 +7,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <memory>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "suite/data/accuracy_data.h"
 #include "suite/data/datasets.h"
 #include "suite/errors.h"
 #include "workloads/catalog.h"
@@ -586,11 +583,6 @@ void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers) {
 void validate_request(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size) {
   if (cases.empty()) throw UsageError("nothing to run: no workload given (use -w NAME, --config FILE or --suite NAME)");
   for (const CaseSpec& c : cases) {
-    try {
-      make_workload(c.workload);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
     if (drivers.find(c.driver) == nullptr) {
       std::string known;
       for (const std::string& n : drivers.names()) known += (known.empty() ? "" : ", ") + n;
@@ -605,16 +597,6 @@ void validate_request(const std::vector<CaseSpec>& cases, const Registry& driver
     }
     if (c.bucket_mb < 0) throw UsageError(fmt::format("--bucket-mb must be 0 or more, got {}", c.bucket_mb));
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));
-    {
-      // A rank's activations: far more than any memory holds is a typo, refused here rather than
-      // as an allocation failure (or an overflowed size) inside the case.
-      const auto values = static_cast<long double>(c.batch_per_rank()) *
-                          static_cast<long double>(activation_elements_per_sample(make_workload(c.workload)));
-      if (values > static_cast<long double>(int64_t{1} << 44)) {
-        throw UsageError(fmt::format("-w {} --batch {}: {:.3g} activation values per rank, more than 2^44", c.workload,
-                                     c.batch, static_cast<double>(values)));
-      }
-    }
     if (c.scaling == Scaling::kStrong && c.batch % c.ranks != 0) {
       throw UsageError(fmt::format("strong scaling: global batch {} does not divide by {} ranks", c.batch, c.ranks));
     }
@@ -637,60 +619,6 @@ void validate_request(const std::vector<CaseSpec>& cases, const Registry& driver
       }
     }
   }
-}
-
-void check_devices_and_data(const std::vector<CaseSpec>& cases, const Registry& drivers, bool devices_here) {
-  std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
-  // Cases on a device this machine lacks: an error when no case is left (`-d cuda` without a
-  // GPU); otherwise a mixed suite runs what it can and records the rest as unsupported.
-  size_t runnable = 0;
-  std::string unavailable;
-  for (const CaseSpec& c : cases) {
-    const Driver& driver = *drivers.find(c.driver);
-    // A precision the driver cannot compute is not bad input: like a layer it cannot run, the
-    // case is recorded `unsupported` (with the instruction set it lacks) and the rest run.
-    Support available = driver.device_available(c.device);
-    std::string refused_mode;  // named only when the floating-point mode is what the driver refuses
-    if (available.ok) {
-      available = driver.supports_denormals(c.device, c.denormals);
-      if (!available.ok) refused_mode = std::string(" --denormals ") + denormals_name(c.denormals);
-    }
-    if (available.ok) {
-      ++runnable;
-    } else if (unavailable.empty()) {
-      unavailable =
-          fmt::format("-d {} --device {}{}: {}", c.driver, device_name(c.device), refused_mode, available.reason);
-    }
-    if (c.data == "synthetic") continue;
-    try {
-      std::unique_ptr<Dataset>& data = datasets[c.data];
-      if (!data) data = open_dataset(c.data);
-      check_fits(*data, make_workload(c.workload));
-      if (c.mode == RunMode::kAccuracy) {
-        const std::string test_spec = test_dataset_spec(c.data);
-        std::unique_ptr<Dataset>& test = datasets[test_spec];
-        if (!test) test = open_dataset(test_spec);
-        check_fits(*test, make_workload(c.workload));
-        // Both parts of the split must hold samples, and an epoch at least one global batch.
-        const int64_t held = validation_count(data->size(), c.validation);
-        const int64_t trained = data->size() - held;
-        if (held < 1 || trained < c.global_batch()) {
-          throw std::invalid_argument(fmt::format(
-              "--validation {} of {} samples leaves {} to validate and {} to train on; an epoch needs at least "
-              "one global batch ({}) and validation at least one sample",
-              c.validation, data->size(), held, trained, c.global_batch()));
-        }
-      }
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(fmt::format("--data {}: {}", c.data, e.what()));
-    }
-  }
-  if (runnable == 0 && devices_here) throw UsageError(unavailable);
-}
-
-void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here) {
-  validate_request(cases, drivers, world_size);
-  check_devices_and_data(cases, drivers, devices_here);
 }
 
 std::string cases_to_toml(const std::vector<CaseSpec>& cases) {

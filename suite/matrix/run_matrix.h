@@ -179,19 +179,13 @@ std::vector<MatrixSpec> parse_matrix_toml(const std::string& text, const std::st
 std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_size);
 
 /// Gives every case without a device its driver's default device (cases of unknown drivers are
-/// left for validate() to report), then every case without a floating-point mode its device's.
+/// left for validate_request() to report), then every case without a floating-point mode its device's.
 void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers);
 
-/// Checks what the request alone decides (workloads, drivers, sizes, ranks against the job's);
-/// throws UsageError naming the first problem. Reads no file and touches no device.
+/// Checks what the request alone decides (drivers, sizes, ranks against the job's); throws
+/// UsageError naming the first problem. Builds no workload, reads no file and touches no device:
+/// what needs the workload is checked on the resolved cases (suite/case/resolved_case.h).
 void validate_request(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size);
-/// Checks what this machine decides: that a case's device exists here and that its data set
-/// reads and fits the workload (which reads the data). Cases must have passed validate_request.
-/// `devices_here` false (a dry run, which may describe a job for other nodes): a request whose
-/// cases all need a device this machine lacks is not an error.
-void check_devices_and_data(const std::vector<CaseSpec>& cases, const Registry& drivers, bool devices_here = true);
-/// Both, in that order: every check before any benchmark work.
-void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size, bool devices_here = true);
 
 /// The expanded cases as TOML (one [[case]] table each), stored in the results file.
 std::string cases_to_toml(const std::vector<CaseSpec>& cases);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "suite/case/resolved_case.h"
 #include "suite/errors.h"
 #include "suite/matrix/builtin_suites.h"
 #include "suite/matrix/run_matrix.h"
@@ -24,6 +25,13 @@ std::string usage_error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+/// Every check `dlscale run` makes before anything runs, in its order: the request, its cases
+/// resolved (each workload built once), then devices and data.
+void validate(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size) {
+  validate_request(cases, drivers, world_size);
+  check_devices_and_data(resolve_cases(cases, drivers, 1, std::vector<std::string>(world_size, "localhost")));
 }
 
 const Axis& axis(const std::string& name) {
