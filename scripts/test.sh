@@ -44,9 +44,9 @@ if [ "${DLSCALE_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
-  # Not here: report_unit and packaging (Python, ran above) and dlscale_libtorch_tests (not built,
-  # see tests/CMakeLists.txt).
-  ctest --preset debug-asan -j "$(nproc)" -L unit -E 'report_unit|packaging|NOT_BUILT'
+  # Not here: report_unit and packaging (Python, ran above), dlscale_libtorch_tests and
+  # dlscale_project_tests (not in dlscale_sanitizer_tests, see tests/CMakeLists.txt).
+  ctest --preset debug-asan -j "$(nproc)" -L unit -E 'report_unit|packaging|dlscale_libtorch_tests|dlscale_project_tests'
   # Open MPI's leaks are recognised by the libraries on their stacks: that needs its components
   # kept loaded until the leak check and the slow unwinder (Open MPI has no frame pointers),
   # which costs too much for the unit tests' LibTorch and oneDNN work.

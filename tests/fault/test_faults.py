@@ -70,14 +70,19 @@ class OutOfMemoryInsideACase(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def smallest_working_limit(self):
-        for gib in (1.5, 2, 3, 4, 6, 8, 12):
+        # From 2 GiB: the large cases need several GiB more than any of these limits, so a smaller
+        # start would test nothing more, and each limit too small to start the threads costs a
+        # probe's whole timeout.
+        for gib in (2, 3, 4, 6, 8, 12):
             out = os.path.join(self.dir, f"probe{gib}.h5")
             # A limit that leaves too little for a thread LibTorch's thread pool starts makes the
             # pool wait forever (it does not check pthread_create): such a limit does not work.
+            # The small case takes a few seconds, so 20 s tells a hang from a loaded machine; a
+            # probe cut short by load only makes the limit larger, which the test allows.
             try:
                 proc = limited(int(gib * GIB), [DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "libtorch,onednn",
                                                 "--batch", "8", "--warmup", "0", "--iterations", "1", "--out", out],
-                               self.dir, timeout=60)
+                               self.dir, timeout=20)
             except subprocess.TimeoutExpired:
                 continue
             if proc.returncode == 0:
@@ -173,29 +178,33 @@ class CaseTimeout(unittest.TestCase):
         self.assertIn("still training after --case-timeout 1 s", cases[0]["message"])
         self.assertNotIn("--case-timeout", cases[0]["case_key"], "a limit is not part of what the case measures")
 
-    def test_a_case_stuck_in_a_collective_ends_the_job_with_a_message(self):
+    def test_a_case_stuck_in_a_collective_or_a_bucket_ends_the_job_with_a_message(self):
         # Rank 1 stopped (SIGSTOP) in the middle of a case: rank 0 waits in the step's all-reduce,
         # where MPI cannot interrupt it; its watchdog ends it 2 x 1 + 30 s after the case began.
-        self.stuck_case("0")
+        # The same with gradient buckets (--bucket-mb 0.01): rank 0's communication thread waits
+        # in a bucket's MPI_Allreduce and its main thread for that thread. The two jobs wait out
+        # their deadlines side by side.
+        jobs = [self.start_and_stop_rank_1(bucket_mb) for bucket_mb in ("0", "0.01")]
+        for out, launcher, ranks in jobs:
+            with self.subTest(out=out):
+                self.ends_with_the_watchdogs_message(out, launcher, ranks)
 
-    def test_a_case_stuck_in_a_bucket_ends_the_job_with_a_message(self):
-        # The same with gradient buckets: rank 0's communication thread waits in a bucket's
-        # MPI_Allreduce and its main thread for that thread; the watchdog ends it all the same.
-        self.stuck_case("0.01")
-
-    def stuck_case(self, bucket_mb):
+    def start_and_stop_rank_1(self, bucket_mb):
         out = os.path.join(self.dir, f"h{bucket_mb}.h5")
         launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
                                      "--batch", "64", "--iterations", "100000", "--case-timeout", "1", "--bucket-mb",
                                      bucket_mb, "--out", out],
                                     cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(kill_all, launcher)
         first = launcher.stdout.readline()
         while first and "# dlscale run" not in first:
             first = launcher.stdout.readline()
-        ranks = sorted(int(p) for p in
-                       subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split())
+        ranks = rank_pids(launcher)
         self.assertEqual(len(ranks), 2)
         os.kill(ranks[1], signal.SIGSTOP)
+        return out, launcher, ranks
+
+    def ends_with_the_watchdogs_message(self, out, launcher, ranks):
         try:
             stdout, stderr = launcher.communicate(timeout=120)
         finally:
