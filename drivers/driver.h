@@ -343,21 +343,31 @@ class Driver {
 Support precision_support(const Driver& driver, const Workload& w, DeviceType device, Precision precision,
                           bool allow_emulation);
 
-/// The compiled drivers, by name.
+/// The compiled drivers, by name, and dlscale's drivers that this build was configured without.
 class Registry {
  public:
   void add(std::unique_ptr<Driver> driver);
+  /// A driver of dlscale's that this build lacks, on `device` by default: `why` says so.
+  void add_missing(std::string name, DeviceType device, std::string why);
   /// nullptr when no driver of that name was compiled in.
   const Driver* find(std::string_view name) const;
+  /// A compiled driver, else a stand-in for one this build lacks, which supports nothing and says
+  /// why (a case naming it is `unsupported`, as on a missing device); nullptr for a name dlscale
+  /// has no driver of.
+  const Driver* find_or_missing(std::string_view name) const;
   std::vector<std::string> names() const;
   const std::vector<std::unique_ptr<Driver>>& all() const { return drivers_; }
+  /// The stand-ins of the drivers this build lacks.
+  const std::vector<std::unique_ptr<Driver>>& missing() const { return missing_; }
 
  private:
   std::vector<std::unique_ptr<Driver>> drivers_;
+  std::vector<std::unique_ptr<Driver>> missing_;
 };
 
 /// Registers every driver this build has (explicitly, one #ifdef'd call per backend: static
-/// registration inside a static library is silently dropped by the linker).
+/// registration inside a static library is silently dropped by the linker), and the others as
+/// missing.
 void register_drivers(Registry& registry);
 
 /// The driver `dlscale run` trains with where none is named: LibTorch where this build has it,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -188,13 +189,54 @@ Support precision_support(const Driver& driver, const Workload& w, DeviceType de
                                  isa.native_needs.empty() ? "another instruction set" : isa.native_needs));
 }
 
-void Registry::add(std::unique_ptr<Driver> driver) { drivers_.push_back(std::move(driver)); }
+namespace {
 
-const Driver* Registry::find(std::string_view name) const {
-  for (const auto& d : drivers_) {
+/// A driver this build was configured without: it runs on no device, and says why. Every path
+/// that runs a case asks device_available() first, so nothing creates a model of it.
+class MissingDriver final : public Driver {
+ public:
+  MissingDriver(std::string name, DeviceType device, std::string why)
+      : name_(std::move(name)), device_(device), why_(std::move(why)) {}
+  std::string_view name() const override { return name_; }
+  Support supports(const Workload&, DeviceType) const override { return Support::no(why_); }
+  Support device_available(DeviceType) const override { return Support::no(why_); }
+  DeviceType default_device() const override { return device_; }
+  int device_count(DeviceType, std::string* why) const override {
+    if (why != nullptr) *why = why_;
+    return 0;
+  }
+  std::unique_ptr<Model> create(const Workload&, const DriverContext&) const override {
+    throw std::logic_error(fmt::format("{}: {}", name_, why_));
+  }
+  Support supports_peak(PeakKind, DeviceType, Precision) const override { return Support::no(why_); }
+  std::map<std::string, std::string> versions() const override { return {}; }
+
+ private:
+  std::string name_;
+  DeviceType device_;
+  std::string why_;
+};
+
+const Driver* named(const std::vector<std::unique_ptr<Driver>>& drivers, std::string_view name) {
+  for (const auto& d : drivers) {
     if (d->name() == name) return d.get();
   }
   return nullptr;
+}
+
+}  // namespace
+
+void Registry::add(std::unique_ptr<Driver> driver) { drivers_.push_back(std::move(driver)); }
+
+void Registry::add_missing(std::string name, DeviceType device, std::string why) {
+  missing_.push_back(std::make_unique<MissingDriver>(std::move(name), device, std::move(why)));
+}
+
+const Driver* Registry::find(std::string_view name) const { return named(drivers_, name); }
+
+const Driver* Registry::find_or_missing(std::string_view name) const {
+  const Driver* d = find(name);
+  return d != nullptr ? d : named(missing_, name);
 }
 
 std::vector<std::string> Registry::names() const {
@@ -207,15 +249,27 @@ void register_drivers(Registry& registry) {
   register_reference(registry);  // no dependencies: always compiled in
 #ifdef DLSCALE_WITH_TORCH
   register_libtorch(registry);
+#else
+  registry.add_missing("libtorch", DeviceType::kCpu,
+                       "this build of dlscale has no libtorch driver (it was configured without LibTorch)");
 #endif
 #ifdef DLSCALE_WITH_ONEDNN
   register_onednn(registry);
+#else
+  registry.add_missing("onednn", DeviceType::kCpu,
+                       "this build of dlscale has no onednn driver (it was configured without oneDNN)");
 #endif
 #ifdef DLSCALE_WITH_CUDA
   register_cuda(registry);
+#else
+  registry.add_missing("cuda", DeviceType::kCuda,
+                       "this build of dlscale has no cuda driver (it was configured without CUDA, cuDNN and NCCL)");
 #endif
 #ifdef DLSCALE_WITH_KOKKOS
   register_kokkos(registry);
+#else
+  registry.add_missing("kokkos", DeviceType::kCpu,
+                       "this build of dlscale has no kokkos driver (it was configured without Kokkos)");
 #endif
 }
 

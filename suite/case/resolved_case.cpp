@@ -36,7 +36,7 @@ std::vector<ResolvedCase> resolve_cases(const std::vector<CaseSpec>& cases, cons
     ResolvedCase c;
     c.spec = spec;
     c.key = spec.command();
-    c.driver = drivers.find(spec.driver);
+    c.driver = drivers.find_or_missing(spec.driver);
     try {
       c.workload = make_workload(spec.workload);
     } catch (const std::invalid_argument& e) {
@@ -54,8 +54,9 @@ std::vector<ResolvedCase> resolve_cases(const std::vector<CaseSpec>& cases, cons
 
 void check_devices_and_data(const std::vector<ResolvedCase>& cases, bool devices_here) {
   std::map<std::string, std::unique_ptr<Dataset>> datasets;  // each read once, however many cases use it
-  // Cases on a device this machine lacks: an error when no case is left (`-d cuda` without a
-  // GPU); otherwise a mixed suite runs what it can and records the rest as unsupported.
+  // Cases on a device this machine lacks, or of a driver this build lacks: an error when no case
+  // is left (`-d cuda` without a GPU); otherwise a mixed suite runs what it can and records the
+  // rest as unsupported.
   size_t runnable = 0;
   std::string unavailable;
   for (const ResolvedCase& resolved : cases) {

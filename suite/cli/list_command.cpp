@@ -105,6 +105,11 @@ int list_command(const MpiContext& mpi, const std::string& json_workload) {
     }
     fmt::print("  {:<10} {:<9} {}\n", d->name(), usable.empty() ? "-" : usable, why);
   }
+  // Their cases are recorded unsupported (the default study names every CPU driver).
+  if (!drivers.missing().empty()) fmt::print("\nDrivers not in this build\n");
+  for (const auto& d : drivers.missing()) {
+    fmt::print("  {:<10} {}\n", d->name(), d->device_available(d->default_device()).reason);
+  }
   fmt::print("\nSuites\n");
   size_t width = 0;  // the longest name sets the column, so descriptions line up
   for (const BuiltinSuite& s : builtin_suites()) width = std::max(width, s.name.size());

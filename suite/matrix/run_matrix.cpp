@@ -568,7 +568,7 @@ std::vector<CaseSpec> expand(const std::vector<MatrixSpec>& matrices, int world_
 
 void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers) {
   for (CaseSpec& c : cases) {
-    const Driver* d = drivers.find(c.driver);
+    const Driver* d = drivers.find_or_missing(c.driver);
     if (c.device_from_driver && d != nullptr) {
       c.device = d->default_device();
       c.device_from_driver = false;
@@ -583,7 +583,8 @@ void assign_defaults(std::vector<CaseSpec>& cases, const Registry& drivers) {
 void validate_request(const std::vector<CaseSpec>& cases, const Registry& drivers, int world_size) {
   if (cases.empty()) throw UsageError("nothing to run: no workload given (use -w NAME, --config FILE or --suite NAME)");
   for (const CaseSpec& c : cases) {
-    if (drivers.find(c.driver) == nullptr) {
+    // A driver this build lacks is no typo: its cases are unsupported (check_devices_and_data).
+    if (drivers.find_or_missing(c.driver) == nullptr) {
       std::string known;
       for (const std::string& n : drivers.names()) known += (known.empty() ? "" : ", ") + n;
       throw UsageError(

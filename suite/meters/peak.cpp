@@ -108,7 +108,7 @@ std::vector<PeakRow> measure_peaks(MPI_Comm comm, const std::vector<PeakKey>& ke
   for (const PeakKey& k : keys) work.emplace_back(PeakKind::kGemm, k);
   std::map<std::pair<DeviceType, int>, PeakKey> streams;
   for (const PeakKey& k : keys) {
-    const Driver& d = *drivers.find(k.driver);
+    const Driver& d = *drivers.find_or_missing(k.driver);
     if (!d.supports_peak(PeakKind::kStream, k.device, Precision::kFp32).ok) continue;
     streams.emplace(std::make_pair(k.device, k.threads), PeakKey{k.driver, k.device, Precision::kFp32, k.threads});
   }
@@ -120,7 +120,7 @@ std::vector<PeakRow> measure_peaks(MPI_Comm comm, const std::vector<PeakKey>& ke
   std::vector<PeakRow> all;
   for (const auto& [kind, key] : work) {
     DLSCALE_CHECK_MPI(MPI_Barrier(comm));  // every rank measures at the same time, as a case runs
-    PeakRow mine = measure_one(*drivers.find(key.driver), kind, key, seconds, gpu);
+    PeakRow mine = measure_one(*drivers.find_or_missing(key.driver), kind, key, seconds, gpu);
     mine.rank = rank;
     const double numbers[4] = {static_cast<double>(mine.size), static_cast<double>(mine.runs), mine.seconds, mine.rate};
     std::vector<double> gathered(rank == 0 ? static_cast<size_t>(size) * 4 : 0);

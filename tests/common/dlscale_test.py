@@ -40,16 +40,27 @@ def visible_gpus():
 
 
 @functools.lru_cache(maxsize=None)
+def list_section(heading, skip):
+    """The lines of `dlscale list`'s section `heading` (its first `skip` lines left out), each
+    split into words; [] without the section."""
+    proc = subprocess.run([DLSCALE, "list"], capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or heading not in lines:
+        return []
+    start = lines.index(heading) + 1 + skip
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    return [line.split() for line in lines[start:end]]
+
+
 def driver_devices():
     """Each driver this build of dlscale has, in `dlscale list`'s order, with the devices it runs
     on here ("cpu", "cuda", "-" for none), whatever this machine can run."""
-    proc = subprocess.run([DLSCALE, "list"], capture_output=True, text=True)
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0 or "Drivers" not in lines:
-        return {}
-    start = lines.index("Drivers") + 2
-    end = lines.index("", start) if "" in lines[start:] else len(lines)
-    return {line.split()[0]: line.split()[1] for line in lines[start:end]}
+    return {words[0]: words[1] for words in list_section("Drivers", 1)}
+
+
+def missing_drivers():
+    """dlscale's drivers that this build was configured without."""
+    return [words[0] for words in list_section("Drivers not in this build", 0)]
 
 
 def compiled_drivers():

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "drivers/reference/reference_driver.h"
 #include "suite/case/resolved_case.h"
 #include "suite/errors.h"
 #include "suite/matrix/builtin_suites.h"
 #include "suite/matrix/run_matrix.h"
+#include "workloads/catalog.h"
 
 namespace dlscale {
 namespace {
@@ -191,9 +193,47 @@ TEST(RunMatrix, ValidateRejectsEachBadInput) {
   EXPECT_NE(bad([](CaseSpec& c) { c.ranks = 0; }).find("--ranks 0"), std::string::npos);
 }
 
+// A driver of dlscale's that this build was configured without is no typo: in a request with
+// other cases its cases are recorded unsupported; a request with nothing else is refused, saying
+// why. A name dlscale has no driver of is unknown.
+TEST(RunMatrix, ADriverThisBuildLacksIsUnsupportedNotUnknown) {
+  Registry drivers;
+  register_reference(drivers);
+  const std::string why = "this build of dlscale has no onednn driver (it was configured without oneDNN)";
+  drivers.add_missing("onednn", DeviceType::kCpu, why);
+  CaseSpec lacking = good_case();
+  lacking.driver = "onednn";
+  EXPECT_EQ(usage_error_of([&] { validate({good_case(), lacking}, drivers, 4); }), "");
+  EXPECT_EQ(usage_error_of([&] { validate({lacking}, drivers, 4); }), "-d onednn --device cpu: " + why);
+  lacking.driver = "caffe";
+  EXPECT_EQ(usage_error_of([&] {
+              validate({good_case(), lacking}, drivers, 4);
+            }),
+            "unknown driver 'caffe' (this build has: reference)");
+  // The stand-in supports nothing and is not among the compiled drivers.
+  EXPECT_EQ(drivers.find("onednn"), nullptr);
+  EXPECT_EQ(drivers.names(), std::vector<std::string>{"reference"});
+  const Driver* onednn = drivers.find_or_missing("onednn");
+  ASSERT_NE(onednn, nullptr);
+  EXPECT_EQ(onednn->supports(make_workload("fcn5"), DeviceType::kCpu).reason, why);
+  EXPECT_FALSE(onednn->supports_peak(PeakKind::kGemm, DeviceType::kCpu, Precision::kFp32).ok);
+}
+
+// Every driver dlscale has is either in this build or named as missing, once.
+TEST(RunMatrix, EveryDriverIsCompiledOrMissing) {
+  const Registry drivers = compiled_drivers();
+  std::vector<std::string> all = drivers.names();
+  for (const auto& d : drivers.missing()) all.emplace_back(d->name());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<std::string>{"cuda", "kokkos", "libtorch", "onednn", "reference"}));
+  for (const auto& d : drivers.missing()) {
+    EXPECT_FALSE(d->device_available(d->default_device()).ok) << d->name();
+    EXPECT_NE(d->device_available(d->default_device()).reason.find("configured without"), std::string::npos);
+  }
+}
+
 TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
   const Registry drivers = compiled_drivers();
-  if (drivers.find("libtorch") == nullptr) GTEST_SKIP() << "the built-in suites use the LibTorch driver";
   for (const BuiltinSuite& s : builtin_suites()) {
     const auto cases = expand(parse_matrix_toml(s.toml, s.name), 2);
     EXPECT_FALSE(cases.empty()) << s.name;
@@ -206,11 +246,19 @@ TEST(RunMatrix, EveryBuiltinSuiteParsesAndValidates) {
       EXPECT_NE(problem.find("does not exist"), std::string::npos) << s.name << ": " << problem;
       continue;
     }
+    // A suite none of whose drivers this build has is refused, saying which it lacks; one with
+    // some of them runs those (the study in a build without LibTorch: its reference cases).
+    const bool none_built =
+        std::none_of(cases.begin(), cases.end(), [&](const CaseSpec& c) { return drivers.find(c.driver) != nullptr; });
+    if (none_built) {
+      EXPECT_NE(problem.find("configured without"), std::string::npos) << s.name << ": " << problem;
+      continue;
+    }
     // A suite that runs on GPUs only is refused, with the reason, where the device is missing;
     // mixed suites run their CPU cases and record the rest.
     const bool gpu_only =
         std::all_of(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.device == DeviceType::kCuda; });
-    if (gpu_only && !drivers.find("libtorch")->device_available(DeviceType::kCuda).ok) {
+    if (gpu_only && !drivers.find_or_missing("libtorch")->device_available(DeviceType::kCuda).ok) {
       EXPECT_NE(problem.find("--device cuda"), std::string::npos) << s.name << ": " << problem;
     } else {
       EXPECT_EQ(problem, "") << s.name;
