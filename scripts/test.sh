@@ -2,7 +2,8 @@
 # Installs what is missing, builds, and runs the test suite. GPU tests (label gpu) run only
 # where nvidia-smi sees a GPU. Extra arguments go to ctest (e.g. -L unit).
 # Then the harness alone: the unit and MPI tests of the reference preset (no backend library, the
-# float64 reference driver only), as a cluster build without LibTorch has it;
+# float64 reference driver only), as a cluster build without LibTorch has it, and its handling of
+# the drivers it lacks;
 # DLSCALE_REFERENCE_BUILD=0 skips it. Then the sanitizer job: the unit and MPI tests again, built
 # with the debug-asan preset (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer);
 # DLSCALE_SANITIZERS=0 skips it.
@@ -33,6 +34,8 @@ if [ "${DLSCALE_REFERENCE_BUILD:-1}" != 0 ]; then
   cmake --build --preset reference -j "$(nproc)"
   # Not report_unit and packaging: Python that does not depend on the build, ran above.
   ctest --preset reference -j "$(nproc)" -L 'unit|mpi' -E 'report_unit|packaging'
+  # What a build without the backends does with the drivers it lacks (skipped above: none lacked).
+  ctest --preset reference -R '^e2e_missing_drivers$'
 fi
 
 if [ "${DLSCALE_SANITIZERS:-1}" != 0 ]; then

@@ -18,8 +18,7 @@ import h5py
 import numpy as np
 
 from catalog_runs import WORKLOADS_MD_PARAMS
-from dlscale_test import (DLSCALE, SOURCE, Workdir, compiled_drivers, dlscale, error_lines, missing_drivers, needs_drivers,
-                          visible_gpus)
+from dlscale_test import DLSCALE, SOURCE, Workdir, compiled_drivers, dlscale, error_lines, needs_drivers, visible_gpus
 
 sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
@@ -67,36 +66,6 @@ class AcceptanceRun(Workdir):
         with h5py.File(out, "r") as f:
             for key, value in recomputed.items():
                 self.assertAlmostEqual(f["cases/0000/summary"].attrs[key], value, delta=1e-9 * abs(value) + 1e-12, msg=key)
-
-
-class DriverThisBuildLacks(Workdir):
-    """A driver of dlscale's that this build was configured without (as the built-in suites name
-    every CPU driver): its cases are recorded unsupported beside the others, and a request of
-    nothing else is one clear error."""
-
-    def setUp(self):
-        super().setUp()
-        lacking = missing_drivers()
-        if not lacking:
-            self.skipTest("this build has every driver")
-        self.lacking = lacking[0]
-
-    def test_its_cases_are_unsupported_and_the_others_run(self):
-        out = self.path("m.h5")
-        proc = dlscale(["run", "-w", SMALL, "-d", f"reference,{self.lacking}", "--device", "cpu", "--iterations", "1",
-                        "--out", out])
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        with h5py.File(out, "r") as f:
-            cases = [dict(f["cases"][n].attrs) for n in sorted(f["cases"])]
-        self.assertEqual([(c["driver"], c["status"]) for c in cases], [("reference", "ok"), (self.lacking, "unsupported")])
-        # (the ranks' agreed outcome names the first rank that gave it)
-        self.assertRegex(cases[1]["message"],
-                         rf"^rank 0: this build of dlscale has no {self.lacking} driver \(it was configured without ")
-
-    def test_alone_it_is_one_clear_error(self):
-        self.assert_usage_error(["run", "-w", SMALL, "-d", self.lacking, "--out", self.path("a.h5")],
-                                f"this build of dlscale has no {self.lacking} driver")
-        self.assertFalse(os.path.exists(self.path("a.h5")))
 
 
 class BadInput(Workdir):
