@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "io/read_guard.h"
 #include "io/results_file.h"
 #include "project/cli/case_inputs.h"
 #include "project/platform.h"
@@ -365,13 +366,20 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
 
 int run(const Options& o) {
   std::optional<ResultsFile> file;
-  try {
-    file.emplace(ResultsFile::open(o.results, !o.dry_run));
-  } catch (const std::exception& e) {
-    throw UsageError(e.what());
-  }
   std::vector<std::string> notes;
-  const std::vector<Job> jobs = plan(o, *file, &notes);
+  std::vector<Job> jobs;
+  {
+    // A damaged file can stop HDF5 inside one call for ever: the guard then ends the program,
+    // naming the file, as bad input (io/read_guard.h). The simulations come after it.
+    std::optional<ReadGuard> reading;
+    try {
+      reading.emplace(fmt::format("dlscale-project: error: {}", o.results), read_stall_seconds());
+      file.emplace(ResultsFile::open(o.results, !o.dry_run));
+    } catch (const std::exception& e) {
+      throw UsageError(e.what());
+    }
+    jobs = plan(o, *file, &notes);
+  }
   for (const std::string& note : notes) std::fprintf(stderr, "%s\n", note.c_str());
   if (o.dry_run) {
     for (const Job& j : jobs) {

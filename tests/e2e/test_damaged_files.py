@@ -560,7 +560,9 @@ class EndlessLoop(unittest.TestCase):
     """A file on which HDF5 1.10 loops forever: every global heap collection (where the file's
     strings live) with its first object's header zeroed, which HDF5 reads as a free-space object
     of size 0 and so never steps past. dlscale-report kills the reader after
-    DLSCALE_REPORT_STALL_S seconds without progress and names the file."""
+    DLSCALE_REPORT_STALL_S seconds without progress and names the file; `dlscale run --resume`
+    and dlscale-project end themselves after DLSCALE_READ_STALL_S seconds without an HDF5 call
+    returning, with one line naming the file and exit code 2."""
 
     @classmethod
     def setUpClass(cls):
@@ -597,6 +599,44 @@ class EndlessLoop(unittest.TestCase):
             self.assertEqual(proc.returncode, 2, bad)
             self.assertEqual(proc.stderr, f"dlscale-report: error: DLSCALE_REPORT_STALL_S {bad!r}: not a number "
                                           "of seconds > 0\n")
+            proc = self.resume(bad)
+            self.assertEqual(proc.returncode, 2, bad)
+            self.assertEqual(dlscale_lines(proc), [f"dlscale: error: DLSCALE_READ_STALL_S '{bad}': not a number of "
+                                                   "seconds > 0"])
+
+    def resume(self, stall):
+        """`dlscale run --resume` on a copy of the file, in a folder of its own, as a job of one rank."""
+        d = tempfile.mkdtemp(dir=self.dir)
+        copy = shutil.copy(self.path, d)
+        proc = subprocess.run([MPIEXEC, "-n", "1", *resume_args(copy)], cwd=d, capture_output=True, text=True,
+                              timeout=TIMEOUT, env=dict(os.environ, DLSCALE_READ_STALL_S=stall))
+        with open(copy, "rb") as f, open(self.path, "rb") as g:
+            self.assertEqual(f.read(), g.read(), "the file was changed")
+        return proc
+
+    def test_resume_stuck_in_hdf5_ends_as_one_line(self):
+        proc = self.resume("2")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        copy = os.path.join(os.path.dirname(proc.args[-1]), "loops.h5")
+        self.assertEqual(dlscale_lines(proc), [f"dlscale: error: --resume: {copy}: the HDF5 library made no progress "
+                                               "reading it for 2 s: the file is damaged"])
+
+    def test_dlscale_project_stuck_in_hdf5_ends_as_one_line(self):
+        project = os.path.join(os.path.dirname(DLSCALE), "dlscale-project")
+        if not os.path.exists(project):
+            self.skipTest("dlscale-project not built (no SimGrid)")
+        for stall, line in (("2", f"dlscale-project: error: {self.path}: the HDF5 library made no progress reading it "
+                                  "for 2 s: the file is damaged"),
+                            ("abc", "dlscale-project: error: DLSCALE_READ_STALL_S 'abc': not a number of seconds > 0")):
+            proc = subprocess.run([project, self.path, "--dry-run"], capture_output=True, text=True, timeout=TIMEOUT,
+                                  env=dict(os.environ, DLSCALE_READ_STALL_S=stall))
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertEqual(proc.stderr, line + "\n")
+
+
+def dlscale_lines(proc):
+    """The lines dlscale printed on stderr (mpiexec adds its banner about the exit code)."""
+    return [line for line in proc.stderr.splitlines() if line.startswith("dlscale")]
 
 
 if __name__ == "__main__":
