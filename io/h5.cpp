@@ -1,6 +1,9 @@
 #include "io/h5.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 
 namespace dlscale::h5 {
 
@@ -23,6 +26,23 @@ void fail(const char* call, const char* file, int line) {
   H5Eclear2(H5E_DEFAULT);
   throw H5Error(std::string("HDF5 call failed: ") + call + " at " + file + ":" + std::to_string(line) +
                 (detail.empty() ? "" : " (" + detail + ")"));
+}
+
+namespace {
+
+std::atomic<int64_t> last_progress_ns{0};  // steady clock
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void note_progress() noexcept { last_progress_ns.store(now_ns(), std::memory_order_relaxed); }
+
+double seconds_since_progress() noexcept {
+  return static_cast<double>(now_ns() - last_progress_ns.load(std::memory_order_relaxed)) / 1e9;
 }
 
 void silence_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }

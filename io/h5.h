@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "io/hdf5_progress.h"
+
 namespace dlscale::h5 {
 
 class H5Error : public std::runtime_error {
@@ -19,9 +21,6 @@ class H5Error : public std::runtime_error {
 
 /// Throws H5Error for a negative return (HDF5's failure convention).
 [[noreturn]] void fail(const char* call, const char* file, int line);
-
-/// An HDF5 call returned: what a ReadGuard (io/read_guard.h) watches for.
-void note_progress() noexcept;
 
 template <typename T>
 T check(T result, const char* call, const char* file, int line) {

@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 
-#include "io/read_guard.h"
 #include "io/results_file.h"
 #include "project/cli/case_inputs.h"
 #include "project/platform.h"
@@ -25,6 +24,7 @@
 #include "schema/simulation_record.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
+#include "suite/process/read_guard.h"
 
 namespace dlscale::project {
 namespace {
@@ -370,7 +370,7 @@ int run(const Options& o) {
   std::vector<Job> jobs;
   {
     // A damaged file can stop HDF5 inside one call for ever: the guard then ends the program,
-    // naming the file, as bad input (io/read_guard.h). The simulations come after it.
+    // naming the file, as bad input (suite/process/read_guard.h). The simulations come after it.
     std::optional<ReadGuard> reading;
     try {
       reading.emplace(fmt::format("dlscale-project: error: {}", o.results), read_stall_seconds());

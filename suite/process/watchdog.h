@@ -1,5 +1,6 @@
 // A deadline on a thread of its own: calls `on_expiry` (which ends the process) unless it is
-// destroyed first. For what no step boundary can catch: a case stuck in a collective.
+// destroyed first. For what no step boundary can catch: a case stuck in a collective, a read
+// stuck inside HDF5 (read_guard.h).
 #pragma once
 
 #include <chrono>
@@ -12,10 +13,22 @@ namespace dlscale {
 
 class Watchdog {
  public:
+  /// Expires `seconds` after it is made.
   Watchdog(double seconds, std::function<void()> on_expiry)
-      : thread_([this, seconds, expire = std::move(on_expiry)] {
+      : Watchdog(
+            [deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds)] {
+              return std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+            },
+            std::move(on_expiry)) {}
+  /// Expires once `seconds_left` answers 0 or less: asked again each time the seconds it last
+  /// gave have passed, so a deadline that moves later (progress) keeps it waiting.
+  Watchdog(std::function<double()> seconds_left, std::function<void()> on_expiry)
+      : thread_([this, left = std::move(seconds_left), expire = std::move(on_expiry)] {
           std::unique_lock<std::mutex> lock(mutex_);
-          if (!stopped_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) expire();
+          for (double wait = left(); wait > 0; wait = left()) {
+            if (stopped_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return done_; })) return;
+          }
+          expire();
         }) {}
   ~Watchdog() {
     {

@@ -11,12 +11,12 @@
 
 #include <fmt/format.h>
 
-#include "io/read_guard.h"
 #include "schema/case_record.h"
 #include "schema/fields.h"
 #include "schema/run_record.h"
 #include "suite/errors.h"
 #include "suite/meters/wall_clock.h"
+#include "suite/process/read_guard.h"
 #include "suite/record/provenance.h"
 
 namespace dlscale {
