@@ -58,10 +58,13 @@ MEASURED = (
     "cpu_wait_share",
     "*steal_share",
     "contended",
-    # Memory and minor page faults: what the allocator and the kernel hand out varies.
+    # Memory and page faults: what the allocator and the kernel hand out varies, and a major
+    # fault depends on what the page cache still holds.
     "host_peak_rss_bytes",
     "page_faults_per_step",
     "minor_faults",
+    "major_faults",
+    "major_faults_per_step",
 )
 
 
