@@ -6,7 +6,9 @@ On the cluster test bed (tests/cluster/testbed.py; root): two hosts, one rank ea
 host's link limited to RATE by tbf at both ends (docs/cluster-testing.md). For each rate:
 
   tcp        one TCP stream between the hosts for --seconds, each way alone, then both ways at
-             once (the same sockets, the same link): what TCP actually delivers there
+             once (the same sockets, the same link): what TCP actually delivers there, and the
+             machine's CPU time per byte at each end while both ways run (/proc/stat less its idle
+             rate: the hosts' network stacks and the shaper, all on the machine's cores)
   allreduce  dlscale allreduce across the two hosts (MPI over TCP): bus bandwidth at the largest
              size, and its ratio to the TCP figures (issue 32: within 25% of what TCP delivers)
   overlap    with --overlap CASES: bench_overlap_vs_blocking across the two hosts
@@ -15,7 +17,7 @@ host's link limited to RATE by tbf at both ends (docs/cluster-testing.md). For e
              gradients in --bucket-mb buckets through each MPI call a bucketed all-reduce could use)
 
   sudo python3 bench/shaped_link.py --rates 200mbit,500mbit [--overlap "resnet50:8"] [--mechanisms 102 [--iterations 3]]
-      [--dlscale build/current/dlscale] [--bench build/current/bench/bench_overlap_vs_blocking]
+      [--burst 80kb] [--dlscale build/current/dlscale] [--bench build/current/bench/bench_overlap_vs_blocking]
 
 Prints one table; no figure here is asserted by a test (timings depend on the machine and its
 load), the note of the change that measured them quotes them with this command.
@@ -26,6 +28,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
@@ -69,18 +72,32 @@ if both or mode == "serve":
 """
 
 
+def machine_busy_s():
+    """CPU seconds the machine has spent busy (user, nice, system, irq, softirq) since it booted."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def tcp_rate(bed, seconds, both, port=45000):
-    """Bytes/s host 1 -> host 0 (and host 0 -> host 1 at the same time when both)."""
+    """Bytes/s host 1 -> host 0 (and host 0 -> host 1 at the same time when both), and the CPU
+    seconds the machine spent per byte at each end beyond its idle rate while they ran."""
     a, b = bed.hosts
+    start, busy = time.monotonic(), machine_busy_s()
+    time.sleep(1)
+    idle_rate = (machine_busy_s() - busy) / (time.monotonic() - start)
     server = bed.popen(a, [sys.executable, "-c", STREAM, "serve", "", str(port), str(seconds),
                            "both" if both else "one"], stdout=subprocess.PIPE, text=True)
     assert server.stdout.readline().strip() == "ready"
+    start, busy = time.monotonic(), machine_busy_s()
     client = bed.run(b, [sys.executable, "-c", STREAM, "connect", bed.addresses[a], str(port), str(seconds),
                          "both" if both else "one"], timeout=seconds * 10 + 30)
     into_a = float(server.stdout.read().strip())
     server.wait()
+    busy = machine_busy_s() - busy - idle_rate * (time.monotonic() - start)
     into_b = float(client.stdout.strip()) if both else None
-    return into_a, into_b
+    carried = (into_a + (into_b or 0)) * seconds  # every byte is handled at both of its ends
+    return into_a, into_b, busy / (2 * carried)
 
 
 def allreduce_busbw(bed, dlscale, max_bytes, workdir):
@@ -107,6 +124,7 @@ def main():
     ap.add_argument("--bucket-mb", default="25")
     ap.add_argument("--drivers", default="libtorch")
     ap.add_argument("--iterations", type=int, default=3, help="timed rounds of --mechanisms")
+    ap.add_argument("--burst", default=testbed.SHAPER_BURST, help="the shaper's bucket (tc syntax)")
     args = ap.parse_args()
     args.dlscale, args.bench = os.path.abspath(args.dlscale), os.path.abspath(args.bench)
     reason = testbed.why_unavailable()
@@ -120,13 +138,13 @@ def main():
         os.makedirs(workdir)
         for rate in args.rates.split(","):
             if rate != "none":  # "none": the link as the bed makes it (a veth pair, CPU-bound)
-                bed.shape(bed.hosts[1], rate)
-            one, _ = tcp_rate(bed, args.seconds, both=False)
-            in_a, in_b = tcp_rate(bed, args.seconds, both=True)
+                bed.shape(bed.hosts[1], rate, burst=args.burst)
+            one, _, _ = tcp_rate(bed, args.seconds, both=False)
+            in_a, in_b, cpu = tcp_rate(bed, args.seconds, both=True)
             size, t, busbw, errors = allreduce_busbw(bed, args.dlscale, args.max_bytes, workdir)
             # Two ranks: each sends and receives S bytes, both ways at once (a full-duplex ring).
             duplex = min(in_a, in_b)
-            rows.append((rate, one, in_a, in_b, size, t, busbw, errors, busbw / duplex, busbw / one))
+            rows.append((rate, one, in_a, in_b, cpu, size, t, busbw, errors, busbw / duplex, busbw / one))
             if args.mechanisms:
                 mechanisms = os.path.join(os.path.dirname(args.bench), "bench_allreduce_mechanisms")
                 r = bed.run(bed.hosts[0], bed.mpirun_args(1) + [mechanisms, "--grad-mb", str(args.mechanisms),
@@ -142,10 +160,12 @@ def main():
     finally:
         bed.close()
     mb = 1e6 / 8  # bytes/s per Mbit/s
-    print(f"{'rate':>9} {'tcp one way':>12} {'tcp both ways':>18} {'allreduce':>10} {'time':>8} "
+    print(f"shaper's burst {args.burst}")
+    print(f"{'rate':>9} {'tcp one way':>12} {'tcp both ways':>18} {'CPU/byte/end':>13} {'allreduce':>10} {'time':>8} "
           f"{'busbw':>9} {'busbw/duplex':>13} {'busbw/one-way':>14}")
-    for rate, one, in_a, in_b, size, t, busbw, errors, r_duplex, r_one in rows:
-        print(f"{rate:>9} {one / mb:>8.0f} Mb/s {in_a / mb:>6.0f}+{in_b / mb:<6.0f}Mb/s {size >> 20:>7} MiB "
+    for rate, one, in_a, in_b, cpu, size, t, busbw, errors, r_duplex, r_one in rows:
+        print(f"{rate:>9} {one / mb:>8.0f} Mb/s {in_a / mb:>6.0f}+{in_b / mb:<6.0f}Mb/s {cpu * 1e9:>10.2f} ns "
+              f"{size >> 20:>7} MiB "
               f"{t * 1e3:>6.0f}ms {busbw / mb:>5.0f} Mb/s {r_duplex:>13.2f} {r_one:>14.2f}"
               f"{'' if errors == 0 else f'  {errors} WRONG ELEMENTS'}")
 

@@ -146,6 +146,14 @@ def _kill_all(pids_fn, rounds=20):
 # -- one instance -------------------------------------------------------------------------
 
 
+# tbf's bucket: above the largest packet the hosts' TCP hands the link (64 KiB, with segmentation
+# offload). tbf cuts a packet larger than its bucket into frames in software: with a 64 KiB
+# bucket, TCP both ways at 500 Mbit/s took 1.4 of the machine's 2 cores (softirq), 7.4 ns of CPU
+# per byte at each end; with 80 KiB, 1.7 ns (bench/shaped_link.py --burst). The bed's hosts share
+# the machine's cores: a shaper eating them slowed the ranks' compute as no real NIC would.
+SHAPER_BURST = "80kb"
+
+
 class Cluster:
     """A test bed of `hosts` hosts. `owner`: the PID whose death tears it down (None: persists)."""
 
@@ -326,7 +334,7 @@ class Cluster:
     def _port(self, host):
         return f"p{self.hosts.index(self.host(host))}"
 
-    def shape(self, host, rate, burst="64kb", latency="50ms"):
+    def shape(self, host, rate, burst=SHAPER_BURST, latency="50ms"):
         """Limit `host`'s link to `rate` (tc syntax, e.g. "500mbit") both ways (tbf at both ends)."""
         self.unshape(host)
         for ns, dev in ((self.host(host), "eth0"), (self.switch, self._port(host))):
