@@ -248,27 +248,25 @@ class SlurmNodeCrash(unittest.TestCase):
         self.slurm = self.bed.slurm().__enter__()
         self.addCleanup(self.slurm.stop)
 
-    def test_study_reports_the_job_of_a_crashed_node_and_collects_the_rest(self):
-        bed, d = self.bed, os.path.join(self.dir, "study")
+    def start_study(self, d):
         # The reference driver (no LibTorch needed), one thread per rank; the 2-node job's link
         # shaped as above so that its case lasts seconds. --no-requeue: Slurm would otherwise
         # requeue the job after the node failure, and it would wait for the dead node.
-        bed.shape(bed.hosts[1], RATE)
         cmd = [STUDY, "--nodes", "1,2", "-w", "mnist_fnn:width=64", "-d", "reference", "--batch", "8",
                "--study-dir", d, "--sbatch-arg=--no-requeue", "--wait", "--poll", "0.5", "--timeout", "240",
                "--tail", "40",
                "--", "--warmup", "1", "--iterations", "60", "--peak", "skip", "--case-timeout", "60"]
         env = dict(self.slurm.env, DLSCALE_BIN=DLSCALE, DLSCALE_THREADS="1")
         with open(os.path.join(self.dir, "stdout"), "w") as o, open(os.path.join(self.dir, "stderr"), "w") as e:
-            study = subprocess.Popen(bed.enter(self.slurm.login) + cmd, env=env, cwd=self.dir, stdout=o, stderr=e,
-                                     preexec_fn=testbed._die_with_parent())
+            study = subprocess.Popen(self.bed.enter(self.slurm.login) + cmd, env=env, cwd=self.dir, stdout=o,
+                                     stderr=e, preexec_fn=testbed._die_with_parent())
         self.addCleanup(SweepFaults.reap, study)
-        # The 2-node job (the second point) has started its case: the second host crashes.
-        job = None
+        return study
+
+    def two_node_case_started(self, study, d):
+        """The 2-node job's id once its case has begun, None when the study ended first."""
         deadline = time.monotonic() + 180
-        while job is None:
-            self.assertIsNone(study.poll(), "the study ended before its 2-node job ran:\n"
-                              + read(os.path.join(self.dir, "stderr")))
+        while study.poll() is None:
             self.assertLess(time.monotonic(), deadline, "the 2-node job did not start:\n" + self.slurm.logs())
             try:
                 with open(os.path.join(d, "study.json")) as f:
@@ -278,8 +276,25 @@ class SlurmNodeCrash(unittest.TestCase):
             if len(points) == 2 and points[1].get("job_id"):
                 log = os.path.join(d, f"slurm-{points[1]['job_id']}.out")
                 if os.path.exists(log) and "# dlscale run" in read(log):
-                    job = points[1]["job_id"]
+                    return points[1]["job_id"]
             time.sleep(0.2)
+        return None
+
+    def test_study_reports_the_job_of_a_crashed_node_and_collects_the_rest(self):
+        bed = self.bed
+        bed.shape(bed.hosts[1], RATE)
+        # The 2-node job (the second point) has started its case: the second host crashes. A
+        # job that ended before its case began is no fault of this test's (in CI, once, a rank
+        # segfaulted while MPI started, its stack unreadable): shown, and the study run once more.
+        for attempt in (1, 2):
+            d = os.path.join(self.dir, f"study-{attempt}")
+            study = self.start_study(d)
+            job = self.two_node_case_started(study, d)
+            if job is not None:
+                break
+            ended = f"the study ended before its 2-node job's case began:\n{read(os.path.join(self.dir, 'stderr'))}"
+            self.assertEqual(attempt, 1, ended)
+            print(f"\n{ended}\nonce more:", file=sys.stderr)
         bed.kill_host(bed.hosts[1])      # its slurmd, slurmstepd and ranks
         crashed = time.monotonic()
         try:
