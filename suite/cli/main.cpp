@@ -18,6 +18,7 @@
 #include "suite/data/datasets.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
+#include "suite/process/crash_report.h"
 #include "suite/process/stop_signals.h"
 #include "suite/record/provenance.h"
 
@@ -290,8 +291,10 @@ int main(int argc, char** argv) {
   dlscale::select_blas_core(argv);
   dlscale::MpiSession session(&argc, &argv);
   dlscale::install_stop_signals();
+  dlscale::install_crash_report();
   try {
     dlscale::MpiContext mpi(MPI_COMM_WORLD);
+    dlscale::set_crash_context(mpi.rank(), mpi.host(), "set-up", "");
     return dispatch(mpi, argc, argv);
   } catch (const std::exception& e) {
     // Unexpected failures outside a case: say what happened, then take the whole job down so

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "suite/exit_code.h"
+#include "suite/process/crash_report.h"
 
 namespace dlscale {
 
@@ -70,6 +71,7 @@ StopDeadline::StopDeadline(int rank, std::string host, double grace_s)
     pthread_attr_destroy(&attr);
   }
   if (rc != 0) throw std::runtime_error(std::string("cannot start the stop-deadline thread: ") + std::strerror(rc));
+  set_crash_context(rank_, host_, doing_, hint_);
 }
 
 void* StopDeadline::run(void* self) {
@@ -90,11 +92,13 @@ StopDeadline::~StopDeadline() {
 void StopDeadline::set_doing(std::string doing) {
   const std::lock_guard<std::mutex> lock(mutex_);
   doing_ = std::move(doing);
+  set_crash_context(rank_, host_, doing_, hint_);
 }
 
 void StopDeadline::set_hint(std::string hint) {
   const std::lock_guard<std::mutex> lock(mutex_);
   hint_ = std::move(hint);
+  set_crash_context(rank_, host_, doing_, hint_);
 }
 
 void StopDeadline::watch() {

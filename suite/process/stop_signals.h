@@ -24,7 +24,8 @@ const char* stop_signal_name(int signal);
 
 /// While it exists, a stop signal that the process has not acted on within `grace_s` seconds
 /// ends the process from a thread of its own: one line on stderr naming the rank, the host,
-/// what it was doing (set_doing) and how to go on (set_hint), then exit code 3. The grace is
+/// what it was doing (set_doing) and how to go on (set_hint), then exit code 3. A crash's line
+/// (crash_report.h) says the same of them. The grace is
 /// shorter than the second mpirun leaves between SIGTERM and SIGKILL, and far longer than a
 /// stop takes where the ranks can still talk (a step of a small case, the closing collectives).
 class StopDeadline {

@@ -285,7 +285,7 @@ class SlurmNodeCrash(unittest.TestCase):
         bed.shape(bed.hosts[1], RATE)
         # The 2-node job (the second point) has started its case: the second host crashes. A
         # job that ended before its case began is no fault of this test's (in CI, once, a rank
-        # segfaulted while MPI started, its stack unreadable): shown, and the study run once more.
+        # segfaulted as the job started): shown, and the study run once more.
         for attempt in (1, 2):
             d = os.path.join(self.dir, f"study-{attempt}")
             study = self.start_study(d)

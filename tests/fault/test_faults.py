@@ -23,7 +23,9 @@ exactly the missing cases. The points inside a commit are reached with the test-
 DLSCALE_TEST_STALL (io/results_file.cpp), which stops rank 0 there until it is killed.
 
 A lost rank (SIGKILL of one rank, no --case-timeout): the other rank is gone within 30 s, after
-one dlscale line naming the case, its rank and host, and the resume command.
+one dlscale line naming the case, its rank and host, and the resume command. A crashed rank
+(SIGSEGV): its line names the signal, the case and the resume command, then Open MPI's handler
+prints its backtrace and the rank ends by the signal.
 
 A full disk (a small tmpfs, mounted where the test may mount): one error line, exit code 5 on
 every rank, and a file the report reads with every case finished before. A second run on a file
@@ -375,6 +377,43 @@ class LostRank(unittest.TestCase):
         self.assertTrue(lines[0].endswith("--resume"), lines[0])
         with h5py.File(out, "r") as f:  # readable, no half-written case
             self.assertEqual(len(f.get("cases", {})), 0)
+
+
+class CrashedRank(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="dlscale_fault_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_a_crashed_rank_names_its_case_and_the_resume_then_dies_by_the_signal(self):
+        # SIGSEGV sent to rank 1 in the middle of a case: the handler cannot tell it from a real
+        # fault but by its sender, and prints the same line (the faults themselves are in
+        # tests/unit/test_crash_report.cpp).
+        out = os.path.join(self.dir, "c.h5")
+        launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=64", "-d", "reference",
+                                     "--batch", "8", "--iterations", "100000", "--out", out], cwd=self.dir,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = []
+        self.assertTrue(wait_for(launcher.stdout, "# dlscale run", seen), "".join(seen))
+        time.sleep(0.5)  # in the timed loop
+        ranks = rank_pids(launcher)
+        self.assertEqual(len(ranks), 2)
+        os.kill(ranks[1], signal.SIGSEGV)
+        try:
+            _, stderr = launcher.communicate(timeout=30)
+        finally:
+            kill_all(launcher)
+        crashed = [line for line in stderr.splitlines() if ": crashed: " in line]
+        self.assertEqual(len(crashed), 1, stderr)
+        self.assertRegex(crashed[0], rf"^dlscale: rank 1 \(.+\): crashed: SIGSEGV \(sent by process {os.getpid()}\) "
+                                     r"during case dlscale run -w mnist_fnn:width=64 -d reference .*--batch 8 .*\. "
+                                     rf"Every finished case is in {re.escape(out)}; to run the rest, under the same "
+                                     r"launcher: .* --resume$")
+        # Open MPI's handler ran after it (its backtrace), and the launcher saw the signal.
+        self.assertIn("Signal: Segmentation fault (11)", stderr)
+        self.assertRegex(stderr, r"exited on signal 11 \(Segmentation fault\)")
+        self.assertNotEqual(launcher.returncode, 0)
 
 
 class FullDisk(unittest.TestCase):

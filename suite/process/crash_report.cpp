@@ -1,0 +1,255 @@
+#include "suite/process/crash_report.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "suite/exit_code.h"
+
+namespace dlscale {
+
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+// The context in two copies: set_crash_context fills the one the handler is not reading, then
+// publishes it, so that a crash in the middle of an update prints the previous one whole.
+struct Context {
+  int rank;
+  char host[256];
+  char doing[2048];
+  char hint[4096];
+};
+Context g_context[2];
+std::atomic<int> g_current{-1};
+std::mutex g_update;
+
+struct sigaction g_previous[NSIG];
+// Where the handler runs when the main thread's stack is what overflowed.
+alignas(16) char g_alternate_stack[64 * 1024];
+
+void copy(char* to, size_t size, const std::string& from) {
+  const size_t n = from.size() < size - 1 ? from.size() : size - 1;
+  std::memcpy(to, from.data(), n);
+  to[n] = '\0';
+}
+
+// -- what the handler calls: write(2), open(2), read(2) and close(2), nothing that allocates --
+
+void put(const char* text, size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(STDERR_FILENO, text, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void put(const char* text) { put(text, std::strlen(text)); }
+
+void put_number(uintptr_t value, unsigned base) {
+  char digits[2 + 2 * sizeof(value)];
+  size_t at = sizeof(digits);
+  do {
+    digits[--at] = "0123456789abcdef"[value % base];
+    value /= base;
+  } while (value != 0);
+  if (base == 16) {
+    digits[--at] = 'x';
+    digits[--at] = '0';
+  }
+  put(digits + at, sizeof(digits) - at);
+}
+
+uintptr_t parse_hex(const char*& p) {
+  uintptr_t value = 0;
+  for (;; ++p) {
+    const char c = *p;
+    if (c >= '0' && c <= '9') {
+      value = value * 16 + static_cast<uintptr_t>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      value = value * 16 + static_cast<uintptr_t>(c - 'a' + 10);
+    } else {
+      return value;
+    }
+  }
+}
+
+/// " in FILE at offset 0x…" from the line of /proc/self/maps that maps `address` ("start-end
+/// perms offset dev inode path"); nothing where no line does.
+bool put_mapping_line(const char* line, uintptr_t address) {
+  const char* p = line;
+  const uintptr_t start = parse_hex(p);
+  if (*p++ != '-') return false;
+  const uintptr_t end = parse_hex(p);
+  if (address < start || address >= end) return false;
+  const auto skip_field = [&p] {
+    while (*p == ' ') ++p;
+    while (*p != '\0' && *p != ' ') ++p;
+  };
+  skip_field();  // perms
+  while (*p == ' ') ++p;
+  const uintptr_t offset = parse_hex(p);
+  skip_field();  // dev
+  skip_field();  // inode
+  while (*p == ' ') ++p;
+  put(" in ");
+  put(*p != '\0' ? p : "an anonymous mapping");
+  put(" at offset ");
+  put_number(address - start + offset, 16);
+  return true;
+}
+
+void put_mapping(uintptr_t address) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buffer[4096];
+  size_t held = 0;
+  for (;;) {
+    const ssize_t n = read(fd, buffer + held, sizeof(buffer) - 1 - held);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    held += static_cast<size_t>(n);
+    buffer[held] = '\0';
+    char* line = buffer;
+    for (char* newline = std::strchr(line, '\n'); newline != nullptr; newline = std::strchr(line, '\n')) {
+      *newline = '\0';
+      if (put_mapping_line(line, address)) {
+        close(fd);
+        return;
+      }
+      line = newline + 1;
+    }
+    held = static_cast<size_t>(buffer + held - line);
+    std::memmove(buffer, line, held);
+    if (held == sizeof(buffer) - 1) held = 0;  // a line longer than the buffer: not a library's
+  }
+  close(fd);
+}
+
+const char* signal_name(int signal) {
+  switch (signal) {
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGILL:
+      return "SIGILL";
+    case SIGFPE:
+      return "SIGFPE";
+    default:
+      return "SIGABRT";
+  }
+}
+
+/// The fault's details: the address and the instruction; for an instruction at address 0 (a call
+/// through a null function pointer), where the call came from: the return address it pushed.
+void put_fault(int signal, const siginfo_t* info, const void* context) {
+  if (signal == SIGABRT) return;  // abort(): the library or runtime that called it said why
+  if (info->si_code == SI_USER || info->si_code == SI_TKILL) {
+    put(" (sent by process ");
+    put_number(static_cast<uintptr_t>(info->si_pid), 10);
+    put(")");
+    return;
+  }
+  put(" at address ");
+  put_number(reinterpret_cast<uintptr_t>(info->si_addr), 16);
+#if defined(__x86_64__)
+  const mcontext_t& machine = static_cast<const ucontext_t*>(context)->uc_mcontext;
+  const auto instruction = static_cast<uintptr_t>(machine.gregs[REG_RIP]);
+  put(", instruction ");
+  put_number(instruction, 16);
+  put_mapping(instruction);
+  if (instruction == 0) {
+    const auto called_from = *reinterpret_cast<const uintptr_t*>(machine.gregs[REG_RSP]);
+    put(", called from ");
+    put_number(called_from, 16);
+    put_mapping(called_from);
+  }
+#else
+  (void)context;
+#endif
+}
+
+extern "C" void report_crash(int signal, siginfo_t* info, void* context) {
+  const int current = g_current.load(std::memory_order_acquire);
+  const Context* c = current >= 0 ? &g_context[current] : nullptr;
+  put("dlscale");
+  if (c != nullptr) {
+    put(": rank ");
+    put_number(static_cast<uintptr_t>(c->rank), 10);
+    put(" (");
+    put(c->host);
+    put(")");
+  }
+  put(": crashed: ");
+  put(signal_name(signal));
+  put_fault(signal, info, context);
+  if (c != nullptr) {
+    put(" during ");
+    put(c->doing);
+    put(".");
+    if (c->hint[0] != '\0') {
+      put(" ");
+      put(c->hint);
+    }
+  }
+  put("\n");
+  // Then what was there: Open MPI's handler prints a backtrace and raises the signal again.
+  const struct sigaction& before = g_previous[signal];
+  if ((before.sa_flags & SA_SIGINFO) != 0) {
+    if (before.sa_sigaction != nullptr) before.sa_sigaction(signal, info, context);
+  } else if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN) {
+    before.sa_handler(signal);
+  }
+  // The default action: the process ends by the signal, and its exit status names it.
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(signal, &fallback, nullptr);
+  raise(signal);
+}
+
+}  // namespace
+
+void install_crash_report() {
+  // Once: a second time would record these handlers as the ones to run after themselves.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    stack_t alternate{};
+    alternate.ss_sp = g_alternate_stack;
+    alternate.ss_size = sizeof(g_alternate_stack);
+    bool ok = sigaltstack(&alternate, nullptr) == 0;
+    struct sigaction action {};
+    action.sa_sigaction = report_crash;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    for (int signal : kSignals) ok = ok && sigaction(signal, &action, &g_previous[signal]) == 0;
+    if (!ok) {
+      std::fprintf(stderr, "dlscale: fatal: installing the crash report: %s\n", std::strerror(errno));
+      std::exit(exit_code(ExitCode::kFatal));
+    }
+  });
+}
+
+void set_crash_context(int rank, const std::string& host, const std::string& doing, const std::string& hint) {
+  const std::lock_guard<std::mutex> lock(g_update);
+  const int next = g_current.load(std::memory_order_relaxed) == 0 ? 1 : 0;
+  g_context[next].rank = rank;
+  copy(g_context[next].host, sizeof(g_context[next].host), host);
+  copy(g_context[next].doing, sizeof(g_context[next].doing), doing);
+  copy(g_context[next].hint, sizeof(g_context[next].hint), hint);
+  g_current.store(next, std::memory_order_release);
+}
+
+}  // namespace dlscale
