@@ -45,31 +45,46 @@ void copy(char* to, size_t size, const std::string& from) {
 
 // -- what the handler calls: write(2), open(2), read(2) and close(2), nothing that allocates --
 
-void put(const char* text, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(STDERR_FILENO, text, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    text += n;
-    size -= static_cast<size_t>(n);
+/// The line, put together on the handler's stack and written at once: under mpirun every rank's
+/// stderr reaches the same terminal, and pieces written one by one could interleave with theirs.
+class Line {
+ public:
+  void add(const char* text, size_t size) {
+    const size_t room = sizeof(text_) - 1 - size_;  // one byte kept for the newline
+    const size_t n = size < room ? size : room;
+    std::memcpy(text_ + size_, text, n);
+    size_ += n;
   }
-}
-
-void put(const char* text) { put(text, std::strlen(text)); }
-
-void put_number(uintptr_t value, unsigned base) {
-  char digits[2 + 2 * sizeof(value)];
-  size_t at = sizeof(digits);
-  do {
-    digits[--at] = "0123456789abcdef"[value % base];
-    value /= base;
-  } while (value != 0);
-  if (base == 16) {
-    digits[--at] = 'x';
-    digits[--at] = '0';
+  void add(const char* text) { add(text, std::strlen(text)); }
+  void add_number(uintptr_t value, unsigned base) {
+    char digits[24];  // "0x" and 16 hex digits, or 20 decimal ones
+    size_t at = sizeof(digits);
+    do {
+      digits[--at] = "0123456789abcdef"[value % base];
+      value /= base;
+    } while (value != 0);
+    if (base == 16) {
+      digits[--at] = 'x';
+      digits[--at] = '0';
+    }
+    add(digits + at, sizeof(digits) - at);
   }
-  put(digits + at, sizeof(digits) - at);
-}
+  void write_out() {
+    text_[size_++] = '\n';
+    const char* at = text_;
+    while (size_ > 0) {
+      const ssize_t n = write(STDERR_FILENO, at, size_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      at += n;
+      size_ -= static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  char text_[8192];
+  size_t size_ = 0;
+};
 
 uintptr_t parse_hex(const char*& p) {
   uintptr_t value = 0;
@@ -87,7 +102,7 @@ uintptr_t parse_hex(const char*& p) {
 
 /// " in FILE at offset 0x…" from the line of /proc/self/maps that maps `address` ("start-end
 /// perms offset dev inode path"); nothing where no line does.
-bool put_mapping_line(const char* line, uintptr_t address) {
+bool add_mapping_line(Line& out, const char* line, uintptr_t address) {
   const char* p = line;
   const uintptr_t start = parse_hex(p);
   if (*p++ != '-') return false;
@@ -103,14 +118,14 @@ bool put_mapping_line(const char* line, uintptr_t address) {
   skip_field();  // dev
   skip_field();  // inode
   while (*p == ' ') ++p;
-  put(" in ");
-  put(*p != '\0' ? p : "an anonymous mapping");
-  put(" at offset ");
-  put_number(address - start + offset, 16);
+  out.add(" in ");
+  out.add(*p != '\0' ? p : "an anonymous mapping");
+  out.add(" at offset ");
+  out.add_number(address - start + offset, 16);
   return true;
 }
 
-void put_mapping(uintptr_t address) {
+void add_mapping(Line& out, uintptr_t address) {
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char buffer[4096];
@@ -124,7 +139,7 @@ void put_mapping(uintptr_t address) {
     char* line = buffer;
     for (char* newline = std::strchr(line, '\n'); newline != nullptr; newline = std::strchr(line, '\n')) {
       *newline = '\0';
-      if (put_mapping_line(line, address)) {
+      if (add_mapping_line(out, line, address)) {
         close(fd);
         return;
       }
@@ -154,27 +169,27 @@ const char* signal_name(int signal) {
 
 /// The fault's details: the address and the instruction; for an instruction at address 0 (a call
 /// through a null function pointer), where the call came from: the return address it pushed.
-void put_fault(int signal, const siginfo_t* info, const void* context) {
+void add_fault(Line& out, int signal, const siginfo_t* info, const void* context) {
   if (signal == SIGABRT) return;  // abort(): the library or runtime that called it said why
   if (info->si_code == SI_USER || info->si_code == SI_TKILL) {
-    put(" (sent by process ");
-    put_number(static_cast<uintptr_t>(info->si_pid), 10);
-    put(")");
+    out.add(" (sent by process ");
+    out.add_number(static_cast<uintptr_t>(info->si_pid), 10);
+    out.add(")");
     return;
   }
-  put(" at address ");
-  put_number(reinterpret_cast<uintptr_t>(info->si_addr), 16);
+  out.add(" at address ");
+  out.add_number(reinterpret_cast<uintptr_t>(info->si_addr), 16);
 #if defined(__x86_64__)
   const mcontext_t& machine = static_cast<const ucontext_t*>(context)->uc_mcontext;
   const auto instruction = static_cast<uintptr_t>(machine.gregs[REG_RIP]);
-  put(", instruction ");
-  put_number(instruction, 16);
-  put_mapping(instruction);
+  out.add(", instruction ");
+  out.add_number(instruction, 16);
+  add_mapping(out, instruction);
   if (instruction == 0) {
     const auto called_from = *reinterpret_cast<const uintptr_t*>(machine.gregs[REG_RSP]);
-    put(", called from ");
-    put_number(called_from, 16);
-    put_mapping(called_from);
+    out.add(", called from ");
+    out.add_number(called_from, 16);
+    add_mapping(out, called_from);
   }
 #else
   (void)context;
@@ -184,27 +199,28 @@ void put_fault(int signal, const siginfo_t* info, const void* context) {
 extern "C" void report_crash(int signal, siginfo_t* info, void* context) {
   const int current = g_current.load(std::memory_order_acquire);
   const Context* c = current >= 0 ? &g_context[current] : nullptr;
-  put("dlscale");
+  Line line;
+  line.add("dlscale");
   if (c != nullptr) {
-    put(": rank ");
-    put_number(static_cast<uintptr_t>(c->rank), 10);
-    put(" (");
-    put(c->host);
-    put(")");
+    line.add(": rank ");
+    line.add_number(static_cast<uintptr_t>(c->rank), 10);
+    line.add(" (");
+    line.add(c->host);
+    line.add(")");
   }
-  put(": crashed: ");
-  put(signal_name(signal));
-  put_fault(signal, info, context);
+  line.add(": crashed: ");
+  line.add(signal_name(signal));
+  add_fault(line, signal, info, context);
   if (c != nullptr) {
-    put(" during ");
-    put(c->doing);
-    put(".");
+    line.add(" during ");
+    line.add(c->doing);
+    line.add(".");
     if (c->hint[0] != '\0') {
-      put(" ");
-      put(c->hint);
+      line.add(" ");
+      line.add(c->hint);
     }
   }
-  put("\n");
+  line.write_out();
   // Then what was there: Open MPI's handler prints a backtrace and raises the signal again.
   const struct sigaction& before = g_previous[signal];
   if ((before.sa_flags & SA_SIGINFO) != 0) {
