@@ -19,7 +19,12 @@ namespace dlscale {
 
 namespace {
 
-constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+struct Crash {
+  int signal;
+  const char* name;
+};
+constexpr Crash kCrashes[] = {
+    {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGILL, "SIGILL"}, {SIGFPE, "SIGFPE"}, {SIGABRT, "SIGABRT"}};
 
 // The context in two copies: set_crash_context fills the one the handler is not reading, then
 // publishes it, so that a crash in the middle of an update prints the previous one whole.
@@ -153,18 +158,10 @@ void add_mapping(Line& out, uintptr_t address) {
 }
 
 const char* signal_name(int signal) {
-  switch (signal) {
-    case SIGSEGV:
-      return "SIGSEGV";
-    case SIGBUS:
-      return "SIGBUS";
-    case SIGILL:
-      return "SIGILL";
-    case SIGFPE:
-      return "SIGFPE";
-    default:
-      return "SIGABRT";
+  for (const Crash& c : kCrashes) {
+    if (c.signal == signal) return c.name;
   }
+  return "a signal";
 }
 
 /// The fault's details: the address and the instruction; for an instruction at address 0 (a call
@@ -250,7 +247,7 @@ void install_crash_report() {
     action.sa_sigaction = report_crash;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    for (int signal : kSignals) ok = ok && sigaction(signal, &action, &g_previous[signal]) == 0;
+    for (const Crash& c : kCrashes) ok = ok && sigaction(c.signal, &action, &g_previous[c.signal]) == 0;
     if (!ok) {
       std::fprintf(stderr, "dlscale: fatal: installing the crash report: %s\n", std::strerror(errno));
       std::exit(exit_code(ExitCode::kFatal));

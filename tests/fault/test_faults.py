@@ -347,22 +347,28 @@ class LostRank(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def test_the_other_ranks_end_within_30_s_with_a_dlscale_line(self):
-        out = os.path.join(self.dir, "l.h5")
+    def signal_rank_1_in_a_case(self, out, batches, signum):
+        """Two ranks in the timed loop of the first case of `batches`: `signum` to rank 1. The
+        ranks' pids, when the signal was sent, and the job's stderr once it ended (30 s at most)."""
         launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=64", "-d", "reference",
-                                     "--batch", "8,16", "--iterations", "100000", "--out", out], cwd=self.dir,
+                                     "--batch", batches, "--iterations", "100000", "--out", out], cwd=self.dir,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = []
         self.assertTrue(wait_for(launcher.stdout, "# dlscale run", seen), "".join(seen))
         time.sleep(0.5)  # in the timed loop
         ranks = rank_pids(launcher)
         self.assertEqual(len(ranks), 2)
-        os.kill(ranks[1], signal.SIGKILL)
-        killed = time.monotonic()
+        os.kill(ranks[1], signum)
+        sent = time.monotonic()
         try:
             _, stderr = launcher.communicate(timeout=30)  # the issue's bound
         finally:
             kill_all(launcher)
+        return ranks, sent, launcher.returncode, stderr
+
+    def test_the_other_ranks_end_within_30_s_with_a_dlscale_line(self):
+        out = os.path.join(self.dir, "l.h5")
+        ranks, killed, _, stderr = self.signal_rank_1_in_a_case(out, "8,16", signal.SIGKILL)
         print(f"\nlost rank: the job ended {time.monotonic() - killed:.1f} s after SIGKILL of rank 1",
               file=sys.stderr)
         for pid in ranks:
@@ -378,32 +384,12 @@ class LostRank(unittest.TestCase):
         with h5py.File(out, "r") as f:  # readable, no half-written case
             self.assertEqual(len(f.get("cases", {})), 0)
 
-
-class CrashedRank(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="dlscale_fault_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
     def test_a_crashed_rank_names_its_case_and_the_resume_then_dies_by_the_signal(self):
         # SIGSEGV sent to rank 1 in the middle of a case: the handler cannot tell it from a real
         # fault but by its sender, and prints the same line (the faults themselves are in
         # tests/unit/test_crash_report.cpp).
         out = os.path.join(self.dir, "c.h5")
-        launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=64", "-d", "reference",
-                                     "--batch", "8", "--iterations", "100000", "--out", out], cwd=self.dir,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        seen = []
-        self.assertTrue(wait_for(launcher.stdout, "# dlscale run", seen), "".join(seen))
-        time.sleep(0.5)  # in the timed loop
-        ranks = rank_pids(launcher)
-        self.assertEqual(len(ranks), 2)
-        os.kill(ranks[1], signal.SIGSEGV)
-        try:
-            _, stderr = launcher.communicate(timeout=30)
-        finally:
-            kill_all(launcher)
+        _, _, returncode, stderr = self.signal_rank_1_in_a_case(out, "8", signal.SIGSEGV)
         crashed = [line for line in stderr.splitlines() if ": crashed: " in line]
         self.assertEqual(len(crashed), 1, stderr)
         self.assertRegex(crashed[0], rf"^dlscale: rank 1 \(.+\): crashed: SIGSEGV \(sent by process {os.getpid()}\) "
@@ -413,7 +399,7 @@ class CrashedRank(unittest.TestCase):
         # Open MPI's handler ran after it (its backtrace), and the launcher saw the signal.
         self.assertIn("Signal: Segmentation fault (11)", stderr)
         self.assertRegex(stderr, r"exited on signal 11 \(Segmentation fault\)")
-        self.assertNotEqual(launcher.returncode, 0)
+        self.assertNotEqual(returncode, 0)
 
 
 class FullDisk(unittest.TestCase):
