@@ -45,11 +45,11 @@ void wait_all(int count, MPI_Request* requests, std::chrono::steady_clock::durat
   }
 }
 
-/// What a ring step receives into, kept per thread from one all-reduce to the next: a fresh
-/// buffer per bucket would cost an allocation and its page faults (megabytes) every step.
+/// What the ring receives reduce-scatter segments into, kept per thread from one all-reduce to the
+/// next: a fresh buffer per bucket would cost an allocation and its page faults every step.
 struct RingScratch {
-  std::vector<float> incoming;                      // the left neighbour's chunk, during a reduce-scatter step
-  std::vector<MPI_Request> requests;                // this step's receives, then its sends
+  std::vector<float> slots;                         // kRingSegmentsAhead segments
+  std::vector<MPI_Request> receives, sends;         // one per message, in ring order
   std::chrono::steady_clock::duration last_wait{};  // how long the previous wait took (wait_all)
 };
 
@@ -58,41 +58,116 @@ RingScratch& ring_scratch() {
   return scratch;
 }
 
-/// One step of the ring: `send` (ns floats) to the right neighbour while `target` (nr floats)
-/// receives the left one's. Every segment of both is posted at once, so that the link always has
-/// data in flight; received segments are used in order as they arrive. reduce: they are added into
-/// target (reduce-scatter); otherwise written there (all-gather).
-class RingStep {
+/// The ring's schedule as one pipeline of messages. Step s (0 <= s < 2(P-1)) sends one chunk to
+/// the right neighbour and receives another from the left, cut into segments of kSegment floats;
+/// the first P-1 steps add what they receive (reduce-scatter), the rest store it (all-gather).
+/// What step s + 1 sends is exactly what step s received, so segment k of step s + 1 leaves as soon
+/// as segment k of step s has arrived (and been added), not when the whole of step s has: a ring
+/// whose steps wait for each other leaves the link idle at every step's end for as long as its
+/// last segment takes to arrive and the next one's rendezvous to cross back, which on 4 hosts at
+/// 200 Mbit/s made a 24.7 MB all-reduce 1.04x gloo's (whose ring is pipelined this way).
+class Ring {
  public:
-  RingStep(MPI_Comm comm, int left, int right) : comm_(comm), left_(left), right_(right) {}
+  Ring(float* data, size_t count, MPI_Comm comm, int rank, int size)
+      : data_(data),
+        count_(count),
+        comm_(comm),
+        p_(static_cast<size_t>(size)),
+        r_(static_cast<size_t>(rank)),
+        left_((rank + size - 1) % size),
+        right_((rank + 1) % size) {
+    // Message m of the receive order is segment k of step s; send i of step s + 1 is receive i of
+    // step s, so the sends' order is step 0's segments, then the receives' order shifted by a step.
+    for (size_t s = 0; s < steps(); ++s) {
+      step_first_.push_back(messages_.size());
+      const Span c = chunk(received(s));
+      for (size_t k = 0; k * kSegment < c.count; ++k)
+        messages_.push_back({s, k, c.data + k * kSegment, std::min(kSegment, c.count - k * kSegment)});
+    }
+    first_send_ = segments(chunk(r_));
+  }
 
-  void run(const float* send, size_t ns, float* target, size_t nr, bool reduce) {
-    const size_t receives = (nr + kSegment - 1) / kSegment, sends = (ns + kSegment - 1) / kSegment;
-    std::vector<float>& incoming = scratch_.incoming;
-    std::vector<MPI_Request>& requests = scratch_.requests;
-    if (reduce && incoming.size() < nr) incoming.resize(nr);
-    float* into = reduce ? incoming.data() : target;
-    requests.assign(receives + sends, MPI_REQUEST_NULL);
-    for (size_t k = 0; k < receives; ++k) {
-      const int n = static_cast<int>(std::min(kSegment, nr - k * kSegment));
-      DLSCALE_CHECK_MPI(MPI_Irecv(into + k * kSegment, n, MPI_FLOAT, left_, kTag, comm_, &requests[k]));
+  void run() {
+    std::vector<MPI_Request>& receives = scratch_.receives;
+    std::vector<MPI_Request>& sends = scratch_.sends;
+    receives.assign(messages_.size(), MPI_REQUEST_NULL);
+    sends.assign(first_send_ + messages_.size(), MPI_REQUEST_NULL);
+    if (scratch_.slots.size() < kRingSegmentsAhead * kSegment) scratch_.slots.resize(kRingSegmentsAhead * kSegment);
+    const Span own = chunk(r_);
+    for (size_t k = 0; k < first_send_; ++k) {
+      const size_t at = k * kSegment;
+      send(own.data + at, std::min(kSegment, own.count - at), sends[k]);
     }
-    for (size_t k = 0; k < sends; ++k) {
-      const int n = static_cast<int>(std::min(kSegment, ns - k * kSegment));
-      DLSCALE_CHECK_MPI(MPI_Isend(send + k * kSegment, n, MPI_FLOAT, right_, kTag, comm_, &requests[receives + k]));
+    for (size_t m = 0; m < std::min(kRingSegmentsAhead, messages_.size()); ++m) post_receive(m);
+    for (size_t m = 0; m < messages_.size(); ++m) {
+      const Message& got = messages_[m];
+      wait_all(1, &receives[m], scratch_.last_wait);
+      if (reducing(got.step)) {
+        const float* in = slot(m);
+        for (size_t i = 0; i < got.count; ++i) got.target[i] += in[i];
+      }
+      if (got.step + 1 < steps()) send(got.target, got.count, sends[first_send_ + m]);
+      if (m + kRingSegmentsAhead < messages_.size()) post_receive(m + kRingSegmentsAhead);
     }
-    for (size_t k = 0; k < receives; ++k) {
-      wait_all(1, &requests[k], scratch_.last_wait);
-      if (!reduce) continue;
-      const size_t at = k * kSegment, n = std::min(kSegment, nr - at);
-      for (size_t i = 0; i < n; ++i) target[at + i] += into[at + i];
-    }
-    wait_all(static_cast<int>(sends), requests.data() + receives, scratch_.last_wait);
+    wait_all(static_cast<int>(sends.size()), sends.data(), scratch_.last_wait);
   }
 
  private:
+  struct Span {
+    float* data;
+    size_t count;
+  };
+  struct Message {
+    size_t step, segment;
+    float* target;  // where it ends up in the buffer
+    size_t count;
+  };
+
+  size_t steps() const { return 2 * (p_ - 1); }
+  bool reducing(size_t step) const { return step + 1 < p_; }
+  /// Chunk c is [first(c), first(c + 1)): P nearly equal parts.
+  Span chunk(size_t c) const {
+    const auto first = [&](size_t i) { return count_ / p_ * i + std::min(i, count_ % p_); };
+    return {data_ + first(c), first(c + 1) - first(c)};
+  }
+  static size_t segments(Span c) { return (c.count + kSegment - 1) / kSegment; }
+  /// The chunk step s receives: during the reduce-scatter r - s - 1, which this rank holds summed
+  /// after step P - 2 (chunk r + 1); during the all-gather the sums, chunk r - j at its step j.
+  size_t received(size_t s) const {
+    return reducing(s) ? (r_ + 2 * p_ - s - 1) % p_ : (r_ + 2 * p_ - (s - (p_ - 1))) % p_;
+  }
+  float* slot(size_t m) { return scratch_.slots.data() + (m % kRingSegmentsAhead) * kSegment; }
+
+  void send(const float* from, size_t n, MPI_Request& request) {
+    DLSCALE_CHECK_MPI(MPI_Isend(from, static_cast<int>(n), MPI_FLOAT, right_, kTag, comm_, &request));
+  }
+  /// Receive m goes to its slot to be added, or, during the all-gather, straight into the buffer.
+  /// There it overwrites what this rank sent of the same chunk during the reduce-scatter (step j
+  /// sends chunk r - j, all-gather step j receives it), so that send must have completed; it has
+  /// in practice, long since: the sum that arrives was made from it.
+  void post_receive(size_t m) {
+    const Message& msg = messages_[m];
+    float* into = msg.target;
+    if (reducing(msg.step)) {
+      into = slot(m);
+    } else {
+      std::chrono::steady_clock::duration sent_wait{};  // not the link's pace: kept out of last_wait
+      wait_all(1, &scratch_.sends[send_index(msg.step - (p_ - 1), msg.segment)], sent_wait);
+    }
+    DLSCALE_CHECK_MPI(
+        MPI_Irecv(into, static_cast<int>(msg.count), MPI_FLOAT, left_, kTag, comm_, &scratch_.receives[m]));
+  }
+  /// Where segment k of step s is in the sends' order.
+  size_t send_index(size_t s, size_t k) const { return s == 0 ? k : first_send_ + step_first_[s - 1] + k; }
+
+  float* data_;
+  size_t count_;
   MPI_Comm comm_;
+  size_t p_, r_;
   int left_, right_;
+  std::vector<Message> messages_;   // the receive order
+  std::vector<size_t> step_first_;  // per step, its first message's index in the receive order
+  size_t first_send_ = 0;           // step 0's segments, sent before any receive
   RingScratch& scratch_ = ring_scratch();
 };
 
@@ -116,23 +191,7 @@ void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm) {
     mpi_allreduce_in_place(data, count, comm);
     return;
   }
-  // Chunk c is [first(c), first(c + 1)): P nearly equal parts.
-  const auto first = [&](size_t c) { return count / p * c + std::min(c, count % p); };
-  const auto chunk = [&](size_t c) { return std::pair<float*, size_t>{data + first(c), first(c + 1) - first(c)}; };
-  const size_t r = static_cast<size_t>(rank);
-  RingStep step(comm, (rank + size - 1) % size, (rank + 1) % size);
-  // Reduce-scatter: after P - 1 steps this rank holds the full sum of chunk r + 1.
-  for (size_t s = 0; s + 1 < p; ++s) {
-    const auto [send, ns] = chunk((r + p - s) % p);
-    const auto [recv, nr] = chunk((r + p - s - 1) % p);
-    step.run(send, ns, recv, nr, true);
-  }
-  // All-gather: each summed chunk travels once round the ring.
-  for (size_t s = 0; s + 1 < p; ++s) {
-    const auto [send, ns] = chunk((r + 1 + p - s) % p);
-    const auto [recv, nr] = chunk((r + p - s) % p);
-    step.run(send, ns, recv, nr, false);
-  }
+  Ring(data, count, comm, rank, size).run();
 }
 
 }  // namespace dlscale

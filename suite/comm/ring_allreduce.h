@@ -18,9 +18,12 @@ namespace dlscale {
 /// 0.90-1.00 of one whole all-reduce from 0.25 to 2 MB buckets where Open MPI 4.1's MPI_Allreduce
 /// took 1.23-1.41, and both 0.84 at 0.125 MB; unshaped, the two were level from 0.064 to 1 MB.
 constexpr size_t kRingMinBytes = size_t{128} << 10;
-/// The ring's messages: each step's chunk is sent in segments of this many bytes, all in flight
-/// at once, each summed as it arrives.
+/// The ring's messages: each step's chunk goes in segments of this many bytes, each summed as it
+/// arrives and passed on at once.
 constexpr size_t kRingSegmentBytes = size_t{1} << 20;
+/// Receives posted ahead of the one the ring waits for: what the left neighbour may send before
+/// this rank has taken up the earlier ones.
+constexpr size_t kRingSegmentsAhead = 4;
 
 /// Sums `count` floats in place over `comm` (a collective: every rank with the same count). Round
 /// the ring, the result is bit-identical on every rank: each chunk is summed once, on one rank,
