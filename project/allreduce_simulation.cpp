@@ -41,18 +41,21 @@ class AllreduceRun {
     return s_.ready_s[(static_cast<size_t>(step) * s_.ranks + rank) * buckets_ + bucket];
   }
 
-  /// The flow model: one actor drives every rank's ring, bucket by bucket. A ring cannot end
-  /// before its last rank has joined (every chunk passes through every rank), so a bucket's
-  /// flows start when the last rank has it; each rank's one flow to its successor carries what
-  /// the ring's 2(P-1) chunks would; the ring ends with its slowest flow, plus the latencies of
-  /// the 2(P-1) - 1 steps that the single flow does not pay. (An actor per rank, with a
-  /// barrier to wait for the slowest flow, took about twice as long at P = 8192.)
-  void flow_driver() {
+  /// The flow model: an actor per lane drives every rank's ring of that lane's buckets, one
+  /// after another (a lane's buckets are b, b + lanes, ...). A ring cannot end before its last
+  /// rank has joined (every chunk passes through every rank), so a bucket's flows start when the
+  /// last rank has it and the lane's bucket before it has ended; each rank's one flow to its
+  /// successor carries what the ring's 2(P-1) chunks would, sharing the links with the other
+  /// lanes' flows; the ring ends with its slowest flow, plus the latencies of the 2(P-1) - 1
+  /// steps that the single flow does not pay. (An actor per rank, with a barrier to wait for the
+  /// slowest flow, took about twice as long at P = 8192.)
+  void flow_lane(int lane, const sg4::BarrierPtr& barrier) {
     const double extra_latency_s = (2.0 * (s_.ranks - 1) - 1) * edge_latency_s_;
     for (int step = 0; step < s_.steps; ++step) {
+      barrier->wait();  // the step starts when every lane's rings of the step before are done
       const double t0 = sg4::Engine::get_clock();
       double end = 0;
-      for (int b = 0; b < buckets_; ++b) {
+      for (int b = lane; b < buckets_; b += s_.lanes) {
         double start = end;
         for (int r = 0; r < s_.ranks; ++r) start = std::max(start, ready(step, r, b));
         sg4::this_actor::sleep_until(t0 + start);
@@ -64,22 +67,24 @@ class AllreduceRun {
         sg4::this_actor::sleep_for(extra_latency_s);
         end = sg4::Engine::get_clock() - t0;
       }
-      for (int r = 0; r < s_.ranks; ++r) done_[static_cast<size_t>(step) * s_.ranks + r] = end;
+      for (int r = 0; r < s_.ranks; ++r) finished(step, r, end);
     }
   }
 
-  /// The message model: rank r's actor runs the ring as an MPI or NCCL ring does, 2(P-1) steps
-  /// each sending n/P bytes to rank r+1 and receiving n/P from rank r-1, a step starting when the
-  /// one before it has arrived; its buckets one after another, each once it is ready there.
-  void message_rank(int rank, const sg4::BarrierPtr& barrier) {
-    sg4::Mailbox* in = sg4::Mailbox::by_name("rank-" + std::to_string(rank));
-    sg4::Mailbox* out = sg4::Mailbox::by_name("rank-" + std::to_string(next(rank)));
+  /// The message model: rank r's actor for a lane runs the ring of that lane's buckets as an
+  /// MPI or NCCL ring does, 2(P-1) steps each sending n/P bytes to rank r+1 and receiving n/P
+  /// from rank r-1, a step starting when the one before it has arrived; the lane's buckets one
+  /// after another, each once it is ready there.
+  void message_rank(int rank, int lane, const sg4::BarrierPtr& barrier) {
+    const std::string suffix = "/" + std::to_string(lane);
+    sg4::Mailbox* in = sg4::Mailbox::by_name("rank-" + std::to_string(rank) + suffix);
+    sg4::Mailbox* out = sg4::Mailbox::by_name("rank-" + std::to_string(next(rank)) + suffix);
     static int token = 0;  // the messages carry no data: only their simulated size matters
     for (int step = 0; step < s_.steps; ++step) {
-      barrier->wait();  // the step starts when every rank's ring of the step before is done
+      barrier->wait();  // the step starts when every rank's rings of the step before are done
       const double t0 = sg4::Engine::get_clock();
       double end = 0;
-      for (int b = 0; b < buckets_; ++b) {
+      for (int b = lane; b < buckets_; b += s_.lanes) {
         sg4::this_actor::sleep_until(t0 + std::max(end, ready(step, rank, b)));
         const uint64_t chunk = whole_bytes(s_.bucket_bytes[b] / s_.ranks);
         for (int i = 0; i < 2 * (s_.ranks - 1); ++i) {
@@ -91,7 +96,7 @@ class AllreduceRun {
         }
         end = sg4::Engine::get_clock() - t0;
       }
-      done_[static_cast<size_t>(step) * s_.ranks + rank] = end;
+      finished(step, rank, end);
     }
   }
 
@@ -187,6 +192,12 @@ class AllreduceRun {
   }
 
   const std::vector<double>& done() const { return done_; }
+  /// Rank `rank` has its buckets of one lane reduced `end` seconds into step `step`: its step's
+  /// all-reduce ends with its last lane.
+  void finished(int step, int rank, double end) {
+    double& done = done_[static_cast<size_t>(step) * s_.ranks + rank];
+    done = std::max(done, end);
+  }
   sg4::Host* host(int rank) const { return hosts_[rank]; }
 
  private:
@@ -222,12 +233,18 @@ std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const
                          [&run, r, barrier] { run.binomial_rank(r, barrier); });
     }
   } else if (schedule.model == AllreduceModel::flow) {
-    sg4::Actor::create("ring", run.host(0), [&run] { run.flow_driver(); });
+    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.lanes));
+    for (int lane = 0; lane < schedule.lanes; ++lane) {
+      sg4::Actor::create("ring-" + std::to_string(lane), run.host(0),
+                         [&run, lane, barrier] { run.flow_lane(lane, barrier); });
+    }
   } else {
-    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks));
+    sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks * schedule.lanes));
     for (int r = 0; r < schedule.ranks; ++r) {
-      sg4::Actor::create("rank-" + std::to_string(r), run.host(r),
-                         [&run, r, barrier] { run.message_rank(r, barrier); });
+      for (int lane = 0; lane < schedule.lanes; ++lane) {
+        sg4::Actor::create("rank-" + std::to_string(r) + "/" + std::to_string(lane), run.host(r),
+                           [&run, r, lane, barrier] { run.message_rank(r, lane, barrier); });
+      }
     }
   }
   engine->run();

@@ -19,6 +19,7 @@ struct AllreduceSchedule {
   std::vector<double> ready_s;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   AllreduceModel model = AllreduceModel::flow;
+  int lanes = 1;  ///< rings in flight at once: bucket b on lane b % lanes, each lane's in order
 };
 
 /// When each rank has its last bucket reduced, from its step's start: [s * ranks + r] (0 with

@@ -21,6 +21,7 @@ namespace {
 void check_inputs(const ClusterDescription& cluster, const TrainingInputs& in) {
   nodes_for_ranks(cluster, in.ranks);  // throws for a P the platform cannot hold
   if (in.samples.empty()) throw std::invalid_argument("training simulation: no compute samples");
+  if (in.lanes < 1) throw std::invalid_argument(fmt::format("training simulation: {} all-reduce lanes", in.lanes));
   for (const ComputeSample& c : in.samples) {
     for (double t : {c.forward_s, c.backward_s, c.update_s}) {
       if (!std::isfinite(t) || t < 0) {
@@ -80,6 +81,7 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   schedule.steps = in.steps;
   schedule.algorithm = in.algorithm;
   schedule.model = in.model;
+  schedule.lanes = in.lanes;
   for (const GradientBucket& b : in.buckets) schedule.bucket_bytes.push_back(b.bytes);
   schedule.ready_s.resize(p * in.steps * nb);
   for (size_t i = 0; i < p * in.steps; ++i) {

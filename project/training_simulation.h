@@ -61,6 +61,9 @@ struct TrainingInputs {
   bool overlap = true;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   AllreduceModel model = AllreduceModel::flow;
+  /// Ring all-reduces in flight at once: the buckets take turns on this many lanes, each lane's
+  /// one after another (the CPU communication thread's kRingLanes; NCCL's one stream).
+  int lanes = 1;
   int steps = 3;
   uint64_t seed = 1;
 };

@@ -99,6 +99,8 @@ void read_mechanism(const RecordedCase& r, const SoftwareRecord& software, bool 
   if (!r.outcome.allreduce_mechanism.empty()) {
     // As recorded: MPI_Allreduce (per bucket or whole) or NCCL, both rings at large sizes.
     c.progressed_by_thread = r.outcome.allreduce_mechanism != "mpi_allreduce_buckets_after_backward";
+    c.lanes = static_cast<int>(r.outcome.allreduce_lanes);  // 1 where the file does not say
+    if (c.lanes < 1) throw std::invalid_argument(fmt::format("allreduce_lanes {} is below 1", c.lanes));
     return;
   }
   // Before the mechanism was recorded, buckets were MPI_Iallreduce calls, which Open MPI 4.1

@@ -30,6 +30,8 @@ struct CaseInputs {
   /// allreduce_mechanism), Open MPI 4.1's binomial tree for the MPI_Iallreduce buckets of files
   /// written before the mechanism was recorded.
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
+  /// How many buckets were in flight at once (the case's allreduce_lanes; 1 in older files).
+  int lanes = 1;
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;

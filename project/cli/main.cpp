@@ -297,6 +297,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.buckets = job.inputs.buckets;
     in.overlap = job.inputs.overlap;
     in.algorithm = job.inputs.algorithm;
+    in.lanes = job.inputs.lanes;
     in.model = parse_model(o.model);
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <stdexcept>
 
 #include "suite/errors.h"
@@ -79,36 +80,76 @@ void BucketedAllreduce::start(size_t index) {
 
 void BucketedAllreduce::reduce(size_t index) {
   const BucketRange& b = buckets_[index];
-  // Written by the thread that reduces, read by the main thread after finish(), which waits for
-  // the count of completed buckets under the mutex.
   reduced_s_[2 * index] = since_step_start();
   allreduce_sum_in_place(data_ + b.first, b.count, comm_);
   reduced_s_[2 * index + 1] = since_step_start();
 }
 
 void BucketedAllreduce::communicate() {
+  struct InFlight {
+    size_t index;
+    int lane;
+    std::unique_ptr<RingSum> sum;
+  };
+  std::vector<InFlight> in_flight;
+  Pacer pacer;
   std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    wake_.wait(lock, [&] { return stop_ || !to_reduce_.empty(); });
-    if (to_reduce_.empty()) return;  // stopped, nothing handed over left
-    const size_t index = to_reduce_.front();
-    to_reduce_.pop_front();
-    lock.unlock();
-    try {
-      reduce(index);
-    } catch (const std::exception& e) {
-      // An MPI error with MPI_ERRORS_RETURN: hand it to finish(), which throws it on the main
-      // thread; the communicator is then unusable, and the case with it.
+  try {
+    while (true) {
+      if (in_flight.empty()) wake_.wait(lock, [&] { return stop_ || !to_reduce_.empty(); });
+      if (in_flight.empty() && to_reduce_.empty()) return;  // stopped, nothing handed over left
+      // A bucket starts on its lane (its index's parity: every rank gives it the same) once the
+      // bucket before it there is done, in the order they were handed over on each lane; so up
+      // to kRingLanes are in flight, each lane's in the same order on every rank. One small
+      // enough for MPI_Allreduce, a collective that blocks, only when none is in flight, and
+      // nothing after it before it.
+      for (auto next = to_reduce_.begin(); next != to_reduce_.end();) {
+        const size_t index = *next;
+        const BucketRange& b = buckets_[index];
+        const int lane = static_cast<int>(index % kRingLanes);
+        if (b.count * sizeof(float) < kRingMinBytes) {
+          if (!in_flight.empty()) break;
+        } else if (std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.lane == lane; })) {
+          ++next;
+          continue;
+        }
+        next = to_reduce_.erase(next);
+        lock.unlock();
+        // Written by this thread, read by the main thread after finish(), which waits for the
+        // count of completed buckets under the mutex.
+        reduced_s_[2 * index] = since_step_start();
+        in_flight.push_back({index, lane, std::make_unique<RingSum>(data_ + b.first, b.count, comm_, lane)});
+        lock.lock();
+        next = to_reduce_.begin();  // the deque may have grown meanwhile
+      }
+      lock.unlock();
+      bool moved = false;
+      size_t finished = 0;
+      for (auto f = in_flight.begin(); f != in_flight.end();) {
+        moved = f->sum->progress() || moved;
+        if (!f->sum->done()) {
+          ++f;
+          continue;
+        }
+        reduced_s_[2 * f->index + 1] = since_step_start();
+        f = in_flight.erase(f);
+        ++finished;
+      }
+      pacer.after(moved || finished > 0);
       lock.lock();
-      error_ = e.what();
-      to_reduce_.clear();
-      done_.notify_all();
-      wake_.wait(lock, [&] { return stop_; });
-      return;
+      if (finished > 0) {
+        completed_ += finished;
+        done_.notify_all();
+      }
     }
-    lock.lock();
-    ++completed_;
+  } catch (const std::exception& e) {
+    // An MPI error with MPI_ERRORS_RETURN: hand it to finish(), which throws it on the main
+    // thread; the communicator is then unusable, and the case with it.
+    if (!lock.owns_lock()) lock.lock();
+    error_ = e.what();
+    to_reduce_.clear();
     done_.notify_all();
+    wake_.wait(lock, [&] { return stop_; });
   }
 }
 

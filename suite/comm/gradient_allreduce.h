@@ -24,24 +24,27 @@ namespace dlscale {
 /// Sums the gradient buffer over `comm` in place, then scales it by 1/P. No-op on one rank.
 void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
 
-/// The gradient buffer cut into buckets of about `bucket_mb` MB (cut_buckets), each reduced with its own
-/// blocking MPI_Allreduce as soon as it and every bucket after it are final. A driver that reports
-/// finished gradient ranges during backward (Model::set_gradient_ready_callback) so overlaps the
-/// reduction with the rest of the backward pass. Buckets are reduced strictly from the last to the
-/// first, so that every rank calls the same collectives in the same order, whatever order its
-/// model reports them in and also when its backward failed half-way.
+/// The gradient buffer cut into buckets of about `bucket_mb` MB (cut_buckets), each summed
+/// (RingSum: dlscale's ring, MPI_Allreduce under 128 KiB) as soon as it and every bucket after it
+/// are final. A driver that reports finished gradient ranges during backward
+/// (Model::set_gradient_ready_callback) so overlaps the reduction with the rest of the backward
+/// pass. Buckets start strictly from the last to the first, so that every rank starts the same
+/// sums in the same order, whatever order its model reports them in and also when its backward
+/// failed half-way.
 ///
 /// Where MPI provides at least MPI_THREAD_SERIALIZED, a communication thread owned by this object
-/// reduces the buckets one after another while the compute threads run backward, as Horovod's and
-/// PyTorch's MPI backends do; between start_step() and the end of finish() it is the only thread
-/// that calls MPI, which is all SERIALIZED asks. It is one extra thread per rank, not taken from
-/// the case's compute threads. MPI_Allreduce, not MPI_Iallreduce: Open MPI 4.1's non-blocking
-/// collectives reduce an in-place buffer, and any buffer on fewer than 4 ranks, with a binomial
-/// tree and a broadcast, which crosses the network twice (1.9x the blocking call's time between
-/// two hosts at 200 Mbit/s, bench/allreduce_mechanisms.cpp), while its blocking ones choose a ring
-/// or recursive doubling by size and P. Below SERIALIZED there is no thread: finish() reduces the
-/// buckets, in the same order, after backward; nor for a single bucket, which has nothing to
-/// overlap.
+/// sums the buckets while the compute threads run backward, as Horovod's and PyTorch's backends
+/// do; between start_step() and the end of finish() it is the only thread that calls MPI, which is
+/// all SERIALIZED asks. It is one extra thread per rank, not taken from the case's compute threads.
+/// It keeps up to kRingLanes rings in flight, a bucket starting as soon as it is ready even while
+/// the one before is still on its way, as PyTorch's gloo backend runs two all-reduces at once on
+/// its two threads: when one ring waits on a rank whose thread is not running, the other keeps the
+/// link busy. Not MPI_Iallreduce: Open MPI 4.1's non-blocking collectives reduce an in-place
+/// buffer, and any buffer on fewer than 4 ranks, with a binomial tree and a broadcast, which
+/// crosses the network twice (1.9x the blocking call's time between two hosts at 200 Mbit/s,
+/// bench/allreduce_mechanisms.cpp). Below SERIALIZED there is no thread: finish() sums the
+/// buckets, in the same order, one at a time after backward; nor for a single bucket, which has
+/// nothing to overlap.
 class BucketedAllreduce {
  public:
   BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb);
@@ -74,6 +77,8 @@ class BucketedAllreduce {
   const std::vector<double>& reduction_times() const { return reduced_s_; }
   /// A communication thread reduces the buckets during backward (else finish() does, after it).
   bool progress_thread() const { return thread_.joinable(); }
+  /// How many buckets may be in flight at once: kRingLanes on the thread, else 1.
+  int lanes() const { return progress_thread() ? kRingLanes : 1; }
   /// For the record (docs/schema.md, allreduce_mechanism): "mpi_allreduce_buckets_thread";
   /// "mpi_allreduce" for a single bucket (one all-reduce after backward); else
   /// "mpi_allreduce_buckets_after_backward" (no communication thread).
@@ -86,7 +91,7 @@ class BucketedAllreduce {
   /// Bucket `index` is ready: queued for the communication thread, or for finish() without one.
   void start(size_t index);
   double since_step_start() const;  ///< seconds since start_step()'s time point
-  void reduce(size_t index);        ///< its blocking MPI_Allreduce
+  void reduce(size_t index);        ///< sums it and waits (without the thread)
   void communicate();               ///< the communication thread's loop
 
   float* data_;

@@ -8,7 +8,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
+#include <vector>
 
 namespace dlscale {
 
@@ -24,10 +26,89 @@ constexpr size_t kRingSegmentBytes = size_t{1} << 20;
 /// Receives posted ahead of the one the ring waits for: what the left neighbour may send before
 /// this rank has taken up the earlier ones.
 constexpr size_t kRingSegmentsAhead = 4;
+/// How many rings may be in flight at once on one communicator (RingSum's lanes).
+constexpr int kRingLanes = 2;
 
-/// Sums `count` floats in place over `comm` (a collective: every rank with the same count). Round
-/// the ring, the result is bit-identical on every rank: each chunk is summed once, on one rank,
-/// in ring order, and the others receive that sum.
+/// One sum of `count` floats in place over `comm`, in flight: round dlscale's ring, advanced by
+/// progress() as its messages arrive, so that one thread can keep several in flight. A collective:
+/// every rank starts the same sums, with the same counts, in the same order; two in flight at
+/// once have different lanes (0 <= lane < kRingLanes), which keep their messages and buffers apart.
+/// The result is bit-identical on every rank: each chunk is summed once, on one rank, in ring
+/// order, and the others receive that sum. A buffer under kRingMinBytes is summed by one
+/// MPI_Allreduce in the constructor (done() at once).
+class RingSum {
+ public:
+  RingSum(float* data, size_t count, MPI_Comm comm, int lane);
+  RingSum(const RingSum&) = delete;
+  RingSum& operator=(const RingSum&) = delete;
+  /// Does what the messages that have arrived allow; returns whether anything moved.
+  bool progress();
+  bool done() const { return done_; }
+
+ private:
+  struct Span {
+    float* data;
+    size_t count;
+  };
+  struct Message {
+    size_t step, segment;
+    float* target;  // where it ends up in the buffer
+    size_t count;
+  };
+  struct Scratch;
+
+  size_t steps() const { return 2 * (p_ - 1); }
+  bool reducing(size_t step) const { return step + 1 < p_; }
+  Span chunk(size_t c) const;
+  size_t received(size_t step) const;
+  float* slot(size_t m) const;
+  size_t send_index(size_t step, size_t segment) const;
+  void send(const float* from, size_t n, MPI_Request& request);
+  bool post_receive(size_t m);
+
+  float* data_;
+  size_t count_;
+  MPI_Comm comm_;
+  int tag_;
+  size_t p_ = 1, r_ = 0;
+  int left_ = 0, right_ = 0;
+  Scratch* scratch_ = nullptr;
+  std::vector<Message> messages_;    // the receive order
+  std::vector<size_t> step_first_;   // per step, its first message's index in the receive order
+  size_t first_send_ = 0;            // step 0's segments, sent before any receive
+  size_t posted_ = 0, arrived_ = 0;  // receives posted, and taken up, in the receive order
+  bool done_ = false;
+};
+
+/// How a thread that advances RingSums waits between two attempts, without holding a core for
+/// long: MPI's own waits poll it flat out, which on a node whose cores all compute (the
+/// communication thread beside backward's threads) takes a share of them from backward for as
+/// long as the network takes. After an attempt that moved nothing it polls for a while, then
+/// sleeps between attempts, 10 us at first and twice as long each time up to 200 us, so that a
+/// message that arrives costs at most that much more. How long it polls follows the previous
+/// spell between two moves: after a short one, 1 ms, because polling only 50 us made the ring
+/// 1.4-6x MPI_Allreduce's time for 64-512 KB buckets on an unshaped link between two hosts (each
+/// sleep outlasts such a transfer, and no rank moves data while it sleeps); after one of more than
+/// 2 ms the link is what the ring waits for, the next message is as far off, and polling would
+/// only take that core from backward (1 ms of every 8 for 1 MiB segments at 1 Gbit/s).
+class Pacer {
+ public:
+  /// After an attempt: whether it moved anything. Returns at once, or after a sleep.
+  void after(bool moved);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point idle_since_{};  // the first attempt that moved nothing since the last move
+  bool idle_ = false;
+  Clock::duration last_spell_{};  // from the previous idle spell's start to the move that ended it
+  std::chrono::microseconds pause_{10};
+};
+
+/// Waits until every one of `sums` is done, advancing them all (paced by a Pacer).
+void wait_for(const std::vector<RingSum*>& sums);
+
+/// Sums `count` floats in place over `comm` (a collective: every rank with the same count) and
+/// waits for it: one RingSum on lane 0.
 void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm);
 
 }  // namespace dlscale

@@ -71,6 +71,7 @@ CaseOutcome outcome(const R& r) {
           r.progress_thread,
           r.allreduce_mechanism,
           r.allreduce_buckets,
+          r.allreduce_lanes,
           r.mpi_allreduce_settings,
           r.blas.used,
           r.blas.chosen,

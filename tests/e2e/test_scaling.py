@@ -121,6 +121,8 @@ class Scaling(Workdir):
         self.assertEqual((bucketed["allreduce_mechanism"], bucketed["progress_thread"]),
                          ("mpi_allreduce_buckets_thread", 1))
         self.assertEqual(bucketed["allreduce_buckets"], -(-grad_bytes // 250000))
+        # The thread keeps two buckets' rings in flight; one all-reduce after backward is one.
+        self.assertEqual((plain["allreduce_lanes"], bucketed["allreduce_lanes"]), (1, 2))
         with h5py.File(out, "r") as f:
             open_mpi = f["system/software"].attrs["mpi"].startswith("Open MPI")
         if open_mpi:  # its blocking collectives' component, coll/tuned, shows its choice

@@ -104,6 +104,28 @@ TEST(ProjectSimulation, BinomialBucketsInFlightShareTheLinkBothWays) {
   expect_parts_add_up(got);
 }
 
+TEST(ProjectSimulation, RingsOnTwoLanesShareTheLinksAndOverlapTheirLatencies) {
+  // Two buckets ready together at the end of backward, on a crossbar whose edges take 2 ms: one
+  // lane reduces them one after the other, two rings' times; two lanes at once, sharing every
+  // link, in one ring's time for both, which pays the ring's latencies once.
+  ClusterDescription c = crossbar();
+  c.nic = {kCrossbarBandwidth, 1e-3};
+  const double latency = 2e-3;
+  for (const AllreduceModel model : {AllreduceModel::flow, AllreduceModel::message}) {
+    for (int p : {2, 4}) {
+      const double bytes = 4 * kMiB;  // a multiple of P
+      TrainingInputs in = inputs(p, {{bytes, 1.0}, {bytes, 1.0}}, true, model);
+      const double one_lane = simulate_training(c, in).mean.exposed_allreduce_s;
+      in.lanes = 2;
+      const double two_lanes = simulate_training(c, in).mean.exposed_allreduce_s;
+      const std::string where =
+          std::string(model == AllreduceModel::flow ? "flow" : "message") + " P=" + std::to_string(p);
+      EXPECT_LT(relative(one_lane, 2 * ring_allreduce_time_s(p, bytes, latency, kCrossbarBandwidth)), 1e-6) << where;
+      EXPECT_LT(relative(two_lanes, ring_allreduce_time_s(p, 2 * bytes, latency, kCrossbarBandwidth)), 1e-6) << where;
+    }
+  }
+}
+
 TEST(ProjectSimulation, CrossbarStepEqualsClosedForm) {
   // Four buckets ready after each quarter of backward; at large P or size the ring outlasts
   // backward and part of it is exposed, at small ones it hides behind it.
@@ -292,6 +314,9 @@ TEST(ProjectSimulation, BadInputsAreRefused) {
   EXPECT_THROW(simulate_training(crossbar(), inputs(65, {{kMiB, 1}}, true)), std::invalid_argument);
   EXPECT_THROW(simulate_training(crossbar(), inputs(2, {{kMiB, 0.5}, {kMiB, 0.25}}, true)), std::invalid_argument);
   EXPECT_THROW(simulate_training(crossbar(), inputs(2, {{0, 1}}, true)), std::invalid_argument);
+  TrainingInputs no_lane = inputs(2, {{kMiB, 1}}, true);
+  no_lane.lanes = 0;
+  EXPECT_THROW(simulate_training(crossbar(), no_lane), std::invalid_argument);
 }
 
 }  // namespace
