@@ -169,22 +169,10 @@ bool RingSum::post_receive(size_t m) {
   return true;
 }
 
-void wait_for(const std::vector<RingSum*>& sums) {
-  thread_local Pacer pacer;
-  while (true) {
-    bool moved = false, done = true;
-    for (RingSum* sum : sums) {
-      moved = sum->progress() || moved;
-      done = done && sum->done();
-    }
-    if (done) return;
-    pacer.after(moved);
-  }
-}
-
 void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm) {
+  thread_local Pacer pacer;
   RingSum sum(data, count, comm, 0);
-  wait_for({&sum});
+  while (!sum.done()) pacer.after(sum.progress());
 }
 
 }  // namespace dlscale

@@ -104,11 +104,8 @@ class Pacer {
   std::chrono::microseconds pause_{10};
 };
 
-/// Waits until every one of `sums` is done, advancing them all (paced by a Pacer).
-void wait_for(const std::vector<RingSum*>& sums);
-
 /// Sums `count` floats in place over `comm` (a collective: every rank with the same count) and
-/// waits for it: one RingSum on lane 0.
+/// waits for it: one RingSum on lane 0, advanced until done (paced by a Pacer).
 void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm);
 
 }  // namespace dlscale
