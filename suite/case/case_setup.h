@@ -56,6 +56,7 @@ struct PreparedCase {
   /// What reduces the gradients (docs/schema.md, allreduce_mechanism), and in how many buckets.
   std::string allreduce_mechanism(int ranks) const;
   int64_t allreduce_buckets(int ranks) const;
+  int64_t allreduce_lanes() const { return buckets ? buckets->lanes() : 1; }  ///< in flight at once
 };
 
 /// Prepares the case on every rank of ctx.comm (collective); the outcome is agreed.

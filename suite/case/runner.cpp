@@ -110,7 +110,7 @@ CaseResult Runner::run_on(const ResolvedCase& c, MPI_Comm comm, int index, int t
   r.progress_thread = prepared.progress_thread();
   r.allreduce_mechanism = prepared.allreduce_mechanism(c.spec.ranks);
   r.allreduce_buckets = prepared.allreduce_buckets(c.spec.ranks);
-  r.allreduce_lanes = prepared.buckets ? prepared.buckets->lanes() : 1;
+  r.allreduce_lanes = prepared.allreduce_lanes();
   if (r.allreduce_mechanism.rfind("mpi_", 0) == 0) r.mpi_allreduce_settings = mpi_allreduce_settings();
   r.blas = blas_core();
   r.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();

@@ -107,7 +107,7 @@ void BucketedAllreduce::communicate() {
         const size_t index = *next;
         const BucketRange& b = buckets_[index];
         const int lane = static_cast<int>(index % kRingLanes);
-        if (b.count * sizeof(float) < kRingMinBytes) {
+        if (!RingSum::goes_round(b.count, static_cast<size_t>(size_))) {
           if (!in_flight.empty()) break;
         } else if (std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.lane == lane; })) {
           ++next;

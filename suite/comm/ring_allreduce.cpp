@@ -67,7 +67,7 @@ RingSum::RingSum(float* data, size_t count, MPI_Comm comm, int lane)
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   p_ = static_cast<size_t>(size);
   r_ = static_cast<size_t>(rank);
-  if (p_ == 1 || count * sizeof(float) < kRingMinBytes || count < p_) {
+  if (!goes_round(count, p_)) {
     if (p_ > 1) mpi_allreduce_in_place(data, count, comm);
     done_ = true;
     return;

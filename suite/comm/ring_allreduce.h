@@ -44,6 +44,11 @@ class RingSum {
   /// Does what the messages that have arrived allow; returns whether anything moved.
   bool progress();
   bool done() const { return done_; }
+  /// Whether a sum of `count` floats over `ranks` ranks goes round the ring (else it is one
+  /// MPI_Allreduce, or nothing on one rank).
+  static bool goes_round(size_t count, size_t ranks) {
+    return ranks > 1 && count * sizeof(float) >= kRingMinBytes && count >= ranks;
+  }
 
  private:
   struct Span {
