@@ -18,12 +18,14 @@
 //
 // Measured on one host (AMD EPYC, 2 vCPUs), 2 ranks x 1 thread, 25 MB buckets, 8 steps after 2
 // warm-up; overlapped / blocking step (quartiles of the per-step ratio) and exposed / blocking
-// all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 0.79 (0.77-0.82) and 0.32, onednn
-// 0.83 (0.79-0.88) and 0.30, kokkos 1.03 (0.95-1.09) and 0.66, reference 1.00 (0.98-1.01);
-// resnet50 b8 libtorch 0.94 (0.88-1.00) and 0.40, onednn 0.96 (0.96-0.99) and 0.26, kokkos 1.01
-// (0.97-1.04) and 0.76; lstm32 b64 (24.7 MB: one bucket, the same all-reduce after backward
-// both ways) 0.96-1.01. FCN-5's first layer, a third of its gradients, is finished last, so at
-// least that third stays exposed on any machine.
+// all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 1.01 (1.02-1.08) and 0.74, onednn
+// 1.03 (1.02-1.05) and 0.68, kokkos 1.03 (1.00-1.05) and 0.70, reference 1.00 (0.98-1.00) and
+// 0.90; resnet50 b8 libtorch 0.99 (0.95-1.01) and 0.31, onednn 0.97 (0.96-1.00) and 0.41, kokkos
+// 0.99 (0.99-1.00) and 0.57; lstm32 b64 1.01-1.02. With --iterations 30, fcn5 came out 0.98-1.03
+// over six runs of the three drivers. On one host the ranks' all-reduce is memory copies on the
+// cores backward runs on, so when every core computes, what the buckets hide from the exposed
+// all-reduce comes back as a slower backward. FCN-5's first layer, two fifths of its gradients,
+// is finished last, so at least that stays exposed on any machine.
 //
 // Across hosts of the cluster test bed, bench/shaped_link.py --overlap runs this bench between
 // two hosts on a shaped link, and bench/ddp_across_hosts.py sets dlscale's steps against PyTorch
