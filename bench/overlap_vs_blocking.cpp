@@ -99,7 +99,8 @@ void run(const dlscale::Registry& registry, const std::string& driver_name, dlsc
     if (c.reducer) {
       c.reports = c.reducer->bind(*c.model, gpu && mb == 0 ? 1e12 : mb);
     } else if (mb > 0) {
-      c.buckets = std::make_unique<dlscale::BucketedAllreduce>(c.model->grad_buffer(), MPI_COMM_WORLD, mb);
+      c.buckets = std::make_unique<dlscale::BucketedAllreduce>(c.model->grad_buffer(), MPI_COMM_WORLD, mb,
+                                                               dlscale::layer_parameter_starts(w));
       c.reports = c.buckets->follow(*c.model);
     }
     return c;

@@ -1,7 +1,6 @@
 // How a gradient buffer is cut into buckets, declared once for everything that cuts one: the
 // harness's MPI buckets (suite/comm/gradient_allreduce.h), the NCCL reducer of GPU drivers
-// (drivers/gpu/gpu_step.cpp) and dlscale-project's estimate of a recorded case
-// (project/cli/case_inputs.cpp).
+// (drivers/gpu/gpu_step.cpp) and the tests that check both.
 #pragma once
 
 #include <algorithm>
@@ -15,39 +14,84 @@ struct BucketRange {
   size_t count = 0;
 };
 
-/// The bucket reduced first holds at most this many elements (1 MB of float32), and each next one
-/// twice as many, up to the bucket size.
+/// The buckets reduced first and last hold about this many elements (1 MB of float32), and each
+/// next one inwards twice as many, up to the bucket size.
 constexpr size_t kFirstBucketElements = 250'000;
 
-/// `elements` cut into contiguous buckets of `bucket_elements` (at least 1), counted from the end
-/// of the buffer, in buffer order. Backward produces the last layers' gradients first and the
-/// buckets are reduced from the last to the first, so:
-/// - the first bucket, the one reduced after all of backward, holds the remainder: only the first
-///   layers' gradients are left to reduce when backward ends (as PyTorch DDP fills its buckets
-///   from the last parameter). Cut from the start, that bucket would be a whole one: 25 MB of
-///   ResNet-50's 102 MB, a quarter of the all-reduce exposed after backward however fast
-///   backward's other buckets went.
-/// - the last buckets, reduced first, are small: kFirstBucketElements, then twice as many each,
-///   up to the bucket size. The network starts on the last layer's gradients as soon as they are
-///   in, not after a whole bucket's worth of backward, and each next bucket is ready by the time
-///   the one before it has crossed wherever backward produces gradients at least twice as fast
-///   as the network reduces them. PyTorch DDP's first bucket is 1 MiB, its next a whole one, and
-///   its network waits for that: on four hosts at 200 Mbit/s, ResNet-50's first 25 MB took
-///   backward 0.23 s, in which the link, the step's bottleneck there, had nothing to carry.
-inline std::vector<BucketRange> cut_buckets(size_t elements, size_t bucket_elements) {
+/// `elements` cut into contiguous buckets of about `bucket_elements` (at least 1), in buffer
+/// order. Backward produces the last layers' gradients first and the buckets are reduced from
+/// the last to the first, so:
+/// - the buckets at the buffer's end, reduced first, are small: about kFirstBucketElements, then
+///   twice as many each, up to the bucket size. The network starts on the last layer's gradients
+///   as soon as they are in, not after a whole bucket's worth of backward. PyTorch DDP's first
+///   bucket is 1 MiB, its next a whole one, and its network waits for that: on four hosts at
+///   200 Mbit/s, ResNet-50's first 25 MB took backward 0.23 s, in which the link, the step's
+///   bottleneck there, had nothing to carry.
+/// - the buckets at the buffer's start grow the same way from it: the bucket reduced last, the
+///   one whose whole reduction comes after backward, is small, and each one before it is final
+///   early enough to cross while backward computes the first layers. Cut into whole buckets
+///   from the end, the first layers' gradients were one bucket of up to the bucket size: on four
+///   hosts at 300 Mbit/s ResNet-50's 21 MB remainder took 0.9-1.3 s after backward, while the
+///   link had been idle before it, waiting for its first layer.
+/// - the middle is cut into buckets of about the bucket size, the remainder first.
+/// `unit_starts` (ascending) are the first elements of the ranges that become final together (a
+/// layer's parameters, which a driver reports at once): buckets begin only there, at the unit
+/// start nearest to each size, since cutting a range that is final at one time into several
+/// buckets only adds rings that start together. A unit longer than the bucket size is cut into
+/// buckets of that size from its end. Empty: every element may begin a bucket.
+inline std::vector<BucketRange> cut_buckets(size_t elements, size_t bucket_elements,
+                                            const std::vector<size_t>& unit_starts = {}) {
   bucket_elements = std::max<size_t>(bucket_elements, 1);
-  std::vector<BucketRange> first_reduced;  // from the buffer's end
-  size_t end = elements;
-  for (size_t size = std::min(kFirstBucketElements, bucket_elements); size < bucket_elements && size < end;
-       size = std::min(2 * size, bucket_elements)) {
-    end -= size;
-    first_reduced.push_back({end, size});
+  // Where a bucket may begin: the unit starts, and every bucket size from the end of a longer unit.
+  std::vector<size_t> points;
+  if (!unit_starts.empty()) {
+    points.push_back(0);
+    for (size_t u = 0; u < unit_starts.size(); ++u) {
+      const size_t start = std::min(unit_starts[u], elements);
+      const size_t end = u + 1 < unit_starts.size() ? std::min(unit_starts[u + 1], elements) : elements;
+      for (size_t p = end; p > start + bucket_elements; p -= bucket_elements) points.push_back(p - bucket_elements);
+      points.push_back(start);
+    }
+    points.push_back(elements);
+    std::sort(points.begin(), points.end());
+    points.erase(std::unique(points.begin(), points.end()), points.end());
   }
-  std::vector<BucketRange> out;
-  const size_t remainder = end % bucket_elements;
-  if (remainder > 0) out.push_back({0, remainder});
-  for (size_t first = remainder; first < end; first += bucket_elements) out.push_back({first, bucket_elements});
-  out.insert(out.end(), first_reduced.rbegin(), first_reduced.rend());
+  // The point nearest `target` among those in [min, max], of which there is at least one.
+  const auto nearest = [&](size_t target, size_t min, size_t max) {
+    target = std::clamp(target, min, max);
+    if (points.empty()) return target;
+    const auto above = std::lower_bound(points.begin(), points.end(), target);
+    const bool has_up = above != points.end() && *above <= max;
+    const bool has_down = above != points.begin() && *std::prev(above) >= min;
+    if (has_up && *above == target) return target;
+    if (!has_down) return *above;
+    const size_t down = *std::prev(above);
+    return has_up && *above - target < target - down ? *above : down;
+  };
+  size_t low = 0, high = elements;
+  std::vector<BucketRange> reduced_first, reduced_last;  // from the buffer's end and from its start
+  const size_t first_size = std::min(kFirstBucketElements, bucket_elements);
+  for (size_t size = first_size; size < bucket_elements && size < high - low;
+       size = std::min(2 * size, bucket_elements)) {
+    const size_t cut = nearest(high - size, low, high - 1);
+    reduced_first.push_back({cut, high - cut});
+    high = cut;
+  }
+  for (size_t size = first_size; size < bucket_elements && size < high - low;
+       size = std::min(2 * size, bucket_elements)) {
+    const size_t cut = nearest(low + size, low + 1, high);
+    reduced_last.push_back({low, cut - low});
+    low = cut;
+  }
+  std::vector<BucketRange> middle;  // from its end: whole buckets, the remainder last
+  while (high > low) {
+    const size_t cut = high - low > bucket_elements ? nearest(high - bucket_elements, low, high - 1) : low;
+    middle.push_back({cut, high - cut});
+    high = cut;
+  }
+  std::vector<BucketRange> out = reduced_last;
+  out.insert(out.end(), middle.rbegin(), middle.rend());
+  out.insert(out.end(), reduced_first.rbegin(), reduced_first.rend());
   return out;
 }
 

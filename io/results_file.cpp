@@ -426,6 +426,7 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
     r.bucket_start_s = h5::read_doubles(g.get(), "bucket_start_s", &bucket_dims);
     r.buckets = static_cast<int64_t>(bucket_dims.at(2));
   }
+  if (h5::exists(g.get(), "bucket_bytes")) r.bucket_bytes = h5::read_doubles(g.get(), "bucket_bytes", nullptr);
   r.loss = h5::read_doubles(g.get(), "loss", nullptr);
   if (h5::exists(g.get(), "memory")) r.memory = read_table_at(g.get(), "memory");
   if (h5::exists(g.get(), "summary")) {
@@ -614,6 +615,9 @@ std::string ResultsFile::Update::write_case(const CaseRecord& r) {
   }
   if (!r.bucket_start_s.empty()) {
     h5::write_doubles(g.get(), "bucket_start_s", {ranks, iters, static_cast<hsize_t>(r.buckets)}, r.bucket_start_s);
+  }
+  if (!r.bucket_bytes.empty()) {
+    h5::write_doubles(g.get(), "bucket_bytes", {static_cast<hsize_t>(r.bucket_bytes.size())}, r.bucket_bytes);
   }
   h5::write_doubles(g.get(), "loss", {static_cast<hsize_t>(r.loss.size())}, r.loss);
   if (!r.memory.columns.empty()) write_table(g.get(), "memory", r.memory);

@@ -104,6 +104,9 @@ struct CaseRecord {
   /// buckets): seconds from the step's start to each bucket's reduction starting; else empty.
   std::vector<double> bucket_start_s;
   int64_t buckets = 0;
+  /// [buckets] with bucket_start_s: each bucket's size in bytes, in buffer order; empty in files
+  /// written before it was recorded.
+  std::vector<double> bucket_bytes;
   Table memory;   ///< [ranks]: host_peak_rss_bytes, device_peak_bytes
   Attrs summary;  ///< empty unless the timing case succeeded
   /// Accuracy cases that succeeded: repeats/RR (attributes, and the table "epochs"), in order.

@@ -168,6 +168,14 @@ std::vector<ParamRange> layer_parameter_ranges(const Workload& w) {
   return ranges;
 }
 
+std::vector<size_t> layer_parameter_starts(const Workload& w) {
+  std::vector<size_t> starts;
+  for (const ParamRange& r : layer_parameter_ranges(w)) {
+    if (r.count > 0) starts.push_back(r.first);
+  }
+  return starts;
+}
+
 std::vector<Shape> activation_shapes(const Workload& w) {
   std::vector<Shape> shapes;
   Shape s = w.input_shape;

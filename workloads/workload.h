@@ -134,6 +134,9 @@ struct ParamRange {
   size_t first = 0, count = 0;
 };
 std::vector<ParamRange> layer_parameter_ranges(const Workload& w);
+/// The first element of each layer that has parameters, ascending: where the ranges a driver
+/// reports final begin, which gradient buckets do not cut (drivers/gradient_buckets.h).
+std::vector<size_t> layer_parameter_starts(const Workload& w);
 
 /// The per-sample activation shape after each layer (entry i is layer i's output); throws
 /// std::invalid_argument when a layer does not fit its input.

@@ -69,8 +69,8 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
   }
   // bucket_mb 0: one MPI_Allreduce of the whole buffer once backward has returned.
   if (bucket_mb == 0) return {{grad_bytes, 1}};
-  // As dlscale cuts them (cut_buckets): float32 elements, bucket_mb x 1e6 bytes (MB, not MiB)
-  // rounded down to whole elements, counted from the end of the buffer.
+  // As dlscale cuts a buffer whose layers it does not know (cut_buckets without units): float32
+  // elements, bucket_mb x 1e6 bytes (MB, not MiB) rounded down to whole elements.
   const double elems = std::floor(grad_bytes / 4);
   const double bucket_elems = std::clamp(std::floor(bucket_mb * 1e6 / 4), 1.0, static_cast<double>(INT_MAX));
   const auto count = static_cast<size_t>(std::ceil(elems / bucket_elems));
@@ -78,15 +78,32 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
     throw std::invalid_argument(fmt::format("bucket_mb {} cuts {} bytes into {} buckets, more than the {} simulated",
                                             bucket_mb, grad_bytes, count, kMaxBuckets));
   }
+  std::vector<double> bytes;
+  for (const BucketRange& b : cut_buckets(static_cast<size_t>(elems), static_cast<size_t>(bucket_elems))) {
+    bytes.push_back(static_cast<double>(b.count) * 4);
+  }
+  return recorded_buckets(bytes);
+}
+
+std::vector<GradientBucket> recorded_buckets(const std::vector<double>& bucket_bytes) {
+  if (bucket_bytes.size() > kMaxBuckets) {
+    throw std::invalid_argument(
+        fmt::format("bucket_bytes holds {} buckets, more than the {} simulated", bucket_bytes.size(), kMaxBuckets));
+  }
+  double total = 0;
+  for (const double b : bucket_bytes) {
+    if (!(b > 0) || !std::isfinite(b)) throw std::invalid_argument(fmt::format("bucket_bytes holds {}", b));
+    total += b;
+  }
   // Backward produces the buffer's gradients from its end to its start (the last layer's first),
-  // and dlscale starts buckets from the last to the first: the bucket starting at element f is
-  // ready once backward has produced elements [f, elems), which is taken as that share of
-  // backward's time. An estimate: the file records no per-bucket ready times.
-  const std::vector<BucketRange> cut = cut_buckets(static_cast<size_t>(elems), static_cast<size_t>(bucket_elems));
+  // and dlscale starts buckets from the last to the first: the bucket starting at byte f is
+  // ready once backward has produced bytes [f, total), which is taken as that share of
+  // backward's time. An estimate, which measured ready times replace (apply_measured_readiness).
   std::vector<GradientBucket> out;
-  for (auto b = cut.rbegin(); b != cut.rend(); ++b) {
-    const auto first = static_cast<double>(b->first);
-    out.push_back({static_cast<double>(b->count) * 4, (elems - first) / elems});
+  double after = 0;  // bytes after the bucket's start
+  for (auto b = bucket_bytes.rbegin(); b != bucket_bytes.rend(); ++b) {
+    after += *b;
+    out.push_back({*b, b + 1 == bucket_bytes.rend() ? 1.0 : after / total});
   }
   return out;
 }
@@ -161,7 +178,10 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     c.samples.push_back({record.phase_time_s[k], record.phase_time_s[k + 1], record.phase_time_s[k + 3]});
   }
   try {
-    c.buckets = estimated_buckets(static_cast<double>(d.grad_bytes), d.bucket_mb);
+    // The buckets the case reduced, where its file records them (bucket_bytes); else as dlscale
+    // would cut its gradients without knowing its layers.
+    c.buckets = record.bucket_bytes.empty() ? estimated_buckets(static_cast<double>(d.grad_bytes), d.bucket_mb)
+                                            : recorded_buckets(record.bucket_bytes);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }

@@ -52,6 +52,11 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
 /// with ready fractions estimated from their place in the buffer (see the definition).
 std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_mb);
 
+/// The buckets of a case's `bucket_bytes` (each bucket's size, in buffer order), in the order
+/// they become ready, with ready fractions estimated from their place in the buffer. Throws
+/// std::invalid_argument for a size that is not positive, or too many buckets to simulate.
+std::vector<GradientBucket> recorded_buckets(const std::vector<double>& bucket_bytes);
+
 /// Replaces the estimated ready fractions of `buckets` (in readiness order, as
 /// estimated_buckets gives them) by the measured ones where the case recorded `bucket_start_s`
 /// for the same buckets: per bucket, the median over ranks and iterations of (start − forward) /

@@ -51,6 +51,7 @@ struct StepSamples {
   /// [buckets], seconds from the step's start to the start of each bucket's reduction.
   std::vector<double> bucket_start_s;
   int64_t buckets = 0;
+  std::vector<double> bucket_bytes;      ///< [buckets] with bucket_start_s: each bucket's size, in buffer order
   std::optional<CaseTimeline> timeline;  ///< with --phases
 };
 

@@ -138,7 +138,8 @@ class TimingMode final : public CaseMode {
   Deadline deadline_ = Deadline::max();
   int64_t next_sample_ = 0;
   std::vector<double> times_, phase_times_, losses_, exposed_, bucket_starts_;
-  size_t buckets_ = 0;  ///< the harness's MPI buckets of the case (0: none)
+  size_t buckets_ = 0;                ///< the harness's MPI buckets of the case (0: none)
+  std::vector<double> bucket_bytes_;  ///< their sizes, in buffer order
   // The timeline (--phases): each timed step's start on this rank's clock, its buckets'
   // reductions, and the clock's offset to rank 0's before and after the timed steps.
   std::vector<double> step_starts_, bucket_reductions_;
@@ -218,6 +219,11 @@ void TimingMode::measure(PreparedCase& p) {
   deadline_ = deadline_after(spec_.case_timeout);
   next_sample_ = int64_t{ctx_.case_rank} * spec_.batch_per_rank();
   buckets_ = p.buckets ? p.buckets->bucket_count() : 0;
+  bucket_bytes_.clear();
+  if (p.buckets) {
+    for (const BucketRange& b : p.buckets->buckets())
+      bucket_bytes_.push_back(static_cast<double>(b.count * sizeof(float)));
+  }
   RegionMeters meters(ctx_, p.gpu);
   const int sleeper = fault_injection::sleep_rank();
   double slept = 0;
@@ -276,6 +282,7 @@ StepSamples TimingMode::gather_samples(bool ok) const {
   if (buckets_ > 0 && iters > 0) {
     gather(bucket_starts_, iters * static_cast<int>(buckets_), s.bucket_start_s);
     s.buckets = static_cast<int64_t>(buckets_);
+    s.bucket_bytes = bucket_bytes_;
   }
   s.loss = losses_;
   if (spec_.phases && iters > 0) s.timeline = gather_timeline(iters);

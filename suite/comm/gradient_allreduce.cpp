@@ -24,12 +24,13 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
   for (int64_t i = 0; i < n; ++i) g[i] *= scale;
 }
 
-BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb)
+BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb,
+                                     const std::vector<size_t>& unit_starts)
     : data_(grads.data), comm_(comm) {
   if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
   const auto elems = static_cast<size_t>(bucket_mb * 1e6 / sizeof(float));
-  buckets_ = cut_buckets(grads.count, std::clamp<size_t>(elems, 1, INT_MAX));
+  buckets_ = cut_buckets(grads.count, std::clamp<size_t>(elems, 1, INT_MAX), unit_starts);
   pending_.assign(buckets_.size(), 0);
   next_ = buckets_.size();
   started_s_.assign(buckets_.size(), 0.0);

@@ -47,7 +47,9 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
 /// nothing to overlap.
 class BucketedAllreduce {
  public:
-  BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb);
+  /// `unit_starts`: where the ranges the model reports final together begin in the buffer (its
+  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere.
+  BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb, const std::vector<size_t>& unit_starts);
   BucketedAllreduce(const BucketedAllreduce&) = delete;
   BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
   ~BucketedAllreduce();
@@ -65,6 +67,8 @@ class BucketedAllreduce {
   /// when an MPI call failed (in either thread).
   void finish();
   size_t bucket_count() const { return buckets_.size(); }
+  /// The buckets (cut_buckets), in buffer order.
+  const std::vector<BucketRange>& buckets() const { return buckets_; }
   /// Seconds from start_step() to the start of each bucket's reduction this step, by bucket
   /// (buffer order): when its gradients, and those of every bucket after it, were final; for a
   /// model that reports no finished gradients, when backward returned. What a simulation of the

@@ -230,6 +230,7 @@ CaseRecord case_record(const CaseResult& r) {
   rec.loss = r.steps.loss;
   rec.bucket_start_s = r.steps.bucket_start_s;
   rec.buckets = r.steps.buckets;
+  rec.bucket_bytes = r.steps.bucket_bytes;
   rec.memory = table_of(r.memory, kMemory);
   rec.summary = summary_attrs(r);
   if (r.accuracy && r.outcome.ok()) {

@@ -20,9 +20,9 @@ from clustertest import SOURCE
 import trace_checks
 
 REPORT = os.path.join(SOURCE, "results", "dlscale-report")
-# 14.7 M parameters: 59 MB of gradients in 25 MB buckets, those reduced first growing from 1 MB
-# (six buckets), on the reference driver, which every build has and which reports finished
-# gradients during backward.
+# 12.6 M parameters: 50 MB of gradients with 25 MB buckets, which begin only where a layer does
+# (four buckets, one per layer), on the reference driver, which every build has and which reports
+# finished gradients during backward.
 NET = ["-w", "fcn5:features=1024,width=2048", "-d", "reference", "--batch", "4", "--threads", "1",
        "--peak", "skip", "--warmup", "1", "--iterations", "3", "--phases", "--bucket-mb", "25"]
 

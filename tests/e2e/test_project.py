@@ -202,14 +202,17 @@ class Project(unittest.TestCase):
                 self.assertEqual(f["cases/0001/simulations"][last].attrs["progress"], progress, level)
 
     def test_bucket_readiness_measured_and_estimated(self):
-        # 13002 floats in buckets of 5000 (0.02 MB = 20000 bytes), cut from the buffer's end:
-        # [0, 3002), [3002, 8002), [8002, 13002), the last of the buffer ready first.
+        # 13002 floats (layers of 12560, 272 and 170) in buckets of about 5000 (0.02 MB = 20000
+        # bytes) that begin only at a layer's start, or inside the first layer, longer than a
+        # bucket, a whole bucket before its end: [0, 2560), [2560, 7560), [7560, 13002), the last
+        # of the buffer ready first. The case records them; the simulation takes them from it.
         path = self.copy("buckets.h5")
         proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with h5py.File(path, "r") as f:
+            self.assertEqual(list(f["cases/0001/bucket_bytes"][()]), [10240, 20000, 21768])
             g = f["cases/0001/simulations/0000"]
-            self.assertEqual(list(g["bucket_bytes"][()]), [20000, 20000, 12008])
+            self.assertEqual(list(g["bucket_bytes"][()]), [21768, 20000, 10240])
             # dlscale recorded when each bucket started: the fractions are measured, the median
             # over ranks and iterations of (start - forward) / backward, never falling.
             self.assertEqual(g.attrs["bucket_readiness"], "measured")
@@ -228,6 +231,16 @@ class Project(unittest.TestCase):
         with h5py.File(path, "r") as f:
             g = f["cases/0001/simulations/0001"]
             self.assertEqual(g.attrs["bucket_readiness"], "estimated")
+            np.testing.assert_allclose(g["bucket_ready_fraction"][()], [21768 / 52008, 41768 / 52008, 1])
+        # Nor bucket_bytes: cut as dlscale cuts a buffer whose layers it does not know, whole
+        # buckets from the end.
+        with h5py.File(path, "a") as f:
+            del f["cases/0001/bucket_bytes"]
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0001/simulations/0002"]
+            self.assertEqual(list(g["bucket_bytes"][()]), [20000, 20000, 12008])
             np.testing.assert_allclose(g["bucket_ready_fraction"][()], [5000 / 13002, 10000 / 13002, 1])
 
     def test_measured_platform_reproduces_the_ring_fit(self):

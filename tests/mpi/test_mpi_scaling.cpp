@@ -49,7 +49,7 @@ TEST(MpiScaling, BucketedOverlappedAllreduceMatchesTheBlockingOne) {
   const Workload w = make_workload("fcn5:features=300,width=64");
   auto plain = make_model(reg, w), bucketed = make_model(reg, w);
   // Buckets of 0.01 MB (2,500 floats) cut the ~60k gradients into many pieces, across tensors.
-  BucketedAllreduce buckets(bucketed->grad_buffer(), MPI_COMM_WORLD, 0.01);
+  BucketedAllreduce buckets(bucketed->grad_buffer(), MPI_COMM_WORLD, 0.01, {});
   ASSERT_GT(buckets.bucket_count(), 10u);
   size_t reported = 0;
   ASSERT_TRUE(bucketed->set_gradient_ready_callback([&](size_t first, size_t count) {
@@ -81,7 +81,7 @@ TEST(MpiScaling, BucketsWithoutReadinessReportsStartAfterBackward) {
   auto model = reg.find("reference")->create(w, {DeviceType::kCpu, 0, 1, 3});
   model->load_parameters(canonical_parameters(w, 3));
   model->set_batch(synthetic_batch(w, 4, 3, world_rank()));
-  BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, 0.004);
+  BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, 0.004, {});
   model->forward();
   model->backward();
   const std::vector<float> local = model->export_gradients();
@@ -105,7 +105,7 @@ TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
   const int rank = world_rank();
   std::vector<float> values(6);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(10 * (i + 1) + rank);
-  BucketedAllreduce buckets({values.data(), values.size(), false}, MPI_COMM_WORLD, 4e-6);
+  BucketedAllreduce buckets({values.data(), values.size(), false}, MPI_COMM_WORLD, 4e-6, {});
   ASSERT_EQ(buckets.bucket_count(), 6u);
   buckets.start_step(std::chrono::steady_clock::now());
   if (rank != size - 1 || size == 1) {

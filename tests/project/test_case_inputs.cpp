@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,6 +36,22 @@ TEST(ProjectCaseInputs, BucketsAsDlscaleCutsThem) {
   EXPECT_THROW(estimated_buckets(0, 1), std::invalid_argument);
   EXPECT_THROW(estimated_buckets(1e6, -1), std::invalid_argument);
   EXPECT_THROW(estimated_buckets(1e9, 1e-6), std::invalid_argument);  // 250 million buckets
+}
+
+TEST(ProjectCaseInputs, RecordedBucketsInTheOrderTheyBecomeReady) {
+  // Sizes in buffer order; the last is ready first, after the share of the buffer from its start
+  // to the end.
+  const std::vector<GradientBucket> b = recorded_buckets({4000, 30000, 6000});
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].bytes, 6000);
+  EXPECT_DOUBLE_EQ(b[0].ready_fraction, 0.15);
+  EXPECT_EQ(b[1].bytes, 30000);
+  EXPECT_DOUBLE_EQ(b[1].ready_fraction, 0.9);
+  EXPECT_EQ(b[2].bytes, 4000);
+  EXPECT_EQ(b[2].ready_fraction, 1);
+  EXPECT_THROW(recorded_buckets({4000, 0}), std::invalid_argument);
+  EXPECT_THROW(recorded_buckets({std::nan("")}), std::invalid_argument);
+  EXPECT_THROW(recorded_buckets(std::vector<double>(5000, 1.0)), std::invalid_argument);
 }
 
 /// Two ranks, two iterations, three buckets; forward 10 ms and backward 20 ms everywhere.

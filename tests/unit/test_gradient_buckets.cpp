@@ -1,21 +1,24 @@
-// How gradient buffers are cut into buckets (drivers/gradient_buckets.h): from the buffer's end,
-// so that the bucket reduced after backward, the first layers', holds only the remainder, and
-// the first ones reduced, the last layers', are small.
+// How gradient buffers are cut into buckets (drivers/gradient_buckets.h): small at both ends, so
+// that the network starts on the last layer's gradients early and little is left to reduce after
+// backward; whole buckets between; never inside a range the model reports final at once.
 #include "drivers/gradient_buckets.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace dlscale {
 namespace {
 
-std::vector<std::pair<size_t, size_t>> ranges(const std::vector<BucketRange>& buckets) {
-  std::vector<std::pair<size_t, size_t>> out;
+using R = std::vector<std::pair<size_t, size_t>>;
+
+R ranges(const std::vector<BucketRange>& buckets) {
+  R out;
   for (const BucketRange& b : buckets) out.emplace_back(b.first, b.count);
   return out;
 }
 
-TEST(GradientBuckets, CutFromTheEndTheRemainderFirst) {
-  using R = std::vector<std::pair<size_t, size_t>>;
+TEST(GradientBuckets, WholeBucketsFromTheEndTheRemainderFirst) {
   EXPECT_EQ(ranges(cut_buckets(13002, 5000)), (R{{0, 3002}, {3002, 5000}, {8002, 5000}}));
   EXPECT_EQ(ranges(cut_buckets(10000, 5000)), (R{{0, 5000}, {5000, 5000}}));
   EXPECT_EQ(ranges(cut_buckets(3, 5000)), (R{{0, 3}}));  // one bucket: the whole buffer
@@ -23,34 +26,63 @@ TEST(GradientBuckets, CutFromTheEndTheRemainderFirst) {
   EXPECT_TRUE(cut_buckets(0, 5).empty());
 }
 
-TEST(GradientBuckets, TheFirstReducedGrowFromOneMegabyteToTheBucketSize) {
-  using R = std::vector<std::pair<size_t, size_t>>;
+TEST(GradientBuckets, TheFirstAndTheLastReducedGrowFromOneMegabyteToTheBucketSize) {
   const size_t f = kFirstBucketElements;
-  // From the end: f, 2f, 4f, then whole buckets of 5f, the remainder first in the buffer.
-  EXPECT_EQ(
-      ranges(cut_buckets(25 * f, 5 * f)),
-      (R{{0, 3 * f}, {3 * f, 5 * f}, {8 * f, 5 * f}, {13 * f, 5 * f}, {18 * f, 4 * f}, {22 * f, 2 * f}, {24 * f, f}}));
-  // Growth stops where the buffer does: what is left before it is one bucket.
-  EXPECT_EQ(ranges(cut_buckets(5 * f, 8 * f)), (R{{0, 2 * f}, {2 * f, 2 * f}, {4 * f, f}}));
+  // From the end: f, 2f, 4f; from the start the same; whole buckets of 5f between, the
+  // remainder first.
+  EXPECT_EQ(ranges(cut_buckets(25 * f, 5 * f)), (R{{0, f},
+                                                   {f, 2 * f},
+                                                   {3 * f, 4 * f},
+                                                   {7 * f, f},
+                                                   {8 * f, 5 * f},
+                                                   {13 * f, 5 * f},
+                                                   {18 * f, 4 * f},
+                                                   {22 * f, 2 * f},
+                                                   {24 * f, f}}));
+  // Growth stops where the buffer does: what is left is one bucket.
+  EXPECT_EQ(ranges(cut_buckets(5 * f, 8 * f)), (R{{0, f}, {f, f}, {2 * f, 2 * f}, {4 * f, f}}));
   // A buffer of at most the first size: one bucket.
   EXPECT_EQ(ranges(cut_buckets(f, 8 * f)), (R{{0, f}}));
+}
+
+TEST(GradientBuckets, BucketsBeginOnlyWhereAUnitDoes) {
+  const size_t f = kFirstBucketElements;
+  // A language model's embedding, LSTM and classifier: each is final at one time in backward, so
+  // each is one bucket, not 1, 2, 4 MB pieces that would start together.
+  EXPECT_EQ(ranges(cut_buckets(24 * f, 25 * f, {0, 10 * f, 14 * f})),
+            (R{{0, 10 * f}, {10 * f, 4 * f}, {14 * f, 10 * f}}));
+  // A unit longer than the bucket size is cut into buckets of that size from its end.
+  EXPECT_EQ(ranges(cut_buckets(12 * f, 5 * f, {0, 11 * f})), (R{{0, f}, {f, 5 * f}, {6 * f, 5 * f}, {11 * f, f}}));
 }
 
 TEST(GradientBuckets, EveryElementInTheBucketThatHoldsIt) {
   for (const size_t elements : {size_t{1}, size_t{7}, size_t{13002}, 11 * kFirstBucketElements + 5}) {
     for (const size_t size : {size_t{1}, size_t{3}, size_t{5000}, size_t{20000}, 3 * kFirstBucketElements}) {
-      const std::vector<BucketRange> buckets = cut_buckets(elements, size);
-      size_t next = 0;  // the buckets tile the buffer in order
-      for (const BucketRange& b : buckets) {
-        EXPECT_EQ(b.first, next);
-        EXPECT_GT(b.count, 0u);
-        next += b.count;
+      // Units of growing length from the buffer's start, and none (any element may begin a bucket).
+      std::vector<size_t> units;
+      for (size_t start = 0, length = 1; start < elements; start += length, length = 3 * length + 1) {
+        units.push_back(start);
       }
-      EXPECT_EQ(next, elements);
-      for (size_t e = 0; e < elements; e += 1 + elements / 97) {
-        const BucketRange& b = buckets[bucket_holding(buckets, e)];
-        EXPECT_LE(b.first, e);
-        EXPECT_LT(e, b.first + b.count);
+      for (const std::vector<size_t>& unit_starts : {std::vector<size_t>{}, units}) {
+        const std::vector<BucketRange> buckets = cut_buckets(elements, size, unit_starts);
+        size_t next = 0;  // the buckets tile the buffer in order
+        for (const BucketRange& b : buckets) {
+          EXPECT_EQ(b.first, next);
+          EXPECT_GT(b.count, 0u);
+          next += b.count;
+          // A bucket begins at a unit's start or, inside a unit longer than the bucket size, a
+          // whole number of bucket sizes before the unit's end.
+          if (unit_starts.empty()) continue;
+          const auto unit = std::upper_bound(unit_starts.begin(), unit_starts.end(), b.first) - 1;
+          const size_t unit_end = unit + 1 == unit_starts.end() ? elements : *(unit + 1);
+          EXPECT_TRUE(b.first == *unit || (unit_end - b.first) % size == 0) << b.first;
+        }
+        EXPECT_EQ(next, elements);
+        for (size_t e = 0; e < elements; e += 1 + elements / 97) {
+          const BucketRange& b = buckets[bucket_holding(buckets, e)];
+          EXPECT_LE(b.first, e);
+          EXPECT_LT(e, b.first + b.count);
+        }
       }
     }
   }
