@@ -138,8 +138,8 @@ class TimingMode final : public CaseMode {
   Deadline deadline_ = Deadline::max();
   int64_t next_sample_ = 0;
   std::vector<double> times_, phase_times_, losses_, exposed_, bucket_starts_;
-  size_t buckets_ = 0;                ///< the harness's MPI buckets of the case (0: none)
-  std::vector<double> bucket_bytes_;  ///< their sizes, in buffer order
+  /// The sizes of the case's MPI buckets (the harness's), in buffer order; empty: none.
+  std::vector<double> bucket_bytes_;
   // The timeline (--phases): each timed step's start on this rank's clock, its buckets'
   // reductions, and the clock's offset to rank 0's before and after the timed steps.
   std::vector<double> step_starts_, bucket_reductions_;
@@ -218,11 +218,11 @@ void TimingMode::measure(PreparedCase& p) {
   started_ = Clock::now();
   deadline_ = deadline_after(spec_.case_timeout);
   next_sample_ = int64_t{ctx_.case_rank} * spec_.batch_per_rank();
-  buckets_ = p.buckets ? p.buckets->bucket_count() : 0;
   bucket_bytes_.clear();
   if (p.buckets) {
-    for (const BucketRange& b : p.buckets->buckets())
+    for (const BucketRange& b : p.buckets->buckets()) {
       bucket_bytes_.push_back(static_cast<double>(b.count * sizeof(float)));
+    }
   }
   RegionMeters meters(ctx_, p.gpu);
   const int sleeper = fault_injection::sleep_rank();
@@ -278,10 +278,11 @@ StepSamples TimingMode::gather_samples(bool ok) const {
   gather(times_, iters, s.iter_time_s);
   if (spec_.phases && iters > 0) gather(phase_times_, iters * kPhaseCount, s.phase_time_s);
   if (ranks > 1 && iters > 0) gather(exposed_, iters, s.exposed_allreduce_s);
-  // buckets_ is the same on every rank of a case that trained (the same driver and buffer).
-  if (buckets_ > 0 && iters > 0) {
-    gather(bucket_starts_, iters * static_cast<int>(buckets_), s.bucket_start_s);
-    s.buckets = static_cast<int64_t>(buckets_);
+  // The buckets are the same on every rank of a case that trained (the same driver and buffer).
+  const auto buckets = static_cast<int>(bucket_bytes_.size());
+  if (buckets > 0 && iters > 0) {
+    gather(bucket_starts_, iters * buckets, s.bucket_start_s);
+    s.buckets = buckets;
     s.bucket_bytes = bucket_bytes_;
   }
   s.loss = losses_;
@@ -299,7 +300,8 @@ CaseTimeline TimingMode::gather_timeline(int iters) const {
   }
   CaseTimeline t;
   gather(step_starts_, iters, t.step_start_s);
-  if (buckets_ > 0) gather(bucket_reductions_, iters * static_cast<int>(buckets_) * 2, t.bucket_reduction_s);
+  const auto buckets = static_cast<int>(bucket_bytes_.size());
+  if (buckets > 0) gather(bucket_reductions_, iters * buckets * 2, t.bucket_reduction_s);
   gather(at, 2, t.clock_at_s);
   gather(offset, 2, t.clock_offset_s);
   gather(bound, 2, t.clock_bound_s);

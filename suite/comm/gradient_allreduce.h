@@ -101,7 +101,7 @@ class BucketedAllreduce {
   float* data_;
   MPI_Comm comm_;
   int size_ = 1;
-  std::vector<BucketRange> buckets_;  ///< cut_buckets(): the remainder first, reduced last
+  std::vector<BucketRange> buckets_;  ///< cut_buckets(), in buffer order: the first reduced last
   std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
   size_t next_ = 0;                   ///< buckets [0, next_) not started this step
   std::chrono::steady_clock::time_point step_start_;

@@ -42,8 +42,9 @@ TEST_P(OverlapEveryDriver, TrainsToTheParametersOfTheBlockingAllreduce) {
     SCOPED_TRACE(spec);
     const Workload w = without_dropout(make_workload(spec));
     auto blocking = make_model(driver, w), overlapped = make_model(driver, w);
-    // Buckets of 250 floats: several per layer, started as the layers finish.
-    BucketedAllreduce buckets(overlapped->grad_buffer(), MPI_COMM_WORLD, 0.001, {});
+    // Buckets of about 250 floats that begin where layers do, as a case cuts them: several in a
+    // larger layer, started as the layers finish.
+    BucketedAllreduce buckets(overlapped->grad_buffer(), MPI_COMM_WORLD, 0.001, layer_parameter_starts(w));
     ASSERT_TRUE(buckets.follow(*overlapped)) << GetParam() << " does not report finished gradients";
     EXPECT_EQ(buckets.progress_thread(), level >= MPI_THREAD_SERIALIZED);
     ASSERT_GT(buckets.bucket_count(), 2U);
