@@ -15,7 +15,10 @@ dlscale runs both of its cases in one job, the blocking one first in even rounds
 one first in odd ones.
 
 Per configuration: the median step (slowest rank, per iteration) of each, their ratios, and
-dlscale's exposed all-reduce with buckets over the blocking one; as it goes, each round's
+dlscale's exposed all-reduce with buckets over the blocking one, twice: as the summary has it
+(the slowest rank's, which includes its wait for the others' backward) and on the rank that
+waited least (per iteration the lowest over ranks: the one whose backward ended last, whose
+exposed all-reduce is what the network still had to do then); as it goes, each round's
 bucketed/blocking ratio, whose range is the spread of the bed. PyTorch comes from the Python
 that runs this script (Debian's python3-torch: the same ATen as Debian's LibTorch); without it,
 or without gloo, the bench says so in one line and exits 1.
@@ -34,7 +37,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,8 +111,9 @@ def ddp_step(bed, hosts, network, batch, args):
 
 
 def dlscale_steps(bed, hosts, workload, batch, args, workdir, order):
-    """((step, exposed all-reduce, mechanism) of the blocking case, the same of the bucketed one),
-    medians in s; `order` ("0,25" or "25,0") says which of the two the job runs first."""
+    """((step, exposed all-reduce, the least exposed rank's, mechanism) of the blocking case, the
+    same of the bucketed one), medians in s; `order` ("0,25" or "25,0") says which of the two the
+    job runs first."""
     import h5py
 
     out = os.path.join(workdir, "dlscale.h5")
@@ -125,7 +128,8 @@ def dlscale_steps(bed, hosts, workload, batch, args, workdir, order):
         got = {}
         for c in cases:
             s = c["summary"].attrs
-            got[float(c.attrs["bucket_mb"])] = (s["step_median_s"], s["exposed_allreduce_median_s"],
+            least = statistics.median(c["exposed_allreduce_s"][()].min(axis=0))  # [ranks, iterations]
+            got[float(c.attrs["bucket_mb"])] = (s["step_median_s"], s["exposed_allreduce_median_s"], least,
                                                 str(c.attrs["allreduce_mechanism"]))
     return got[0.0], got[25.0]
 
@@ -192,8 +196,9 @@ def main():
                         blocking.append(b)
                         bucketed.append(o)
                     row = (count, rate, spec, statistics.median(ddp), statistics.median(x[0] for x in blocking),
-                           statistics.median(x[0] for x in bucketed), statistics.median(x[1] for x in blocking),
-                           statistics.median(x[1] for x in bucketed), bucketed[0][2])
+                           statistics.median(x[0] for x in bucketed),
+                           [statistics.median(x[i] for x in blocking) for i in (1, 2)],
+                           [statistics.median(x[i] for x in bucketed) for i in (1, 2)], bucketed[0][3])
                     rows.append(row)
                     # The rounds' own ratios: how far one job's bucketed case lands from its blocking one.
                     ratios = sorted(o[0] / b[0] for b, o in zip(blocking, bucketed))
@@ -203,11 +208,11 @@ def main():
         finally:
             bed.close()
     print(f"{'hosts':>5} {'rate':>8} {'workload':<12} {'DDP s':>8} {'block s':>8} {'bucket s':>8} {'bucket/block':>12} "
-          f"{'bucket/DDP':>10} {'exposed b/b':>11}")
+          f"{'bucket/DDP':>10} {'exposed b/b':>11} {'least exposed b/b':>17}")
     for count, rate, spec, ddp, block, bucket, exp_block, exp_bucket, _ in rows:
-        exposed = f"{exp_bucket / exp_block:.2f}" if exp_block > 0 else "-"
+        exposed = [f"{o / b:.2f}" if b > 0 else "-" for b, o in zip(exp_block, exp_bucket)]
         print(f"{count:>5} {rate:>8} {spec:<12} {ddp:>8.3f} {block:>8.3f} {bucket:>8.3f} {bucket / block:>12.2f} "
-              f"{bucket / ddp:>10.2f} {exposed:>11}")
+              f"{bucket / ddp:>10.2f} {exposed[0]:>11} {exposed[1]:>17}")
 
 
 if __name__ == "__main__":

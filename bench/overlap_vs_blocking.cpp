@@ -18,13 +18,13 @@
 //
 // Measured on one host (AMD EPYC, 2 vCPUs), 2 ranks x 1 thread, 25 MB buckets, 8 steps after 2
 // warm-up; overlapped / blocking step (quartiles of the per-step ratio) and exposed / blocking
-// all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 1.01 (1.02-1.08) and 0.74, onednn
-// 1.03 (1.02-1.05) and 0.68, kokkos 1.03 (1.00-1.05) and 0.70, reference 1.00 (0.98-1.00) and
-// 0.90; resnet50 b8 libtorch 0.99 (0.95-1.01) and 0.31, onednn 0.97 (0.96-1.00) and 0.41, kokkos
-// 0.99 (0.99-1.00) and 0.57; lstm32 b64 1.01-1.02. With --iterations 30, fcn5 came out 0.98-1.03
-// over six runs of the three drivers. On one host the ranks' all-reduce is memory copies on the
-// cores backward runs on, so when every core computes, what the buckets hide from the exposed
-// all-reduce comes back as a slower backward. FCN-5's first layer, two fifths of its gradients,
+// all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 1.01 (1.00-1.02) and 0.55, onednn
+// 1.06 (1.02-1.10) and 0.72, kokkos 1.07 (1.06-1.13) and 0.71, reference 0.98 (0.96-0.99) and
+// 1.05; resnet50 b8 libtorch 1.05 (0.99-1.03) and 0.97, onednn 0.98 (0.96-1.02) and 0.39, kokkos
+// 1.00 (0.99-1.02) and 0.29; lstm32 b64 1.00 on all three. With --iterations 16, fcn5 came out
+// 0.99-1.04 over two runs of onednn and kokkos. On one host the ranks' all-reduce is memory
+// copies on the cores backward runs on, so when every core computes, what the buckets hide from
+// the exposed all-reduce comes back as a slower backward. FCN-5's first layer, two fifths of its gradients,
 // is finished last, so at least that stays exposed on any machine.
 //
 // Across hosts of the cluster test bed, bench/shaped_link.py --overlap runs this bench between
