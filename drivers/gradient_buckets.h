@@ -1,6 +1,7 @@
 // How a gradient buffer is cut into buckets, declared once for everything that cuts one: the
 // harness's MPI buckets (suite/comm/gradient_allreduce.h), the NCCL reducer of GPU drivers
-// (drivers/gpu/gpu_step.cpp) and the tests that check both.
+// (drivers/gpu/gpu_step.cpp) and dlscale-project's estimate for files that do not record a case's
+// buckets (project/cli/case_inputs.cpp).
 #pragma once
 
 #include <algorithm>
@@ -35,10 +36,10 @@ constexpr size_t kFirstBucketElements = 250'000;
 ///   link had been idle before it, waiting for its first layer.
 /// - the middle is cut into buckets of about the bucket size, the remainder first.
 /// `unit_starts` (ascending) are the first elements of the ranges that become final together (a
-/// layer's parameters, which a driver reports at once): buckets begin only there, at the unit
-/// start nearest to each size, since cutting a range that is final at one time into several
-/// buckets only adds rings that start together. A unit longer than the bucket size is cut into
-/// buckets of that size from its end. Empty: every element may begin a bucket.
+/// layer's parameters, whose gradients backward finishes at once): buckets begin only there, at
+/// the unit start nearest to each size, since cutting a range that is final at one time into
+/// several buckets only adds rings that start together. A unit longer than the bucket size is cut
+/// into buckets of that size from its end. Empty: every element may begin a bucket.
 inline std::vector<BucketRange> cut_buckets(size_t elements, size_t bucket_elements,
                                             const std::vector<size_t>& unit_starts = {}) {
   bucket_elements = std::max<size_t>(bucket_elements, 1);
@@ -56,13 +57,13 @@ inline std::vector<BucketRange> cut_buckets(size_t elements, size_t bucket_eleme
     std::sort(points.begin(), points.end());
     points.erase(std::unique(points.begin(), points.end()), points.end());
   }
-  // The point nearest `target` among those in [min, max], of which there is at least one.
-  const auto nearest = [&](size_t target, size_t min, size_t max) {
-    target = std::clamp(target, min, max);
+  // The point nearest `target` among those in [lowest, highest], of which there is at least one.
+  const auto nearest = [&](size_t target, size_t lowest, size_t highest) {
+    target = std::clamp(target, lowest, highest);
     if (points.empty()) return target;
     const auto above = std::lower_bound(points.begin(), points.end(), target);
-    const bool has_up = above != points.end() && *above <= max;
-    const bool has_down = above != points.begin() && *std::prev(above) >= min;
+    const bool has_up = above != points.end() && *above <= highest;
+    const bool has_down = above != points.begin() && *std::prev(above) >= lowest;
     if (has_up && *above == target) return target;
     if (!has_down) return *above;
     const size_t down = *std::prev(above);

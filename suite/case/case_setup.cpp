@@ -146,7 +146,8 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   p.timer = p.model->make_step_timer();
   if (!p.timer) p.timer = make_host_step_timer(*p.model);
   if (!p.reducer && spec.bucket_mb > 0 && spec.ranks > 1) {
-    // A CPU model's buffer is the canonical layout, whose layers the model reports final one by one.
+    // A CPU model's buffer is the canonical layout, whose layers' gradients backward finishes one
+    // by one.
     p.buckets = std::make_unique<BucketedAllreduce>(p.model->grad_buffer(), ctx.comm, spec.bucket_mb,
                                                     layer_parameter_starts(ctx.c.workload));
     p.overlap = p.buckets->follow(*p.model);
