@@ -218,12 +218,6 @@ void TimingMode::measure(PreparedCase& p) {
   started_ = Clock::now();
   deadline_ = deadline_after(spec_.case_timeout);
   next_sample_ = int64_t{ctx_.case_rank} * spec_.batch_per_rank();
-  bucket_bytes_.clear();
-  if (p.buckets) {
-    for (const BucketRange& b : p.buckets->buckets()) {
-      bucket_bytes_.push_back(static_cast<double>(b.count * sizeof(float)));
-    }
-  }
   RegionMeters meters(ctx_, p.gpu);
   const int sleeper = fault_injection::sleep_rank();
   double slept = 0;
@@ -231,6 +225,15 @@ void TimingMode::measure(PreparedCase& p) {
     for (int i = 0; i < spec_.warmup && outcome_.ok() && !interrupted_; ++i) {
       const StepResult step = guarded_step(p, reducer, i + 1, false);
       if (outcome_.ok()) ctx_.progress.iteration("warm-up", i + 1, spec_.warmup, step.times.total);
+    }
+    // The timed steps reduce the buckets as the warm-up's last step showed them best merged; the
+    // outcome and the interruption are agreed, so every rank merges or none does.
+    if (p.buckets && outcome_.ok() && !interrupted_) p.buckets->merge_waiting_buckets();
+    bucket_bytes_.clear();
+    if (p.buckets) {
+      for (const BucketRange& b : p.buckets->buckets()) {
+        bucket_bytes_.push_back(static_cast<double>(b.count * sizeof(float)));
+      }
     }
     // A case that trains until its --case-timeout may ask for billions of steps: reserve what a
     // case usually records, not that.

@@ -29,12 +29,9 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
     : data_(grads.data), comm_(comm) {
   if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
-  const auto elems = static_cast<size_t>(bucket_mb * 1e6 / sizeof(float));
-  buckets_ = cut_buckets(grads.count, std::clamp<size_t>(elems, 1, INT_MAX), unit_starts);
-  pending_.assign(buckets_.size(), 0);
-  next_ = buckets_.size();
-  started_s_.assign(buckets_.size(), 0.0);
-  reduced_s_.assign(2 * buckets_.size(), 0.0);
+  bucket_elements_ = std::clamp<size_t>(static_cast<size_t>(bucket_mb * 1e6 / sizeof(float)), 1, INT_MAX);
+  buckets_ = cut_buckets(grads.count, bucket_elements_, unit_starts);
+  size_per_bucket();
   // One bucket has nothing to overlap: it is the one all-reduce after backward, without a thread
   // that would only share the cores backward runs on.
   int level = MPI_THREAD_SINGLE;
@@ -50,6 +47,31 @@ BucketedAllreduce::~BucketedAllreduce() {
   }
   wake_.notify_one();
   thread_.join();  // it reduces every bucket handed to it before it returns
+}
+
+void BucketedAllreduce::size_per_bucket() {
+  pending_.assign(buckets_.size(), 0);
+  next_ = buckets_.size();
+  started_s_.assign(buckets_.size(), 0.0);
+  reduced_s_.assign(2 * buckets_.size(), 0.0);
+}
+
+void BucketedAllreduce::merge_waiting_buckets() {
+  if (!stepped_) return;
+  const size_t n = buckets_.size();
+  std::vector<double> times(2 * n);  // when each was final, when its reduction began
+  for (size_t i = 0; i < n; ++i) {
+    times[i] = started_s_[i];
+    times[n + i] = reduced_s_[2 * i];
+  }
+  DLSCALE_CHECK_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, times.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX, comm_));
+  // Every rank merges from the same times: the same buckets everywhere.
+  const std::vector<double> ready(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(n));
+  const std::vector<double> began(times.begin() + static_cast<std::ptrdiff_t>(n), times.end());
+  // Between steps the communication thread waits for work and reads no bucket.
+  buckets_ = merge_waiting(buckets_, ready, began, bucket_elements_);
+  size_per_bucket();
 }
 
 bool BucketedAllreduce::follow(Model& model) {
@@ -180,6 +202,7 @@ void BucketedAllreduce::finish() {
     // No communication thread: every bucket is reduced here, in the order they were handed over.
     for (; !to_reduce_.empty(); to_reduce_.pop_front()) reduce(to_reduce_.front());
   }
+  stepped_ = true;
   const float scale = 1.0f / static_cast<float>(size_);
   const auto n = static_cast<int64_t>(buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count);
   float* g = data_;

@@ -66,6 +66,13 @@ class BucketedAllreduce {
   /// After backward: reduces the buckets still waiting, waits for all, scales by 1/P. Throws
   /// when an MPI call failed (in either thread).
   void finish();
+  /// After a step (the last of the warm-up), on every rank: merges the buckets that the network
+  /// made wait anyway (merge_waiting: final before the bucket reduced just before them began,
+  /// on every rank), as measured in that step, for the steps that follow. Agreeing on those
+  /// times is one MPI_Allreduce of two doubles per bucket: a collective. PyTorch DDP likewise
+  /// rebuilds its buckets once, after its first step, from the order in which gradients became
+  /// final there. Does nothing before a step has finished.
+  void merge_waiting_buckets();
   size_t bucket_count() const { return buckets_.size(); }
   /// The buckets (cut_buckets), in buffer order.
   const std::vector<BucketRange>& buckets() const { return buckets_; }
@@ -92,6 +99,8 @@ class BucketedAllreduce {
   }
 
  private:
+  /// The per-bucket state sized for buckets_.
+  void size_per_bucket();
   /// Bucket `index` is ready: queued for the communication thread, or for finish() without one.
   void start(size_t index);
   double since_step_start() const;  ///< seconds since start_step()'s time point
@@ -101,7 +110,9 @@ class BucketedAllreduce {
   float* data_;
   MPI_Comm comm_;
   int size_ = 1;
+  size_t bucket_elements_;            ///< the bucket size asked for
   std::vector<BucketRange> buckets_;  ///< cut_buckets(), in buffer order: the first reduced last
+  bool stepped_ = false;              ///< a step has finished: its times are there to merge by
   std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
   size_t next_ = 0;                   ///< buckets [0, next_) not started this step
   std::chrono::steady_clock::time_point step_start_;

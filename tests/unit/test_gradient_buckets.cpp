@@ -1,6 +1,7 @@
 // How gradient buffers are cut into buckets (drivers/gradient_buckets.h): small at both ends, so
 // that the network starts on the last layer's gradients early and little is left to reduce after
-// backward; whole buckets between; never inside a range the model reports final at once.
+// backward; whole buckets between; never inside a range the model reports final at once; merged
+// after a step only where the network made them wait anyway.
 #include "drivers/gradient_buckets.h"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,27 @@ TEST(GradientBuckets, EveryElementInTheBucketThatHoldsIt) {
       }
     }
   }
+}
+
+TEST(GradientBuckets, MergedOnlyWhereTheNetworkMadeThemWait) {
+  // Five buckets of one element (buffer order: bucket 4 is reduced first).
+  const std::vector<BucketRange> five{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}};
+  // The link kept up: each bucket final after the one before it began (at once, then). Nothing merges.
+  EXPECT_EQ(ranges(merge_waiting(five, {5, 4, 3, 2, 1}, {5, 4, 3, 2, 1}, 10)), ranges(five));
+  // The link was behind: buckets 0-2 final by 3 s, while bucket 3 began only at 6 s, behind bucket
+  // 4. They join bucket 3's group; bucket 4, the first, is alone.
+  EXPECT_EQ(ranges(merge_waiting(five, {3, 3, 3, 2, 1}, {9, 8, 7, 6, 1}, 10)), (R{{0, 4}, {4, 1}}));
+  // Groups stay within the bucket size: a new one begins where the next would pass it.
+  EXPECT_EQ(ranges(merge_waiting(five, {3, 3, 3, 2, 1}, {9, 8, 7, 6, 1}, 2)), (R{{0, 2}, {2, 2}, {4, 1}}));
+  // Final just in time, within kMergeMargin of the group's start: not merged, since in another
+  // step it may be final a little later and would then hold the group up.
+  const std::vector<BucketRange> two{{0, 1}, {1, 1}};
+  EXPECT_EQ(ranges(merge_waiting(two, {5.95, 1}, {6, 6}, 10)), ranges(two));
+  EXPECT_EQ(ranges(merge_waiting(two, {5.8, 1}, {6, 6}, 10)), (R{{0, 2}}));
+  // What counts is when the group began, its first bucket: bucket 2, final at 5 s, was final before
+  // bucket 3 began (6 s) but not before the group of 3 and 4 did (4 s), so it begins the next one.
+  EXPECT_EQ(ranges(merge_waiting(five, {5, 4, 5, 1, 1}, {9, 8, 7, 6, 4}, 10)), (R{{0, 3}, {3, 2}}));
+  EXPECT_TRUE(merge_waiting({}, {}, {}, 10).empty());
 }
 
 }  // namespace
