@@ -16,16 +16,17 @@
 // through the same path; so one GPU (one rank) shows what the stream overlap costs and hides.
 // The all-reduce phase of each step (--phases' third) is its exposed all-reduce.
 //
-// Measured on one host (AMD EPYC, 2 vCPUs), 2 ranks x 1 thread, 25 MB buckets, 8 steps after 2
-// warm-up; overlapped / blocking step (quartiles of the per-step ratio) and exposed / blocking
-// all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 1.01 (1.00-1.02) and 0.55, onednn
-// 1.06 (1.02-1.10) and 0.72, kokkos 1.07 (1.06-1.13) and 0.71, reference 0.98 (0.96-0.99) and
-// 1.05; resnet50 b8 libtorch 1.05 (0.99-1.03) and 0.97, onednn 0.98 (0.96-1.02) and 0.39, kokkos
-// 1.00 (0.99-1.02) and 0.29; lstm32 b64 1.00 on all three. With --iterations 16, fcn5 came out
-// 0.99-1.04 over two runs of onednn and kokkos. On one host the ranks' all-reduce is memory
+// The bucketed model's buckets are merged after the last warm-up step, as a case's are.
+//
+// Measured on one host (AMD EPYC, Zen 4, 2 vCPUs), 2 ranks x 1 thread, 25 MB buckets, 8 steps
+// after 2 warm-up; overlapped / blocking step (quartiles of the per-step ratio) and exposed /
+// blocking all-reduce: fcn5 (features 8192, width 2048) b32 libtorch 1.04 (1.02-1.06) and 0.63,
+// onednn 1.02 (1.01-1.02) and 0.59, kokkos 1.05 (1.04-1.06) and 0.67; resnet50 b8 libtorch 0.99
+// and 0.38, onednn 1.00 and 0.33, kokkos 1.00 and 0.39; lstm32 b64 0.99-1.02. On a Zen 3 EPYC
+// of 2 vCPUs fcn5 gave 1.01-1.07 across runs. On one host the ranks' all-reduce is memory
 // copies on the cores backward runs on, so when every core computes, what the buckets hide from
-// the exposed all-reduce comes back as a slower backward. FCN-5's first layer, two fifths of its gradients,
-// is finished last, so at least that stays exposed on any machine.
+// the exposed all-reduce comes back as a slower backward. FCN-5's first layer, two fifths of its
+// gradients, is finished last, so at least that stays exposed on any machine.
 //
 // Across hosts of the cluster test bed, bench/shaped_link.py --overlap runs this bench between
 // two hosts on a shaped link, and bench/ddp_across_hosts.py sets dlscale's steps against PyTorch
