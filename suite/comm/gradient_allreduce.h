@@ -67,14 +67,14 @@ class BucketedAllreduce {
   /// when an MPI call failed (in either thread).
   void finish();
   /// After a step (the last of the warm-up), on every rank: merges the buckets that the network
-  /// made wait anyway (merge_waiting: final before the bucket reduced just before them began,
-  /// on every rank), as measured in that step, for the steps that follow. Agreeing on those
+  /// made wait anyway (merge_waiting: final, on every rank, before the group reduced just before
+  /// them began), as measured in that step, for the steps that follow. Agreeing on those
   /// times is one MPI_Allreduce of two doubles per bucket: a collective. PyTorch DDP likewise
   /// rebuilds its buckets once, after its first step, from the order in which gradients became
   /// final there. Does nothing before a step has finished.
   void merge_waiting_buckets();
   size_t bucket_count() const { return buckets_.size(); }
-  /// The buckets (cut_buckets), in buffer order.
+  /// The buckets (cut_buckets, then as merge_waiting_buckets() left them), in buffer order.
   const std::vector<BucketRange>& buckets() const { return buckets_; }
   /// Seconds from start_step() to the start of each bucket's reduction this step, by bucket
   /// (buffer order): when its gradients, and those of every bucket after it, were final; for a
@@ -111,7 +111,7 @@ class BucketedAllreduce {
   MPI_Comm comm_;
   int size_ = 1;
   size_t bucket_elements_;            ///< the bucket size asked for
-  std::vector<BucketRange> buckets_;  ///< cut_buckets(), in buffer order: the first reduced last
+  std::vector<BucketRange> buckets_;  ///< buckets(), in buffer order: the first reduced last
   bool stepped_ = false;              ///< a step has finished: its times are there to merge by
   std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
   size_t next_ = 0;                   ///< buckets [0, next_) not started this step
