@@ -19,7 +19,8 @@ struct AllreduceRecord {
   std::string for_case;  ///< the case group it was measured for; "" when standalone
   double alpha_s = 0, beta_s_per_byte = 0;
   int64_t hosts = 0;
-  std::string network;  ///< "within one host" or "between hosts"
+  std::string network;        ///< "within one host" or "between hosts"
+  int64_t segment_bytes = 0;  ///< the MPI ring's segment size; 0 where no such ring ran
   std::vector<int64_t> bytes;
   std::vector<double> time_s;  ///< [ranks][sizes][iterations]
   std::vector<double> algbw_gbps, busbw_gbps;
@@ -38,6 +39,7 @@ inline const Field<AllreduceRecord> kAllreduceFields[] = {
     member<&AllreduceRecord::beta_s_per_byte>("beta_s_per_byte"),
     member<&AllreduceRecord::hosts>("hosts"),
     member<&AllreduceRecord::network>("network"),
+    member<&AllreduceRecord::segment_bytes>("segment_bytes"),
     member<&AllreduceRecord::run>("run"),
 };
 

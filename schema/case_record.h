@@ -81,7 +81,7 @@ inline const Field<CaseAccuracyRequest> kCaseAccuracyRequestFields[] = {
 struct CaseOutcome {
   bool overlap = false, progress_thread = false;
   std::string allreduce_mechanism;
-  int64_t allreduce_buckets = 0, allreduce_lanes = 1;
+  int64_t allreduce_buckets = 0, allreduce_lanes = 1, allreduce_segment_bytes = 0;
   std::string mpi_allreduce_settings;
   std::string blas_core, blas_core_chosen, blas_core_reason;
   bool blas_core_below_cpu = false;
@@ -97,6 +97,7 @@ inline const Field<CaseOutcome> kCaseOutcomeFields[] = {
     member<&CaseOutcome::allreduce_mechanism>("allreduce_mechanism"),
     member<&CaseOutcome::allreduce_buckets>("allreduce_buckets"),
     member<&CaseOutcome::allreduce_lanes>("allreduce_lanes"),
+    member<&CaseOutcome::allreduce_segment_bytes>("allreduce_segment_bytes"),
     member<&CaseOutcome::mpi_allreduce_settings>("mpi_allreduce_settings"),
     member<&CaseOutcome::blas_core>("blas_core"),
     member<&CaseOutcome::blas_core_chosen>("blas_core_chosen"),

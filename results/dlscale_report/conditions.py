@@ -117,8 +117,8 @@ def bucketed(case):
 
 def allreduce_text(case):
     """"all-reduce: one all-reduce per bucket on a communication thread, during backward (5
-    buckets of 25 MB); MPI's settings: coll_tuned_..." for a case whose gradients were reduced,
-    else ""."""
+    buckets of 25 MB), ring segments of 65472 bytes; MPI's settings: coll_tuned_..." for a case
+    whose gradients were reduced, else ""."""
     mechanism = allreduce_mechanism(case)
     if mechanism == "none":
         return ""
@@ -128,6 +128,9 @@ def allreduce_text(case):
     if bucket_mb > 0:
         count = f"{int(buckets)} bucket{'s' if int(buckets) != 1 else ''}" if buckets is not None else "buckets"
         text += f" ({count} of {bucket_mb:g} MB)"
+    segment = int(a.get("allreduce_segment_bytes", 0) or 0)  # absent in older files
+    if segment > 0:
+        text += f", ring segments of {segment} bytes"
     settings = str(a.get("mpi_allreduce_settings", "") or "")
     if settings:
         text += f"; MPI's settings: {settings}"

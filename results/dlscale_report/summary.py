@@ -63,7 +63,7 @@ CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa
                "energy_j_per_sample", "energy_source", "user_ms_per_step", "system_ms_per_step", "kernel_pct",
                "faults_per_step", "major_faults_per_step",
                "cpu_wait_pct", "cpu_steal_pct", "contended", "allocator", "run", "allreduce_mechanism",
-               "allreduce_buckets", "mpi_allreduce_settings", "conditions", "status", "message")
+               "allreduce_buckets", "allreduce_segment_bytes", "mpi_allreduce_settings", "conditions", "status", "message")
 
 
 def case_row(case):
@@ -96,6 +96,7 @@ def case_row(case):
         "faults_per_step": None, "major_faults_per_step": None, "cpu_wait_pct": None, "cpu_steal_pct": None,
         "contended": None, "allocator": a.get("allocator"), "run": a.get("run"),
         "allreduce_mechanism": allreduce_mechanism(case), "allreduce_buckets": a.get("allreduce_buckets"),
+        "allreduce_segment_bytes": a.get("allreduce_segment_bytes"),
         "mpi_allreduce_settings": a.get("mpi_allreduce_settings", ""),
         "conditions": ", ".join(short_flags(case)), "conditions_text": case_conditions(case),
     }

@@ -91,7 +91,8 @@ struct CaseResult {
   /// library's MPI_Allreduce settings where an MPI mechanism did.
   std::string allreduce_mechanism = "none";
   int64_t allreduce_buckets = 0;
-  int64_t allreduce_lanes = 1;  ///< all-reduces in flight at once (BucketedAllreduce::lanes)
+  int64_t allreduce_lanes = 1;          ///< all-reduces in flight at once (BucketedAllreduce::lanes)
+  int64_t allreduce_segment_bytes = 0;  ///< the MPI ring's (ring_segment_bytes); 0 without MPI's sum
   std::string mpi_allreduce_settings;
   BlasCore blas;  ///< the BLAS kernels the process computed with (drivers/cpu/blas_core.h)
   double wall_s = 0;

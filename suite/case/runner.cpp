@@ -10,6 +10,7 @@
 
 #include "suite/case/run_mode.h"
 #include "suite/comm/mpi_settings.h"
+#include "suite/comm/ring_allreduce.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 #include "suite/matrix/placement.h"
@@ -111,7 +112,10 @@ CaseResult Runner::run_on(const ResolvedCase& c, MPI_Comm comm, int index, int t
   r.allreduce_mechanism = prepared.allreduce_mechanism(c.spec.ranks);
   r.allreduce_buckets = prepared.allreduce_buckets(c.spec.ranks);
   r.allreduce_lanes = prepared.allreduce_lanes();
-  if (r.allreduce_mechanism.rfind("mpi_", 0) == 0) r.mpi_allreduce_settings = mpi_allreduce_settings();
+  if (r.allreduce_mechanism.rfind("mpi_", 0) == 0) {  // agreed: every rank of the case or none
+    r.mpi_allreduce_settings = mpi_allreduce_settings();
+    r.allreduce_segment_bytes = static_cast<int64_t>(ring_segment_bytes(comm));
+  }
   r.blas = blas_core();
   r.wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   return r;

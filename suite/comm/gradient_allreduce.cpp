@@ -32,6 +32,8 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   bucket_elements_ = std::clamp<size_t>(static_cast<size_t>(bucket_mb * 1e6 / sizeof(float)), 1, INT_MAX);
   buckets_ = cut_buckets(grads.count, bucket_elements_, unit_starts);
   size_per_bucket();
+  // The rings' segment size is agreed here, on every rank, rather than by the thread's first ring.
+  if (size_ > 1) ring_segment_bytes(comm);
   // One bucket has nothing to overlap: it is the one all-reduce after backward, without a thread
   // that would only share the cores backward runs on.
   int level = MPI_THREAD_SINGLE;

@@ -48,7 +48,8 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
 class BucketedAllreduce {
  public:
   /// `unit_starts`: where the ranges the model reports final together begin in the buffer (its
-  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere.
+  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. A collective on more than
+  /// one rank (ring_segment_bytes).
   BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb, const std::vector<size_t>& unit_starts);
   BucketedAllreduce(const BucketedAllreduce&) = delete;
   BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;

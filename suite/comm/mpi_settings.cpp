@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -12,8 +13,16 @@ namespace dlscale {
 
 namespace {
 
+template <typename T>
+bool read_number(MPI_T_cvar_handle handle, std::string* out) {
+  T value = 0;
+  const bool ok = MPI_T_cvar_read(handle, &value) == MPI_SUCCESS;
+  *out = std::to_string(value);
+  return ok;
+}
+
 /// A control variable's value as text: strings as they are, integers by their enumeration item's
-/// name where they have one (Open MPI's algorithm choices), booleans as true/false.
+/// name where they have one (Open MPI's algorithm choices), sizes in decimal, booleans as true/false.
 bool read_variable(int index, MPI_Datatype type, MPI_T_enum enumtype, std::string* out) {
   MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
   int elements = 0;
@@ -43,6 +52,12 @@ bool read_variable(int index, MPI_Datatype type, MPI_T_enum enumtype, std::strin
         }
       }
     }
+  } else if (type == MPI_UNSIGNED && elements == 1) {
+    ok = read_number<unsigned>(handle, out);
+  } else if (type == MPI_UNSIGNED_LONG && elements == 1) {  // Open MPI's size_t variables
+    ok = read_number<unsigned long>(handle, out);
+  } else if (type == MPI_UNSIGNED_LONG_LONG && elements == 1) {
+    ok = read_number<unsigned long long>(handle, out);
   } else if (type == MPI_C_BOOL && elements == 1) {
     int value = 0;  // Open MPI stores its booleans in an int
     ok = MPI_T_cvar_read(handle, &value) == MPI_SUCCESS;
@@ -118,6 +133,20 @@ std::string mpi_allreduce_settings() {
     return failed ? std::string("unknown (an MPI tool interface call failed)") : set;
   }();
   return settings;
+}
+
+size_t mpi_tcp_eager_limit() {
+  static const size_t limit = [] {
+    const std::vector<std::string> names = {"btl_tcp_eager_limit", "MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE"};
+    for (const std::string& name : names) {
+      const std::string set = mpi_control_variables({name});  // "name=value" or ""
+      if (set.empty()) continue;
+      const unsigned long long value = std::strtoull(set.c_str() + name.size() + 1, nullptr, 10);
+      if (value > 0) return static_cast<size_t>(value);
+    }
+    return size_t{0};
+  }();
+  return limit;
 }
 
 }  // namespace dlscale

@@ -4,6 +4,7 @@
 // without them (or without the tool interface) is said to be so, and nothing fails.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,11 @@ std::string mpi_transport();
 /// rules by size and P), MPICH's "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=auto"; "" when the library
 /// shows none of these variables. Read once per process.
 std::string mpi_allreduce_settings();
+
+/// The largest message, in bytes and header included, that the library's TCP transport sends
+/// eagerly (without waiting for the receiver to have posted its receive): Open MPI's
+/// `btl_tcp_eager_limit` (65536 by default in 4.1), MPICH's `MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE`;
+/// 0 where the library shows neither through the tool interface. Read once per process.
+size_t mpi_tcp_eager_limit();
 
 }  // namespace dlscale

@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
+#include "suite/comm/mpi_context.h"
+#include "suite/comm/mpi_settings.h"
 #include "suite/errors.h"
 
 namespace dlscale {
 
 namespace {
 
-constexpr size_t kSegment = kRingSegmentBytes / sizeof(float);
 constexpr int kTag = 0x6c72;  // the ring's messages on the caller's communicator, plus the lane
 
 void mpi_allreduce_in_place(float* data, size_t count, MPI_Comm comm) {
@@ -23,7 +25,43 @@ void mpi_allreduce_in_place(float* data, size_t count, MPI_Comm comm) {
   }
 }
 
+/// The key of ring_segment_bytes's value on a communicator; not copied by MPI_Comm_dup (a copy
+/// works it out again).
+int segment_keyval() {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    DLSCALE_CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr));
+    return k;
+  }();
+  return keyval;
+}
+
 }  // namespace
+
+size_t ring_segment_bytes_for(bool spans_hosts, size_t eager_limit) {
+  if (!spans_hosts || eager_limit == 0) return kRingSegmentBytes;
+  const size_t payload = eager_limit > kEagerHeaderBytes ? eager_limit - kEagerHeaderBytes : 0;
+  return std::clamp(payload / sizeof(float) * sizeof(float), kRingMinSegmentBytes, kRingSegmentBytes);
+}
+
+size_t ring_segment_bytes(MPI_Comm comm) {
+  void* value = nullptr;
+  int found = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_get_attr(comm, segment_keyval(), &value, &found));
+  if (found) return static_cast<size_t>(reinterpret_cast<uintptr_t>(value));
+  int size = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  DLSCALE_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm));
+  const Communicator node(node_comm);
+  int node_size = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(node.get(), &node_size));
+  unsigned long long bytes = ring_segment_bytes_for(node_size < size, mpi_tcp_eager_limit());
+  DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm));
+  // The value itself is the attribute: nothing to free when the communicator goes.
+  DLSCALE_CHECK_MPI(MPI_Comm_set_attr(comm, segment_keyval(), reinterpret_cast<void*>(static_cast<uintptr_t>(bytes))));
+  return static_cast<size_t>(bytes);
+}
 
 void Pacer::after(bool moved) {
   const Clock::time_point now = Clock::now();
@@ -48,12 +86,12 @@ void Pacer::after(bool moved) {
 /// from one sum to the next: a fresh buffer per bucket would cost an allocation and its page
 /// faults every step.
 struct RingSum::Scratch {
-  std::vector<float> slots;                  // kRingSegmentsAhead segments
+  std::vector<float> slots;                  // kRingBytesAhead of segments
   std::vector<MPI_Request> receives, sends;  // one per message, in ring order
 };
 
 // The ring's schedule as one pipeline of messages. Step s (0 <= s < 2(P-1)) sends one chunk to the
-// right neighbour and receives another from the left, cut into segments of kSegment floats; the
+// right neighbour and receives another from the left, cut into segments (ring_segment_bytes); the
 // first P-1 steps add what they receive (reduce-scatter), the rest store it (all-gather). What
 // step s + 1 sends is exactly what step s received, so segment k of step s + 1 leaves as soon as
 // segment k of step s has arrived (and been added), not when the whole of step s has: a ring whose
@@ -72,6 +110,8 @@ RingSum::RingSum(float* data, size_t count, MPI_Comm comm, int lane)
     done_ = true;
     return;
   }
+  segment_ = ring_segment_bytes(comm) / sizeof(float);
+  ahead_ = std::max<size_t>(1, kRingBytesAhead / (segment_ * sizeof(float)));
   thread_local Scratch lanes[kRingLanes];
   scratch_ = &lanes[lane];
   left_ = (rank + size - 1) % size;
@@ -81,17 +121,17 @@ RingSum::RingSum(float* data, size_t count, MPI_Comm comm, int lane)
   for (size_t s = 0; s < steps(); ++s) {
     step_first_.push_back(messages_.size());
     const Span c = chunk(received(s));
-    for (size_t k = 0; k * kSegment < c.count; ++k)
-      messages_.push_back({s, k, c.data + k * kSegment, std::min(kSegment, c.count - k * kSegment)});
+    for (size_t k = 0; k * segment_ < c.count; ++k)
+      messages_.push_back({s, k, c.data + k * segment_, std::min(segment_, c.count - k * segment_)});
   }
-  first_send_ = (chunk(r_).count + kSegment - 1) / kSegment;
+  first_send_ = (chunk(r_).count + segment_ - 1) / segment_;
   scratch_->receives.assign(messages_.size(), MPI_REQUEST_NULL);
   scratch_->sends.assign(first_send_ + messages_.size(), MPI_REQUEST_NULL);
-  if (scratch_->slots.size() < kRingSegmentsAhead * kSegment) scratch_->slots.resize(kRingSegmentsAhead * kSegment);
+  if (scratch_->slots.size() < ahead_ * segment_) scratch_->slots.resize(ahead_ * segment_);
   const Span own = chunk(r_);
   for (size_t k = 0; k < first_send_; ++k) {
-    const size_t at = k * kSegment;
-    send(own.data + at, std::min(kSegment, own.count - at), scratch_->sends[k]);
+    const size_t at = k * segment_;
+    send(own.data + at, std::min(segment_, own.count - at), scratch_->sends[k]);
   }
   progress();
 }
@@ -101,7 +141,7 @@ bool RingSum::progress() {
   bool moved = false;
   std::vector<MPI_Request>& receives = scratch_->receives;
   while (true) {
-    while (posted_ < messages_.size() && posted_ < arrived_ + kRingSegmentsAhead && post_receive(posted_)) {
+    while (posted_ < messages_.size() && posted_ < arrived_ + ahead_ && post_receive(posted_)) {
       ++posted_;
       moved = true;
     }
@@ -140,7 +180,7 @@ size_t RingSum::received(size_t s) const {
   return reducing(s) ? (r_ + 2 * p_ - s - 1) % p_ : (r_ + 2 * p_ - (s - (p_ - 1))) % p_;
 }
 
-float* RingSum::slot(size_t m) const { return scratch_->slots.data() + (m % kRingSegmentsAhead) * kSegment; }
+float* RingSum::slot(size_t m) const { return scratch_->slots.data() + (m % ahead_) * segment_; }
 
 /// Where segment k of step s is in the sends' order.
 size_t RingSum::send_index(size_t s, size_t k) const { return s == 0 ? k : first_send_ + step_first_[s - 1] + k; }

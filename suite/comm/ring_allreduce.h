@@ -20,14 +20,38 @@ namespace dlscale {
 /// 0.90-1.00 of one whole all-reduce from 0.25 to 2 MB buckets where Open MPI 4.1's MPI_Allreduce
 /// took 1.23-1.41, and both 0.84 at 0.125 MB; unshaped, the two were level from 0.064 to 1 MB.
 constexpr size_t kRingMinBytes = size_t{128} << 10;
-/// The ring's messages: each step's chunk goes in segments of this many bytes, each summed as it
-/// arrives and passed on at once.
+/// The ring's messages: each step's chunk goes in segments, each summed as it arrives and passed
+/// on at once. Of this many bytes at most, and fewer between hosts (ring_segment_bytes).
 constexpr size_t kRingSegmentBytes = size_t{1} << 20;
-/// Receives posted ahead of the one the ring waits for: what the left neighbour may send before
-/// this rank has taken up the earlier ones.
-constexpr size_t kRingSegmentsAhead = 4;
+/// The fewest bytes a segment carries, whatever MPI's eager limit: a floor, so that an MPI whose
+/// eager limit is tiny (a few KiB) does not have the ring send and test a message per few KiB.
+constexpr size_t kRingMinSegmentBytes = size_t{16} << 10;
+/// What an MPI library's eager limit leaves to the payload: Open MPI 4.1.4's TCP transport sends
+/// 65480 bytes eagerly under its default 65536 (its headers take the other 56).
+constexpr size_t kEagerHeaderBytes = 64;
+/// Receives posted ahead of the one the ring waits for, in bytes: what the left neighbour may
+/// send before this rank has taken up the earlier ones (4 segments of 1 MiB, 64 of 64 KiB).
+constexpr size_t kRingBytesAhead = size_t{4} << 20;
 /// How many rings may be in flight at once on one communicator (RingSum's lanes).
 constexpr int kRingLanes = 2;
+
+/// The segment size, in bytes, of a ring whose ranks are all on one host (`spans_hosts` false)
+/// or not, given the network transport's eager limit (mpi_tcp_eager_limit; 0: unknown). Between
+/// hosts, segments stay under that limit, so that MPI sends each one at once: a larger one goes by
+/// rendezvous, its payload only once the receiver's acknowledgement is back, and on a saturated
+/// link that acknowledgement waits behind the data already queued in the receiver's own uplink,
+/// leaving the sender's link idle meanwhile (LSTM-32 on four hosts at 200 Mbit/s: the bucketed
+/// step took 2.50 s with 1 MiB segments, 2.37 s with 65472 bytes; 2.42 s with 80 KiB, just over
+/// Open MPI's limit). Within one host, shared memory moves a large message in one copy, and the
+/// segments stay at kRingSegmentBytes.
+size_t ring_segment_bytes_for(bool spans_hosts, size_t eager_limit);
+
+/// The segment size of every ring over `comm`: ring_segment_bytes_for this communicator, agreed
+/// (the least) by its ranks, since a segment's sender and receiver must cut alike. Worked out on
+/// the first call on a communicator, a collective (MPI_Comm_split_type, MPI_Allreduce), and kept
+/// on it (an MPI attribute); later calls are local. Every rank makes its first call at the same
+/// point: RingSum's constructor makes it, and BucketedAllreduce's, so that its thread never does.
+size_t ring_segment_bytes(MPI_Comm comm);
 
 /// One sum of `count` floats in place over `comm`, in flight: round dlscale's ring, advanced by
 /// progress() as its messages arrive, so that one thread can keep several in flight. A collective:
@@ -74,6 +98,8 @@ class RingSum {
   float* data_;
   size_t count_;
   MPI_Comm comm_;
+  size_t segment_ = 0;  // floats per segment (ring_segment_bytes)
+  size_t ahead_ = 0;    // receives posted ahead (kRingBytesAhead)
   int tag_;
   size_t p_ = 1, r_ = 0;
   int left_ = 0, right_ = 0;

@@ -111,6 +111,7 @@ AllreduceResult run_allreduce_benchmark(MPI_Comm comm, const AllreduceOptions& o
   DLSCALE_CHECK_MPI(
       MPI_Reduce(my_errors.data(), r.errors.data(), static_cast<int>(nsizes), MPI_INT64_T, MPI_SUM, 0, comm));
   if (rank == 0) summarise(r);
+  if (transport == &mpi && ranks > 1) r.segment_bytes = static_cast<int64_t>(ring_segment_bytes(comm));
   return r;
 }
 
@@ -126,6 +127,7 @@ GroupRecord allreduce_group(const AllreduceResult& r, const std::string& backend
   rec.beta_s_per_byte = r.beta_s_per_byte;
   rec.hosts = hosts;
   rec.network = hosts > 1 ? "between hosts" : "within one host";
+  rec.segment_bytes = r.segment_bytes;
   rec.bytes = r.bytes;
   rec.time_s = r.time_s;
   rec.algbw_gbps = r.algbw_gbps;

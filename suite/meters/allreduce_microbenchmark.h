@@ -34,6 +34,7 @@ struct AllreduceResult {
   std::vector<double> median_s, algbw_gbps, busbw_gbps;  ///< per size, from the slowest rank's times
   std::vector<int64_t> errors;                           ///< wrong elements per size, summed over ranks
   double alpha_s = 0, beta_s_per_byte = 0;               ///< ring fit (0 on one rank or one size)
+  int64_t segment_bytes = 0;  ///< the MPI ring's segment (ring_segment_bytes); 0 on one rank or another transport
 };
 
 /// Runs the microbenchmark on `comm` with the same in-place reduction the training step uses

@@ -72,6 +72,7 @@ CaseOutcome outcome(const R& r) {
           r.allreduce_mechanism,
           r.allreduce_buckets,
           r.allreduce_lanes,
+          r.allreduce_segment_bytes,
           r.mpi_allreduce_settings,
           r.blas.used,
           r.blas.chosen,

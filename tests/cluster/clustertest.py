@@ -60,10 +60,12 @@ class OnTwoHosts(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="dlscale_bed_")
         self.addCleanup(shutil.rmtree, self.dir, True)
 
-    def mpirun(self, args, ranks_per_host=2, timeout=300):
-        """dlscale ARGS on ranks_per_host ranks of each host, launched from the first; exit 0."""
+    def mpirun(self, args, ranks_per_host=2, timeout=300, env=None):
+        """dlscale ARGS on ranks_per_host ranks of each host, launched from the first (with `env`
+        added to mpirun's environment, whose OMPI_MCA_* variables reach every rank); exit 0."""
         bed = self.bed
-        r = bed.run(bed.hosts[0], bed.mpirun_args(ranks_per_host) + [DLSCALE] + args, timeout=timeout, cwd=self.dir)
+        r = bed.run(bed.hosts[0], bed.mpirun_args(ranks_per_host) + [DLSCALE] + args, timeout=timeout, cwd=self.dir,
+                    env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return r
 

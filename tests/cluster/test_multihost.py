@@ -43,6 +43,24 @@ class MultiHost(clustertest.OnTwoHosts):
             self.assertEqual(case.attrs["status"], "ok", case.attrs.get("message"))
             self.assertEqual(case.attrs["ranks"], 4)
             self.assertEqual(case["iter_time_s"].shape, (4, 3))
+            # Across hosts the ring's segments stay under Open MPI's TCP eager limit (65536 by
+            # default), 64 bytes left for its headers.
+            self.assertEqual(case.attrs["allreduce_segment_bytes"], 65536 - 64)
+
+    def test_ring_segments_follow_mpis_eager_limit(self):
+        # The segment size is read from MPI, not fixed: a larger eager limit, larger segments;
+        # a tiny one, the floor. Sums across hosts stay exact either way.
+        import h5py
+        for limit, segment in ((262144, 262144 - 64), (4096, 16384)):
+            with self.subTest(limit=limit):
+                out = os.path.join(self.dir, f"eager{limit}.h5")
+                self.mpirun(["allreduce", "--backend", "mpi", "--sizes", "1000000", "--iterations", "2",
+                             "--warmup", "1", "--out", out], env={"OMPI_MCA_btl_tcp_eager_limit": str(limit)})
+                with h5py.File(out, "r") as f:
+                    groups = [f["allreduce"][g] for g in f["allreduce"]]
+                    for g in groups:
+                        self.assertEqual(list(g["errors"][()]), [0] * len(g["bytes"]), dict(g.attrs))
+                    self.assertEqual(across_hosts(self, groups, 4).attrs["segment_bytes"], segment)
 
     def test_allreduce_across_hosts_is_exact(self):
         import h5py

@@ -129,6 +129,8 @@ class Scaling(Workdir):
         self.assertTrue(1 <= len(sizes) <= -(-grad_bytes // 250000), sizes)
         # The thread keeps two buckets' rings in flight; one all-reduce after backward is one.
         self.assertEqual((plain["allreduce_lanes"], bucketed["allreduce_lanes"]), (1, 2))
+        # Ranks on one host: the ring's segments are 1 MiB (smaller only between hosts).
+        self.assertEqual((plain["allreduce_segment_bytes"], bucketed["allreduce_segment_bytes"]), (1 << 20, 1 << 20))
         with h5py.File(out, "r") as f:
             open_mpi = f["system/software"].attrs["mpi"].startswith("Open MPI")
         if open_mpi:  # its blocking collectives' component, coll/tuned, shows its choice

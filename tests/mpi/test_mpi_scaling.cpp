@@ -172,5 +172,19 @@ TEST(RingAllreduce, AgreesWithMpiAndIsTheSameOnEveryRank) {
   }
 }
 
+// Segments under the eager limit between hosts, with room for MPI's headers, within the floor and
+// the ceiling; 1 MiB within one host or where MPI shows no limit.
+TEST(RingAllreduce, SegmentsStayUnderTheEagerLimitBetweenHosts) {
+  EXPECT_EQ(ring_segment_bytes_for(true, 65536), 65536 - kEagerHeaderBytes);
+  EXPECT_EQ(ring_segment_bytes_for(true, 65535 + kEagerHeaderBytes), 65532u);  // whole floats
+  EXPECT_EQ(ring_segment_bytes_for(false, 65536), kRingSegmentBytes);
+  EXPECT_EQ(ring_segment_bytes_for(true, 0), kRingSegmentBytes);
+  EXPECT_EQ(ring_segment_bytes_for(true, 16), kRingMinSegmentBytes);
+  EXPECT_EQ(ring_segment_bytes_for(true, size_t{64} << 20), kRingSegmentBytes);
+  // These ranks share one host: the communicator agrees on 1 MiB, and keeps it.
+  EXPECT_EQ(ring_segment_bytes(MPI_COMM_WORLD), kRingSegmentBytes);
+  EXPECT_EQ(ring_segment_bytes(MPI_COMM_WORLD), kRingSegmentBytes);
+}
+
 }  // namespace
 }  // namespace dlscale

@@ -109,7 +109,8 @@ class AllreduceMechanism(unittest.TestCase):
         settings = "coll_tuned_use_dynamic_rules=false coll_tuned_allreduce_algorithm=ignore"
         write_results(path, [
             make_case(two, extra_attrs={"bucket_mb": 25.0, "allreduce_mechanism": "mpi_allreduce_buckets_thread",
-                                        "allreduce_buckets": 5, "mpi_allreduce_settings": settings}),
+                                        "allreduce_buckets": 5, "allreduce_segment_bytes": 65472,
+                                        "mpi_allreduce_settings": settings}),
             make_case(two, extra_attrs={"bucket_mb": 25.0}),  # older: MPI_Iallreduce buckets
             make_case(two, extra_attrs={"bucket_mb": 0.0}),   # older: one MPI_Allreduce
             make_case(np.full((1, 6), 0.01)),                 # one rank: nothing reduced
@@ -119,10 +120,11 @@ class AllreduceMechanism(unittest.TestCase):
                          ["mpi_allreduce_buckets_thread", "mpi_iallreduce_buckets", "mpi_allreduce", "none"])
         self.assertEqual(conditions.allreduce_text(thread),
                          "all-reduce: one all-reduce per bucket on a communication thread, during backward "
-                         f"(5 buckets of 25 MB); MPI's settings: {settings}")
+                         f"(5 buckets of 25 MB), ring segments of 65472 bytes; MPI's settings: {settings}")
         self.assertIn("binomial tree", conditions.allreduce_text(old_buckets))
         self.assertEqual(conditions.allreduce_text(alone), "")
         # The buckets in a few words in the summary's conditions cell; one all-reduce says nothing.
         self.assertEqual([conditions.short_flags(c) for c in (thread, old_buckets, old_plain, alone)],
                          [["buckets on a thread"], ["MPI_Iallreduce buckets"], [], []])
         self.assertEqual(case_row(thread)["allreduce_mechanism"], "mpi_allreduce_buckets_thread")
+        self.assertEqual(case_row(thread)["allreduce_segment_bytes"], 65472)
