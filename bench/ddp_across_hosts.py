@@ -15,10 +15,11 @@ dlscale runs both of its cases in one job, the blocking one first in even rounds
 one first in odd ones.
 
 Per configuration: the median step (slowest rank, per iteration) of each, their ratios, and
-dlscale's exposed all-reduce with buckets over the blocking one, twice: as the summary has it
-(the slowest rank's, which includes its wait for the others' backward) and on the rank that
-waited least (per iteration the lowest over ranks: the one whose backward ended last, whose
-exposed all-reduce is what the network still had to do then); as it goes, each round's
+dlscale's exposed all-reduce with buckets over the blocking one, twice, both from the summary:
+the slowest rank's (exposed_allreduce_median_s, which includes its wait for the others'
+backward) and the least rank's (exposed_allreduce_least_median_s: per iteration the lowest over
+ranks, the one whose backward ended last, whose exposed all-reduce is what the network still had
+to do then); as it goes, each round's
 bucketed/blocking ratio, whose range is the spread of the bed. PyTorch comes from the Python
 that runs this script (Debian's python3-torch: the same ATen as Debian's LibTorch); without it,
 or without gloo, the bench says so in one line and exits 1.
@@ -128,8 +129,8 @@ def dlscale_steps(bed, hosts, workload, batch, args, workdir, order):
         got = {}
         for c in cases:
             s = c["summary"].attrs
-            least = statistics.median(c["exposed_allreduce_s"][()].min(axis=0))  # [ranks, iterations]
-            got[float(c.attrs["bucket_mb"])] = (s["step_median_s"], s["exposed_allreduce_median_s"], least,
+            got[float(c.attrs["bucket_mb"])] = (s["step_median_s"], s["exposed_allreduce_median_s"],
+                                                s["exposed_allreduce_least_median_s"],
                                                 str(c.attrs["allreduce_mechanism"]))
     return got[0.0], got[25.0]
 

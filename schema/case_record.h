@@ -132,13 +132,15 @@ inline const Field<StepStatistics> kStepStatisticsFields[] = {
     member<&StepStatistics::straggler_ratio>("straggler_ratio"),
 };
 
-/// The summary's median exposed all-reduce: cases on more than one rank.
+/// The summary's median exposed all-reduce, of the slowest rank and of the least: cases on more
+/// than one rank.
 struct ExposedAllreduce {
-  double exposed_allreduce_median_s = 0;
+  double exposed_allreduce_median_s = 0, exposed_allreduce_least_median_s = 0;
 };
 
 inline const Field<ExposedAllreduce> kExposedAllreduceFields[] = {
     member<&ExposedAllreduce::exposed_allreduce_median_s>("exposed_allreduce_median_s"),
+    member<&ExposedAllreduce::exposed_allreduce_least_median_s>("exposed_allreduce_least_median_s"),
 };
 
 /// The summary's median of each phase of the slowest rank: cases run with --phases.

@@ -60,6 +60,7 @@ struct StepSummary {
   StepStats stats;
   double samples_per_s = 0, achieved_flops = 0;
   std::optional<double> exposed_allreduce_median_s;               ///< on more than one rank
+  double exposed_allreduce_least_median_s = 0;                    ///< with it: the least rank's
   std::optional<std::array<double, kPhaseCount>> phase_median_s;  ///< with --phases
 };
 

@@ -394,6 +394,7 @@ void TimingMode::summarise(CaseResult& r, std::vector<RankUtilisation> meters) c
   s.achieved_flops = ctx_.c.train_flops_per_step / s.stats.median;
   if (!r.steps.exposed_allreduce_s.empty()) {
     s.exposed_allreduce_median_s = median(slowest_rank(r.steps.exposed_allreduce_s, ranks, iters, 1, {0}));
+    s.exposed_allreduce_least_median_s = median(least_over_ranks(r.steps.exposed_allreduce_s, ranks, iters));
   }
   if (spec_.phases) {
     std::array<double, kPhaseCount> phase{};

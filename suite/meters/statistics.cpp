@@ -63,6 +63,20 @@ std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, 
   return slowest;
 }
 
+std::vector<double> least_over_ranks(const std::vector<double>& samples, int ranks, int iterations) {
+  if (ranks <= 0 || iterations < 0 || samples.size() != static_cast<size_t>(ranks) * static_cast<size_t>(iterations)) {
+    throw std::invalid_argument("least_over_ranks: samples must be [ranks][iterations]");
+  }
+  std::vector<double> least(samples.begin(), samples.begin() + iterations);
+  for (int r = 1; r < ranks; ++r) {
+    for (int i = 0; i < iterations; ++i) {
+      const double value = samples[static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)];
+      least[static_cast<size_t>(i)] = std::min(least[static_cast<size_t>(i)], value);
+    }
+  }
+  return least;
+}
+
 StepStats step_stats(const std::vector<double>& times, int ranks, int iterations) {
   if (ranks <= 0 || iterations <= 0 || times.size() != static_cast<size_t>(ranks) * static_cast<size_t>(iterations)) {
     throw std::invalid_argument("step_stats: times must be [ranks][iterations] and non-empty");

@@ -35,6 +35,10 @@ struct StepStats {
 std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, int iterations, int stride = 1,
                                  std::initializer_list<int> fields = {0});
 
+/// The least value over ranks per iteration, from samples laid out [ranks][iterations]: for the
+/// exposed all-reduce, that of the rank whose backward ended last.
+std::vector<double> least_over_ranks(const std::vector<double>& samples, int ranks, int iterations);
+
 /// Statistics of a case from its raw samples, `times` being [ranks][iterations] row-major: the
 /// step time of an iteration is the maximum over ranks (the slowest rank sets the pace).
 StepStats step_stats(const std::vector<double>& times, int ranks, int iterations);

@@ -208,7 +208,9 @@ Attrs summary_attrs(const CaseResult& r) {
   if (!r.summary) return a;
   append_attrs(a, step_statistics(*r.summary), kStepStatisticsFields);
   if (r.summary->exposed_allreduce_median_s) {
-    append_attrs(a, ExposedAllreduce{*r.summary->exposed_allreduce_median_s}, kExposedAllreduceFields);
+    append_attrs(a,
+                 ExposedAllreduce{*r.summary->exposed_allreduce_median_s, r.summary->exposed_allreduce_least_median_s},
+                 kExposedAllreduceFields);
   }
   if (r.summary->phase_median_s) {
     // In Phase order.

@@ -437,6 +437,8 @@ class MachineReadable(Workdir):
                         self.assertEqual(float(o[key]), float(value), key)  # exact: shortest round trip
                 self.assertEqual(o["status"], "ok")
                 self.assertGreater(o["exposed_allreduce_median_s"], 0)
+                # The least rank's exposed all-reduce, never above the slowest rank's.
+                self.assertTrue(0 < o["exposed_allreduce_least_median_s"] <= o["exposed_allreduce_median_s"], o)
 
     @needs_drivers("onednn")
     def test_dry_run_lists_exactly_the_cases_a_run_records_and_writes_nothing(self):

@@ -69,6 +69,15 @@ TEST(Statistics, SingleSampleHasZeroSpread) {
 
 TEST(Statistics, RejectsMismatchedShape) { EXPECT_THROW(step_stats({1, 2, 3}, 2, 2), std::invalid_argument); }
 
+TEST(Statistics, LeastOverRanksPerIteration) {
+  const std::vector<double> t{1.0, 2.0, 3.0, 4.0,   // rank 0
+                              1.5, 1.0, 3.5, 2.0,   // rank 1
+                              0.5, 3.0, 3.0, 5.0};  // rank 2
+  EXPECT_EQ(least_over_ranks(t, 3, 4), (std::vector<double>{0.5, 1.0, 3.0, 2.0}));
+  EXPECT_EQ(least_over_ranks(t, 1, 12), t);
+  EXPECT_THROW(least_over_ranks(t, 5, 2), std::invalid_argument);
+}
+
 }  // namespace
 TEST(Statistics, StudentTQuantileMatchesTables) {
   // scipy.stats.t.ppf(0.975, df)
