@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 namespace dlscale {
 
@@ -44,37 +45,41 @@ MedianInterval median_interval(int n) {
   return best;
 }
 
-std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, int iterations, int stride,
-                                 std::initializer_list<int> fields) {
+namespace {
+
+/// Per iteration, `pick` (max or min) over ranks of each rank's sum of `fields`, from samples laid
+/// out [ranks][iterations][stride]; `what` names the caller in the error.
+template <typename Pick>
+std::vector<double> over_ranks(const char* what, const std::vector<double>& samples, int ranks, int iterations,
+                               int stride, std::initializer_list<int> fields, Pick pick) {
   const size_t records = static_cast<size_t>(ranks) * static_cast<size_t>(iterations);
   if (ranks <= 0 || iterations < 0 || stride <= 0 || samples.size() != records * static_cast<size_t>(stride)) {
-    throw std::invalid_argument("slowest_rank: samples must be [ranks][iterations][stride]");
+    throw std::invalid_argument(std::string(what) + ": samples must be [ranks][iterations][stride]");
   }
-  std::vector<double> slowest(static_cast<size_t>(iterations));
+  std::vector<double> picked(static_cast<size_t>(iterations));
   for (int i = 0; i < iterations; ++i) {
     for (int r = 0; r < ranks; ++r) {
       const size_t record = (static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)) *
                             static_cast<size_t>(stride);
       double value = 0;
       for (int f : fields) value += samples[record + static_cast<size_t>(f)];
-      slowest[static_cast<size_t>(i)] = r == 0 ? value : std::max(slowest[static_cast<size_t>(i)], value);
+      picked[static_cast<size_t>(i)] = r == 0 ? value : pick(picked[static_cast<size_t>(i)], value);
     }
   }
-  return slowest;
+  return picked;
+}
+
+}  // namespace
+
+std::vector<double> slowest_rank(const std::vector<double>& samples, int ranks, int iterations, int stride,
+                                 std::initializer_list<int> fields) {
+  return over_ranks("slowest_rank", samples, ranks, iterations, stride, fields,
+                    [](double a, double b) { return std::max(a, b); });
 }
 
 std::vector<double> least_over_ranks(const std::vector<double>& samples, int ranks, int iterations) {
-  if (ranks <= 0 || iterations < 0 || samples.size() != static_cast<size_t>(ranks) * static_cast<size_t>(iterations)) {
-    throw std::invalid_argument("least_over_ranks: samples must be [ranks][iterations]");
-  }
-  std::vector<double> least(samples.begin(), samples.begin() + iterations);
-  for (int r = 1; r < ranks; ++r) {
-    for (int i = 0; i < iterations; ++i) {
-      const double value = samples[static_cast<size_t>(r) * static_cast<size_t>(iterations) + static_cast<size_t>(i)];
-      least[static_cast<size_t>(i)] = std::min(least[static_cast<size_t>(i)], value);
-    }
-  }
-  return least;
+  return over_ranks("least_over_ranks", samples, ranks, iterations, 1, {0},
+                    [](double a, double b) { return std::min(a, b); });
 }
 
 StepStats step_stats(const std::vector<double>& times, int ranks, int iterations) {
