@@ -80,9 +80,9 @@ class Workdir(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix=f"dlscale_{type(self).__name__}_")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        # A cleanup, not tearDown: unittest skips tearDown when setUp raises (a subclass's
+        # skipTest after this), but runs cleanups either way.
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
     def path(self, name):
         return os.path.join(self.dir, name)
