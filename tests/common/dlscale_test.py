@@ -1,6 +1,6 @@
 """What the Python tests that launch dlscale share (imported, not a test): the binary and the
-launcher CTest names, one launch under mpiexec, the GPUs dlscale sees, and a test case with its own
-temporary folder.
+launcher CTest names, one launch under mpiexec, the GPUs dlscale sees, a test case with its own
+temporary folder, and the shard of a module's tests that CTest asks for.
 
 CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder); by hand, export
 them as tests/README.md shows.
@@ -25,6 +25,26 @@ def dlscale(args, ranks=2, cwd=None, timeout=600, launcher=(), env=None):
     environment instead of this process's); the finished process, its output captured as text."""
     cmd = [MPIEXEC, "-n", str(ranks), *launcher, DLSCALE, *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def load_shard(loader, tests, pattern):
+    """unittest's load_tests hook for a module that CTest runs in shards (dlscale_add_test's
+    SHARDS, tests/CMakeLists.txt): every GTEST_TOTAL_SHARDS-th test of the module, in unittest's
+    order, from the GTEST_SHARD_INDEX-th on, as GoogleTest shards a binary; every test without
+    those variables. A module takes it with `load_tests = dlscale_test.load_shard`."""
+    shards = int(os.environ.get("GTEST_TOTAL_SHARDS", "1"))
+    index = int(os.environ.get("GTEST_SHARD_INDEX", "0"))
+    if not 0 <= index < shards:
+        raise ValueError(f"GTEST_SHARD_INDEX={index} with GTEST_TOTAL_SHARDS={shards}")
+
+    def flat(suite):
+        for test in suite:
+            if isinstance(test, unittest.TestSuite):
+                yield from flat(test)
+            else:
+                yield test
+
+    return unittest.TestSuite(test for i, test in enumerate(flat(tests)) if i % shards == index)
 
 
 def error_lines(proc):
