@@ -97,9 +97,12 @@ class GpuRuns(Workdir):
 
     def test_out_of_memory_is_recorded_and_the_sweep_goes_on(self):
         out = self.path("oom.h5")
-        # LSTM-32 at 2 million sequences: about 1 GB of tokens and labels on the host, but 65 GB
-        # per activation and 2.6 TB of logits on the GPU, so it is the device that runs out.
-        proc = dlscale(["run", "-d", "cuda", "-w", "lstm32", "--batch", "2000000,8", "--iterations", "2", "--out", out])
+        # FCN-5 of 4 features and width 4096 at 20 million samples: 0.5 GB of inputs and labels on
+        # the host, but 328 GB for the first activation on the GPU, so it is the device that runs
+        # out, at the first large allocation: the test holds no device memory that the tests beside
+        # it (ctest -j) could miss.
+        proc = dlscale(["run", "-d", "cuda", "-w", "fcn5:features=4,width=4096", "--batch", "20000000,8",
+                        "--iterations", "2", "--out", out])
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         with h5py.File(out, "r") as f:
             self.assertEqual(f["cases/0000"].attrs["status"], "oom", f["cases/0000"].attrs["message"])
