@@ -136,6 +136,12 @@ def time_workload(w, batch, precision, warmup, iterations, device, mode):
             return loss_fn(model(x))
 
     if mode == "compile":
+        # Dynamo keeps its compiled graphs per code object, and every case compiles this same
+        # forward_loss: past its cache limit (8) a later case would run eager without a word.
+        # Each case starts afresh (the on-disk caches stay).
+        import torch._dynamo  # noqa: E402  (PyTorch 2 only, as torch.compile)
+
+        torch._dynamo.reset()
         forward_loss = torch.compile(forward_loss, dynamic=False)
 
     def step():
