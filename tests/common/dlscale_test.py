@@ -1,5 +1,5 @@
 """What the Python tests that launch dlscale share (imported, not a test): the binary and the
-launcher CTest names, one launch under mpiexec, the GPUs dlscale sees, a test case with its own
+launcher CTest names, one launch under mpiexec and its ranks' process ids, the GPUs dlscale sees, a test case with its own
 temporary folder, and the shard of a module's tests that CTest asks for.
 
 CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder); by hand, export
@@ -45,6 +45,12 @@ def load_shard(loader, tests, pattern):
                 yield test
 
     return unittest.TestSuite(test for i, test in enumerate(flat(tests)) if i % shards == index)
+
+
+def rank_pids(launcher):
+    """The process ids of the ranks that the mpiexec process `launcher` started (its children)."""
+    return sorted(int(p) for p in
+                  subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split())
 
 
 def error_lines(proc):

@@ -48,7 +48,7 @@ import unittest
 
 import h5py
 
-from dlscale_test import needs_drivers
+from dlscale_test import needs_drivers, rank_pids
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -133,10 +133,10 @@ class StopSignal(unittest.TestCase):
             first.append(line)
             if "| ok" in line:
                 break
-        ranks = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split()
+        ranks = rank_pids(launcher)
         self.assertEqual(len(ranks), 2, "the two ranks are the launcher's children")
         for pid in ranks:
-            os.kill(int(pid), signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         stdout, stderr = launcher.communicate(timeout=120)
         stdout = "".join(first) + stdout
         self.assertEqual(launcher.returncode, 3, stderr)
@@ -222,11 +222,6 @@ class CaseTimeout(unittest.TestCase):
         self.assertIn("--resume", stderr)
         with h5py.File(out, "r") as f:  # readable, with no half-written case
             self.assertEqual(len(f.get("cases", {})), 0)
-
-
-def rank_pids(launcher):
-    return sorted(int(p) for p in
-                  subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split())
 
 
 def kill_all(launcher):

@@ -15,7 +15,7 @@ import time
 import unittest
 
 import dlscale_test
-from dlscale_test import DLSCALE, MPIEXEC, Workdir, visible_gpus
+from dlscale_test import DLSCALE, MPIEXEC, Workdir, rank_pids, visible_gpus
 
 # Fewer than two GPUs: exit 77 for CTest's "skipped", rather than a pass of skipped tests.
 GPUS = visible_gpus()
@@ -24,11 +24,6 @@ if GPUS < 2:
     sys.exit(77)
 
 import h5py  # noqa: E402
-
-
-def rank_pids(launcher):
-    return sorted(int(p) for p in
-                  subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True).stdout.split())
 
 
 class GpuFaults(Workdir):
