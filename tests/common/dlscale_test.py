@@ -1,6 +1,6 @@
 """What the Python tests that launch dlscale share (imported, not a test): the binary and the
-launcher CTest names, one launch under mpiexec and its ranks' process ids, the GPUs dlscale sees, a test case with its own
-temporary folder, and the shard of a module's tests that CTest asks for.
+launcher CTest names, one launch under mpiexec and its ranks' process ids, the GPUs dlscale sees,
+a test case with its own temporary folder, and the shard of a module's tests that CTest asks for.
 
 CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder); by hand, export
 them as tests/README.md shows.
