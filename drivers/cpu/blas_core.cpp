@@ -9,8 +9,6 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +23,6 @@ namespace dlscale {
 
 namespace {
 
-constexpr const char* kCheckVar = "DLSCALE_BLAS_CORE_CHECK";    // set in the child that checks a core
 constexpr const char* kChosenVar = "DLSCALE_BLAS_CORE_CHOSEN";  // set before dlscale starts itself again:
                                                                 // the core the library chose on its own
 constexpr const char* kPolicyVar = "DLSCALE_BLAS_CORE";         // "keep": leave the library's choice
@@ -85,52 +82,40 @@ std::string best_core_here() {
 #endif
 }
 
-/// The check run in the child: C = A B through the loaded BLAS (sgemm_, odd sizes, column-major)
-/// against the same product in float64. Exit code 0: it agrees within float32's error.
-int check_product() {
-  using Sgemm = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                         const int*, const float*, const int*, const float*, float*, const int*);
-  const auto sgemm = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  if (sgemm == nullptr) return 2;
-  const int m = 193, n = 161, k = 227;
-  std::vector<float> a(static_cast<size_t>(m) * k), b(static_cast<size_t>(k) * n), c(static_cast<size_t>(m) * n);
-  uint64_t state = 0x9e3779b97f4a7c15ULL;
-  const auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1);
-  };
-  for (float& v : a) v = next();
-  for (float& v : b) v = next();
-  const float one = 1, zero = 0;
-  sgemm("N", "N", &m, &n, &k, &one, a.data(), &m, b.data(), &k, &zero, c.data(), &m);
-  double diff = 0, norm = 0;
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < m; ++i) {
-      double want = 0;
-      for (int p = 0; p < k; ++p)
-        want += static_cast<double>(a[i + static_cast<size_t>(p) * m]) * b[p + static_cast<size_t>(j) * k];
-      const double got = c[i + static_cast<size_t>(j) * m];
-      diff += (got - want) * (got - want);
-      norm += want * want;
-    }
-  }
-  // Each element sums k products: float32 rounding leaves it within about sqrt(k) * 2^-24 of
-  // float64 (relative, random signs); 10x k * 2^-24 is far above any right kernel and far below
-  // what a wrong one (a transposed or skipped block) gives, which is of order 1.
-  const double error = std::sqrt(diff / norm);
-  return std::isfinite(error) && error < 10.0 * k * std::ldexp(1.0, -24) ? 0 : 1;
+/// The file the loaded OpenBLAS came from, "" where none is loaded.
+std::string openblas_library_path() {
+  void* const fn = dlsym(RTLD_DEFAULT, "openblas_get_corename");
+  Dl_info where{};
+  if (fn == nullptr || dladdr(fn, &where) == 0 || where.dli_fname == nullptr) return "";
+  return where.dli_fname;
 }
 
-/// Runs this program again as the checking child with `core` selected; "" when its product
-/// agreed, else why not.
-std::string check_in_child(const std::string& core) {
+/// The program that checks a core in a child (blas_check.cpp), where this build or install put
+/// it: an installed dlscale finds it in libexec beside its bin folder, a program of the build
+/// tree (dlscale, the test binaries, the benchmarks) where the build put it.
+std::string check_program() {
+  std::vector<char> exe(4096);
+  const ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+  if (n > 0) {
+    std::string dir(exe.data(), static_cast<size_t>(n));
+    dir.erase(dir.find_last_of('/') + 1);
+    const std::string installed = dir + DLSCALE_BLAS_CHECK_FROM_BINDIR;
+    if (access(installed.c_str(), X_OK) == 0) return installed;
+  }
+  return access(DLSCALE_BLAS_CHECK_BUILT, X_OK) == 0 ? DLSCALE_BLAS_CHECK_BUILT : "";
+}
+
+/// Runs dlscale-blas-check on `library` with `core` selected; "" when its product agreed, else
+/// why not.
+std::string check_in_child(const std::string& core, const std::string& library) {
+  const std::string program = check_program();
+  if (program.empty()) return "could not be checked (dlscale-blas-check is not installed beside dlscale)";
   const pid_t pid = fork();
   if (pid < 0) return fmt::format("could not be checked (fork: {})", std::strerror(errno));
   if (pid == 0) {
     setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-    setenv(kCheckVar, "1", 1);
-    char* const args[] = {const_cast<char*>("dlscale-blas-check"), nullptr};
-    execv("/proc/self/exe", args);
+    char* const args[] = {const_cast<char*>(program.c_str()), const_cast<char*>(library.c_str()), nullptr};
+    execv(program.c_str(), args);
     _exit(127);
   }
   int status = 0;
@@ -141,7 +126,7 @@ std::string check_in_child(const std::string& core) {
       waitpid(pid, &status, 0);
       return fmt::format("did not finish a product in {:.0f} s", kChildSeconds);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (WIFSIGNALED(status)) return fmt::format("crashed a product ({})", strsignal(WTERMSIG(status)));
   if (!WIFEXITED(status)) return "ended a product oddly";
@@ -151,7 +136,9 @@ std::string check_in_child(const std::string& core) {
     case 1:
       return "computed a product that disagrees with float64";
     case 2:
-      return "could not be checked (no sgemm_ in the process)";
+      return fmt::format("could not be checked (no sgemm_ in {})", library);
+    case 3:
+      return fmt::format("could not be checked ({} does not load in the checking child)", library);
     default:
       return fmt::format("could not be checked (the child exited {})", WEXITSTATUS(status));
   }
@@ -184,7 +171,6 @@ bool openblas_core_below(const std::string& core, const std::string& best) {
 }
 
 void select_blas_core(char** argv) {
-  if (std::getenv(kCheckVar) != nullptr) std::_Exit(check_product());
   const std::string own = openblas_core_name();
   if (own.empty()) {
     g_core = {"", "", "", "no OpenBLAS in the process: nothing to choose"};
@@ -222,7 +208,7 @@ void select_blas_core(char** argv) {
         candidate, isa_name(cpu));
     return;
   }
-  const std::string why = check_in_child(candidate);
+  const std::string why = check_in_child(candidate, openblas_library_path());
   if (!why.empty()) {
     g_core.reason =
         fmt::format("OpenBLAS's own choice: {}, tried for this CPU's {}, {}", candidate, isa_name(cpu), why);

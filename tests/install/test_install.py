@@ -65,7 +65,8 @@ class InstalledTree(unittest.TestCase):
                      ("share", "modulefiles-tcl", "dlscale", VERSION),
                      ("share", "doc", "dlscale", "running.md"), ("share", "doc", "dlscale", "README.md")):
             self.assertTrue(os.path.isfile(self.p(*path)), os.path.join(*path))
-        for exe in (("bin", "dlscale"), ("bin", "dlscale-report"), ("share", "dlscale", "slurm", "study"),
+        for exe in (("bin", "dlscale"), ("libexec", "dlscale", "dlscale-blas-check"), ("bin", "dlscale-report"),
+                    ("share", "dlscale", "slurm", "study"),
                     ("share", "dlscale", "slurm", "dlscale-cpu.sbatch")):
             self.assertTrue(os.access(self.p(*exe), os.X_OK), os.path.join(*exe))
         # The installed templates and study know the prefix; the source ones stay untouched.
@@ -91,6 +92,21 @@ class InstalledTree(unittest.TestCase):
         proc = self.run_here([PYTHON, self.p("bin", "dlscale-report"), "--version"])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertRegex(proc.stdout.strip(), r"^dlscale-report \d+\.\d+\.\d+")
+
+    def test_the_installed_blas_check(self):
+        """The installed child that checks BLAS kernels runs a product on the BLAS the installed
+        dlscale loaded, and dlscale selects with it where OpenBLAS fell back (as on a CPU it does
+        not know: tests/e2e/test_blas_core.py)."""
+        env = dict(self.env, OPENBLAS_CORETYPE="Prescott", DLSCALE_TEST_BLAS_FALLBACK="best")
+        proc = subprocess.run([self.p("bin", "dlscale"), "info"], cwd=self.elsewhere, env=env, capture_output=True,
+                              text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        path = re.search(r"^  blas_path +(\S+)$", proc.stdout, re.M)
+        if not path:
+            self.skipTest("no OpenBLAS in this dlscale")
+        check = self.run_here([self.p("libexec", "dlscale", "dlscale-blas-check"), path.group(1)])
+        self.assertEqual(check.returncode, 0, check.stderr)
+        self.assertRegex(proc.stdout, r"blas_core_reason +selected by dlscale .* agreed with float64")
 
     def test_two_rank_run_and_report(self):
         out = os.path.join(self.elsewhere, "installed.h5")
