@@ -1,9 +1,11 @@
-// dlscale-blas-check LIBRARY: the child that checks BLAS kernels before dlscale selects them
-// (blas_core.h). It loads LIBRARY, the BLAS the dlscale process runs on, under the OPENBLAS_CORETYPE
-// its parent set, computes C = A B with its sgemm_ (odd sizes, column-major) and compares it with
-// the same product in float64. A program of its own, linking nothing but the C library: the
-// check costs a few milliseconds, where starting dlscale itself again (LibTorch, CUDA) costs
-// about a second, and kernels the CPU cannot run crash this process only.
+// dlscale-blas-check LIBRARY: the child that checks BLAS kernels before a program selects them
+// (blas_core_early.cpp). It loads LIBRARY, the BLAS the program runs on, in the environment its
+// parent gave it (OPENBLAS_CORETYPE: the kernels to check, or none for the library's own choice),
+// prints the core OpenBLAS runs (openblas_get_corename(); an empty line for another BLAS),
+// computes C = A B with its sgemm_ (odd sizes, column-major) and compares it with the same
+// product in float64. A program of its own, linking nothing but the C library: the check costs
+// a few milliseconds, where starting the program itself again (LibTorch, CUDA) costs about a
+// second, and kernels the CPU cannot run crash this process only.
 //
 // Exit code: 0 the product agrees within float32's error, 1 it disagrees, 2 no sgemm_ in
 // LIBRARY, 3 LIBRARY does not load, 64 a wrong command line.
@@ -11,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace {
@@ -54,6 +57,10 @@ int main(int argc, char** argv) {
   if (argc != 2) return 64;
   void* library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) return 3;
+  using CoreName = char* (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(library, "openblas_get_corename"));
+  std::printf("%s\n", core_name != nullptr ? core_name() : "");
+  std::fflush(stdout);
   const auto sgemm = reinterpret_cast<Sgemm>(dlsym(library, "sgemm_"));
   if (sgemm == nullptr) return 2;
   return check_product(sgemm);

@@ -3,10 +3,12 @@
 // chooses its kernels from the CPU's family and model when it is loaded; on a CPU it does not
 // know (cloud VMs present many) it falls back to old generic kernels, at a fraction of what the
 // CPU's vector units do. dlscale then chooses the kernels that match the CPU's instruction set
-// itself, before any product runs: it checks, in a child process, that a product computed with
-// them agrees with float64, sets OPENBLAS_CORETYPE and starts itself again (the same process:
-// mpirun and srun see no difference). A user's own OPENBLAS_CORETYPE, or DLSCALE_BLAS_CORE=keep,
-// leaves the library's choice alone. docs/metrics.md ("The BLAS kernels") says more.
+// itself, before any product runs and before the program's libraries start
+// (blas_core_early.cpp): it checks, in a child process (dlscale-blas-check), that a product
+// computed with them agrees with float64, sets OPENBLAS_CORETYPE and starts the program again
+// (the same process: mpirun and srun see no difference). A user's own OPENBLAS_CORETYPE, or
+// DLSCALE_BLAS_CORE=keep, leaves the library's choice alone. docs/metrics.md ("The BLAS
+// kernels") says more.
 #pragma once
 
 #include <string>
@@ -25,11 +27,11 @@ struct BlasCore {
   bool below_cpu = false;
 };
 
-/// Called first thing in main(), before MPI_Init and before any thread starts: where the loaded
-/// BLAS fell back below what the CPU can run and nothing forbids it, replaces the process by
-/// itself with the better kernels selected (it does not return then). Also runs the child's
-/// check when this process is that child (it exits then). Returns otherwise, silent: where the
-/// kernels stay below the CPU, dlscale's warnings say why (provenance_warnings).
+/// Called first thing in main(), before MPI_Init and before any thread starts: records the
+/// kernels the program's start chose (blas_core()) and why. The choice itself, and the restart
+/// with better kernels, came before main(), in every program that calls this (calling it links
+/// the early choice in). Silent: where the kernels stay below the CPU, dlscale's warnings say
+/// why (provenance_warnings).
 void select_blas_core(char** argv);
 
 /// The kernels this process runs on, and why.

@@ -1,17 +1,21 @@
 """What the Python tests that launch dlscale share (imported, not a test): the binary and the
 launcher CTest names, one launch under mpiexec and its ranks' process ids, the GPUs dlscale sees,
-a test case with its own temporary folder, and the shard of a module's tests that CTest asks for.
+a test case with its own temporary folder, and how a module's tests are loaded: the shard
+that CTest asks for, and the classes whose tests run side by side.
 
 CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder); by hand, export
 them as tests/README.md shows.
 """
 
+import concurrent.futures
 import functools
+import itertools
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import unittest
 
 DLSCALE = os.environ.get("DLSCALE_BIN", "dlscale")
@@ -27,11 +31,16 @@ def dlscale(args, ranks=2, cwd=None, timeout=600, launcher=(), env=None):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def load_shard(loader, tests, pattern):
-    """unittest's load_tests hook for a module that CTest runs in shards (dlscale_add_test's
-    SHARDS, tests/CMakeLists.txt): every GTEST_TOTAL_SHARDS-th test of the module, in unittest's
-    order, from the GTEST_SHARD_INDEX-th on, as GoogleTest shards a binary; every test without
-    those variables. A module takes it with `load_tests = dlscale_test.load_shard`."""
+def load_tests(loader, tests, pattern):
+    """unittest's load_tests hook (a module takes it with `load_tests = dlscale_test.load_tests`):
+
+    - In shards, when CTest runs the module so (dlscale_add_test's SHARDS, tests/CMakeLists.txt):
+      every GTEST_TOTAL_SHARDS-th test of the module, in unittest's order, from the
+      GTEST_SHARD_INDEX-th on, as GoogleTest shards a binary; every test without those variables.
+    - Side by side: the tests of a class whose `side_by_side` is n > 1 run n at a time, each in a
+      thread of its own (SideBySide). For tests that mostly wait on the processes they start
+      (bad input that Open MPI's launcher takes a second to end), not for tests that measure.
+    """
     shards = int(os.environ.get("GTEST_TOTAL_SHARDS", "1"))
     index = int(os.environ.get("GTEST_SHARD_INDEX", "0"))
     if not 0 <= index < shards:
@@ -44,7 +53,70 @@ def load_shard(loader, tests, pattern):
             else:
                 yield test
 
-    return unittest.TestSuite(test for i, test in enumerate(flat(tests)) if i % shards == index)
+    chosen = [test for i, test in enumerate(flat(tests)) if i % shards == index]
+    suite = unittest.TestSuite()
+    for cls, group in itertools.groupby(chosen, key=type):
+        group = list(group)
+        workers = getattr(cls, "side_by_side", 1)
+        suite.addTests([SideBySide(group, workers)] if workers > 1 and len(group) > 1 else group)
+    return suite
+
+
+class SideBySide(unittest.TestSuite):
+    """The tests of one class, `workers` at a time, each in a thread of its own, reported one after
+    another as each ends: the class's fixtures run once around them, as unittest runs them. The
+    tests must share no state but what setUpClass made (Workdir gives each its own folder)."""
+
+    def __init__(self, tests, workers):
+        super().__init__(tests)
+        self.workers = workers
+
+    def run(self, result, debug=False):
+        tests = list(self)
+        first = tests[0]
+        self._tearDownPreviousClass(first, result)
+        self._handleModuleFixture(first, result)
+        self._handleClassSetUp(first, result)
+        result._previousTestClass = type(first)
+        if getattr(type(first), "_classSetupFailed", False) or getattr(result, "_moduleSetUpFailed", False):
+            return result
+        lock = threading.Lock()
+
+        def one(test):
+            recorded = _Recorded()
+            test(recorded)
+            with lock:
+                recorded.replay(test, result)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.workers) as pool:
+            list(pool.map(one, tests))
+        return result
+
+
+class _Recorded(unittest.TestResult):
+    """What one test reported, kept to be passed on to the run's result in one piece."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = []
+
+    def startTest(self, test):
+        pass
+
+    def stopTest(self, test):
+        pass
+
+    def __getattribute__(self, name):
+        if name.startswith("add") and name != "addCleanup":
+            events = object.__getattribute__(self, "events")
+            return lambda *args: events.append((name, args))
+        return object.__getattribute__(self, name)
+
+    def replay(self, test, result):
+        result.startTest(test)
+        for name, args in self.events:
+            getattr(result, name)(*args)
+        result.stopTest(test)
 
 
 def rank_pids(launcher):

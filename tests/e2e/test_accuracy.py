@@ -20,7 +20,10 @@ import unittest
 import h5py
 import numpy as np
 
+import dlscale_test
 from dlscale_test import DLSCALE, SOURCE, Workdir, dlscale
+
+load_tests = dlscale_test.load_tests  # AccuracyBadInput's tests run side by side
 
 DRIVER = os.environ.get("DLSCALE_ACCURACY_DRIVER", "reference")
 MNIST = os.path.join(SOURCE, "data", "mnist")
@@ -206,6 +209,8 @@ class AccuracyRun(AccuracyTest):
 
 class AccuracyBadInput(AccuracyTest):
     """Every rule of the mode: exit 2, one line naming the value, nothing written, nothing run."""
+
+    side_by_side = 4  # each test waits mostly for the launcher to end a job that exited 2
 
     def refused(self, args, needle, files=None):
         for name, text in (files or {}).items():

@@ -18,12 +18,15 @@ import h5py
 import numpy as np
 
 from catalog_runs import WORKLOADS_MD_PARAMS
+import dlscale_test
 from dlscale_test import DLSCALE, SOURCE, Workdir, compiled_drivers, dlscale, error_lines, needs_drivers, visible_gpus
 
 sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
 
 SMALL = "mnist_fnn:width=16"
+
+load_tests = dlscale_test.load_tests  # BadInput's tests run side by side
 
 HAS_GPU = visible_gpus() > 0
 SMALL_FCN = "fcn5:features=64,width=32"
@@ -70,6 +73,8 @@ class AcceptanceRun(Workdir):
 
 class BadInput(Workdir):
     """Every bad input: one line naming it, exit code 2, no benchmark work, no file touched."""
+
+    side_by_side = 4  # each test waits mostly for the launcher to end a job that exited 2
 
 
     def test_unknown_workload(self):

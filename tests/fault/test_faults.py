@@ -48,7 +48,10 @@ import unittest
 
 import h5py
 
+import dlscale_test
 from dlscale_test import needs_drivers, rank_pids
+
+load_tests = dlscale_test.load_tests  # CTest runs the module in shards (tests/fault/CMakeLists.txt)
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")

@@ -22,7 +22,7 @@ if GPUS == 0:
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 
-load_tests = dlscale_test.load_shard  # CTest runs the module in shards (tests/CMakeLists.txt)
+load_tests = dlscale_test.load_tests  # CTest runs the module in shards (tests/CMakeLists.txt)
 
 
 def catalog():

@@ -1,8 +1,13 @@
-"""The helpers the Python tests share (tests/common/dlscale_test.py) that decide which tests run:
-load_shard, through which CTest runs a module in shards, must give every test to exactly one
-shard, or a GPU run would pass without running some of them."""
+"""The helpers the Python tests share (tests/common/dlscale_test.py) that decide which tests run
+and how: load_tests, through which CTest runs a module in shards, must give every test to exactly
+one shard, or a GPU run would pass without running some of them; and a class's tests that run
+side by side must each run once, overlap in time, and be reported whole (passes, failures,
+errors, skips and subtests), with the class's fixtures run once around them."""
 
+import io
 import os
+import threading
+import time
 import types
 import unittest
 from unittest import mock
@@ -11,11 +16,11 @@ import dlscale_test
 
 
 def module_with_tests():
-    """A module of two test classes (7 tests) that takes load_shard as its load_tests."""
+    """A module of two test classes (7 tests) that takes load_tests as its load_tests."""
     module = types.ModuleType("sharded_module")
     module.First = type("First", (unittest.TestCase,), {f"test_{i}": lambda self: None for i in range(4)})
     module.Second = type("Second", (unittest.TestCase,), {f"test_{i}": lambda self: None for i in range(3)})
-    module.load_tests = dlscale_test.load_shard
+    module.load_tests = dlscale_test.load_tests
     return module
 
 
@@ -52,6 +57,76 @@ class LoadShard(unittest.TestCase):
         self.assertIn("GTEST_SHARD_INDEX=4 with GTEST_TOTAL_SHARDS=4", "".join(loader.errors))
         with open(os.devnull, "w") as quiet:
             self.assertFalse(unittest.TextTestRunner(stream=quiet).run(suite).wasSuccessful())
+
+
+
+class SideBySide(unittest.TestCase):
+    """A class with side_by_side = 3: its six tests wait for each other at a barrier of 3, which
+    only tests running at the same time pass."""
+
+    def run_module(self, **environment):
+        events = []
+        barrier = threading.Barrier(3, timeout=30)
+
+        class Together(unittest.TestCase):
+            side_by_side = 3
+
+            @classmethod
+            def setUpClass(cls):
+                events.append("setUpClass")
+
+            @classmethod
+            def tearDownClass(cls):
+                events.append("tearDownClass")
+
+            def meet(self):
+                barrier.wait()
+                time.sleep(0.01)
+
+        for i in range(3):
+            setattr(Together, f"test_pass_{i}", lambda self: self.meet())
+        Together.test_fail = lambda self: (self.meet(), self.fail("failed on purpose"))
+        Together.test_error = lambda self: (self.meet(), 1 / 0)
+        Together.test_skip_and_subtest = lambda self: self.skip_and_subtest()
+
+        def skip_and_subtest(self):
+            self.meet()
+            with self.subTest(part=1):
+                self.assertEqual(1, 2)
+            self.skipTest("skipped on purpose")
+        Together.skip_and_subtest = skip_and_subtest
+        module = types.ModuleType("side_by_side_module")
+        module.Together = Together
+        module.load_tests = dlscale_test.load_tests
+        with mock.patch.dict(os.environ, environment):
+            for name in {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX"} - environment.keys():
+                os.environ.pop(name, None)
+            suite = unittest.TestLoader().loadTestsFromModule(module)
+        stream = io.StringIO()
+        result = unittest.TextTestRunner(stream=stream, verbosity=2).run(suite)
+        return result, events, stream.getvalue()
+
+    def test_every_test_runs_once_alongside_the_others_and_is_reported_whole(self):
+        result, events, log = self.run_module()
+        self.assertEqual(result.testsRun, 6)
+        self.assertEqual(events, ["setUpClass", "tearDownClass"])
+        failed = sorted(test.id().rsplit(".", 1)[1] for test, _ in result.failures)
+        self.assertEqual(failed, ["test_fail", "test_skip_and_subtest (part=1)"])  # the subtest's failure counts
+        self.assertEqual([test.id().rsplit(".", 1)[1] for test, _ in result.errors], ["test_error"])
+        self.assertEqual([test.id().rsplit(".", 1)[1] for test, _ in result.skipped], ["test_skip_and_subtest"])
+        # One line per test, whole: its name, then its outcome.
+        for i in range(3):
+            self.assertRegex(log, rf"test_pass_{i} \(.*\) \.\.\. ok\n")
+        self.assertRegex(log, r"test_error \(.*\) \.\.\. ERROR\n")
+
+    def test_a_shard_keeps_its_share_side_by_side(self):
+        # Two shards of three tests each: a barrier of 3 passes within each shard.
+        outcomes = []
+        for index in range(2):
+            result, events, _ = self.run_module(GTEST_TOTAL_SHARDS="2", GTEST_SHARD_INDEX=str(index))
+            self.assertEqual(events, ["setUpClass", "tearDownClass"])
+            outcomes.append(result.testsRun)
+        self.assertEqual(outcomes, [3, 3])
 
 
 if __name__ == "__main__":
