@@ -5,17 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "schema/fields.h"
 
 namespace dlscale {
 
-/// One epoch of one repeat: a row of repeats/RR/epochs.
+/// One evaluation of one repeat on the validation set: a row of repeats/RR/epochs, one per epoch
+/// unless --eval-every asks for one every N samples. The training figures cover the steps since
+/// the evaluation before.
 struct EpochResult {
-  int64_t epoch = 0;
+  int64_t epoch = 0;  ///< the epoch the evaluation came in (at its end, without --eval-every)
   double train_loss = 0, train_time_s = 0, cumulative_train_time_s = 0;
   double val_accuracy = 0, val_loss = 0, eval_time_s = 0;
+  int64_t step = 0, samples = 0;  ///< optimiser steps and training samples of the repeat so far
 };
 
 inline const ColumnField<EpochResult> kEpochColumns[] = {
@@ -26,14 +30,23 @@ inline const ColumnField<EpochResult> kEpochColumns[] = {
     {"val_accuracy", [](const EpochResult& e, size_t) -> AttrValue { return e.val_accuracy; }},
     {"val_loss", [](const EpochResult& e, size_t) -> AttrValue { return e.val_loss; }},
     {"eval_time_s", [](const EpochResult& e, size_t) -> AttrValue { return e.eval_time_s; }},
+    {"step", [](const EpochResult& e, size_t) -> AttrValue { return e.step; }},
+    {"samples", [](const EpochResult& e, size_t) -> AttrValue { return e.samples; }},
 };
 
 /// One repeat: training from fresh parameters until the epoch limit or the target, then testing.
 struct RepeatResult {
   int64_t seed = 0, epochs_run = 0;
+  int64_t evaluations = 0;            ///< rows of `epochs`
+  int64_t steps_run = 0, samples_run = 0;  ///< optimiser steps and training samples of the repeat
   double train_time_s = 0;  ///< summed over the epochs run, evaluation excluded
   double test_time_s = 0, test_accuracy = 0, test_loss = 0;
-  double time_to_target_s = 0;  ///< NaN when the target was not reached (or none was set)
+  /// To the first evaluation that reached the target: training time, optimiser steps, training
+  /// samples and epochs (samples over an epoch's); NaN, or 0 for the counts, when it was not
+  /// reached (or none was set).
+  double time_to_target_s = std::numeric_limits<double>::quiet_NaN();
+  int64_t steps_to_target = 0, samples_to_target = 0;
+  double epochs_to_target = std::numeric_limits<double>::quiet_NaN();
   bool target_reached = false;
   int64_t target_epoch = 0;  ///< 0 when not reached
   std::vector<EpochResult> epochs;
@@ -49,6 +62,12 @@ inline const Field<RepeatResult> kRepeatFields[] = {
     member<&RepeatResult::time_to_target_s>("time_to_target_s"),
     member<&RepeatResult::target_reached>("target_reached"),
     member<&RepeatResult::target_epoch>("target_epoch"),
+    member<&RepeatResult::evaluations>("evaluations"),
+    member<&RepeatResult::steps_run>("steps_run"),
+    member<&RepeatResult::samples_run>("samples_run"),
+    member<&RepeatResult::steps_to_target>("steps_to_target"),
+    member<&RepeatResult::samples_to_target>("samples_to_target"),
+    member<&RepeatResult::epochs_to_target>("epochs_to_target"),
 };
 
 /// A mean over repeats and its 95% confidence interval (suite/meters/statistics.h, mean_ci95).

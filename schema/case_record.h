@@ -25,6 +25,10 @@ struct CaseDescription {
   double bucket_mb = 0;
   std::string case_key, started_utc, mode, optimizer;
   double learning_rate = 0;
+  int64_t accumulate = 1;  ///< micro-batches per optimiser step
+  std::string lr_scaling;  ///< none, linear, sqrt
+  int64_t lr_base_batch = 0;
+  double scaled_learning_rate = 0;  ///< learning_rate scaled to global_batch (the rate after warm-up)
 };
 
 inline const Field<CaseDescription> kCaseDescriptionFields[] = {
@@ -56,6 +60,10 @@ inline const Field<CaseDescription> kCaseDescriptionFields[] = {
     member<&CaseDescription::mode>("mode"),
     member<&CaseDescription::optimizer>("optimizer"),
     member<&CaseDescription::learning_rate>("learning_rate"),
+    member<&CaseDescription::accumulate>("accumulate"),
+    member<&CaseDescription::lr_scaling>("lr_scaling"),
+    member<&CaseDescription::lr_base_batch>("lr_base_batch"),
+    member<&CaseDescription::scaled_learning_rate>("scaled_learning_rate"),
 };
 
 /// An accuracy case's request and data (docs/running.md, "Accuracy runs"); timing cases have none.
@@ -64,6 +72,8 @@ struct CaseAccuracyRequest {
   double validation_fraction = 0, target_accuracy = 0;
   int64_t repeats = 0, train_samples = 0, validation_samples = 0, test_samples = 0;
   std::string test_data;
+  double lr_warmup_epochs = 0;
+  int64_t eval_every = 0;  ///< training samples between evaluations; 0: once per epoch
 };
 
 inline const Field<CaseAccuracyRequest> kCaseAccuracyRequestFields[] = {
@@ -75,6 +85,8 @@ inline const Field<CaseAccuracyRequest> kCaseAccuracyRequestFields[] = {
     member<&CaseAccuracyRequest::validation_samples>("validation_samples"),
     member<&CaseAccuracyRequest::test_samples>("test_samples"),
     member<&CaseAccuracyRequest::test_data>("test_data"),
+    member<&CaseAccuracyRequest::lr_warmup_epochs>("lr_warmup_epochs"),
+    member<&CaseAccuracyRequest::eval_every>("eval_every"),
 };
 
 /// How it ended, what reduced its gradients, and the run that recorded it.

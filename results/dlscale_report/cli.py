@@ -328,10 +328,11 @@ def _summary_text(args, study):
         text += "\nsimulated projections (dlscale-project; the newest per case and platform; docs/projection.md):\n"
         for v in views:
             text += "\n".join(wrap(f"  {simulation_sentence(v)}", width, "    ")) + "\n"
-    # Accuracy-mode cases have no step times: their own tables follow.
-    accuracy = VIEW["accuracy"].sections(study, Context())[0]
-    if accuracy.shown:
-        text += "\n".join(t.text(width) for t, _ in accuracy.tables if t.rows)
+    # Accuracy-mode cases have no step times: their own tables follow, then time to target at
+    # scale and the gradient noise scale of every case that has one.
+    for section in VIEW["accuracy"].sections(study, Context()):
+        if section.shown:
+            text += "\n" + "\n".join(t.text(width) for t, _ in section.tables if t.rows)
     return text
 
 

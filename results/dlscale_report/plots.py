@@ -404,6 +404,53 @@ def accuracy_curves(rows, outdir, limit=None):
     return out
 
 
+def time_to_target_plots(rows, outdir):
+    """Per time-to-target series (time_to_target.time_to_target_rows): time to target against the
+    global batch with its 95% CI, and beside it the speedup, its hardware and statistical factors,
+    the statistical factor the noise scale predicts, and the two ideals."""
+    from .time_to_target import series_key
+    series = {}
+    for r in rows:
+        if r.get("speedup") is not None:
+            series.setdefault(series_key(r["case"]), []).append(r)
+    out = []
+    for i, points in enumerate(series.values()):
+        batches = [p["global_batch"] for p in points]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9.2, 3.3))
+        t = [p["time_to_target_mean_s"] for p in points]
+        low = [p["time_to_target_mean_s"] - (p["time_to_target_ci95_low_s"] or p["time_to_target_mean_s"])
+               for p in points]
+        high = [(p["time_to_target_ci95_high_s"] or p["time_to_target_mean_s"]) - p["time_to_target_mean_s"]
+                for p in points]
+        left.errorbar(batches, t, yerr=[low, high], fmt="o-", color="#4C72B0", capsize=3)
+        left.set_xscale("log", base=2)
+        left.set_xlabel("global batch B")
+        left.set_ylabel("time to target (s)")
+        for p in points:
+            left.annotate(f"P={p['ranks']} K={p['accumulate']}", (p["global_batch"], p["time_to_target_mean_s"]),
+                          textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for key, style, label in (("speedup", "o-", "speedup"), ("hardware_factor", "s-", "hardware"),
+                                  ("statistical_factor", "^-", "statistical"),
+                                  ("predicted_statistical_factor", "^:", "statistical, predicted by B_simple"),
+                                  ("hardware_ideal", "--", "hardware ideal"),
+                                  ("statistical_ideal", "--", "statistical ideal")):
+            values = [p.get(key) for p in points]
+            if any(v is not None for v in values):
+                right.plot(batches, [v if v is not None else float("nan") for v in values], style, lw=1.2, ms=4,
+                           label=label, alpha=0.6 if "ideal" in key else 1)
+        right.set_xscale("log", base=2)
+        right.set_yscale("log", base=2)
+        right.set_xlabel("global batch B")
+        right.set_ylabel("factor over the smallest B")
+        right.legend(fontsize=7)
+        fig.suptitle(_wrap(points[0]["label"], 90), fontsize=9)
+        fig.tight_layout()
+        out.append((_save(fig, outdir, f"time_to_target_{i:03d}.png"),
+                    f"{points[0]['label']}: time to target against the global batch, and its speedup split into "
+                    "the hardware's and the statistical factor"))
+    return out
+
+
 # ---------------------------------------------------------------- ranks
 
 def rank_heatmaps(cases, outdir, limit=None):

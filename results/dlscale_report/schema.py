@@ -48,11 +48,18 @@ SCHEMA = "dlscale/4"
 # Every schema this package reads: dlscale/2 only adds groups and summary attributes, dlscale/3
 # accuracy cases and the optimiser attributes, dlscale/4 one record per run (/runs).
 SCHEMAS = ("dlscale/1", "dlscale/2", "dlscale/3", "dlscale/4")
-# The columns of /cases/NNNN/repeats/RR/epochs (dlscale/3).
-EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy",
-                 "val_loss", "eval_time_s")
-REPEAT_ATTRS = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accuracy", "test_loss",
-                "time_to_target_s", "target_reached", "target_epoch")
+# The columns of /cases/NNNN/repeats/RR/epochs (dlscale/3): one row per evaluation. Every file has
+# the first ones; newer writers add the steps and samples trained when the row was evaluated.
+EPOCH_COLUMNS_REQUIRED = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy",
+                          "val_loss", "eval_time_s")
+EPOCH_COLUMNS = EPOCH_COLUMNS_REQUIRED + ("step", "samples")
+# The attributes of /cases/NNNN/repeats/RR; newer writers add the evaluations' count (the epochs
+# table's rows, which is epochs_run where it is absent), the steps and samples run, and the steps,
+# samples and epochs to the target.
+REPEAT_ATTRS_REQUIRED = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accuracy", "test_loss",
+                         "time_to_target_s", "target_reached", "target_epoch")
+REPEAT_ATTRS = REPEAT_ATTRS_REQUIRED + ("evaluations", "steps_run", "samples_run", "steps_to_target",
+                                        "samples_to_target", "epochs_to_target")
 # The attributes of /cases/NNNN/accuracy_summary: means and 95% intervals over the repeats, and
 # how many repeats reached the target.
 ACCURACY_SUMMARY_INTERVALS = ("test_accuracy_mean", "test_accuracy_ci95_low", "test_accuracy_ci95_high",
@@ -60,6 +67,10 @@ ACCURACY_SUMMARY_INTERVALS = ("test_accuracy_mean", "test_accuracy_ci95_low", "t
                               "test_time_mean_s", "test_time_ci95_low_s", "test_time_ci95_high_s",
                               "time_to_target_mean_s", "time_to_target_ci95_low_s", "time_to_target_ci95_high_s")
 ACCURACY_SUMMARY_KEYS = ACCURACY_SUMMARY_INTERVALS + ("targets_reached",)
+# The attributes of /cases/NNNN/noise_scale (the gradient noise scale, newer files) besides its
+# `definition`, and its two datasets of one value per step.
+NOISE_SCALE_ATTRS = ("batch_small", "batch_big", "grad_sq", "trace", "simple", "ci95_low", "ci95_high", "steps")
+NOISE_SCALE_DATASETS = ("small_sq", "big_sq")
 # The datasets of /allreduce/NNNN and their types; time_s is [ranks, sizes, iterations], the
 # others one value per size.
 ALLREDUCE_DATASETS = (("bytes", np.int64), ("time_s", np.float64), ("algbw_gbps", np.float64),
@@ -180,6 +191,7 @@ class Case(CaseAttrs):
     placement: str = "packed"  # attribute placement; "packed" where not recorded
     hosts: int = 1             # attribute hosts; where not recorded, from participants and ranks_of()
     timeline: object = None    # timeline.Timeline (--phases, newer files) or None
+    noise: object = None       # dict of noise_scale's NOISE_SCALE_ATTRS (newer files, P > 1 or K > 1) or None
     simulations: list = field(default_factory=list)  # Simulation, every readable KKKK in order
     damaged_simulations: list = field(default_factory=list)  # (KKKK, reason) of those skipped
 
@@ -189,8 +201,8 @@ class Repeat:
     """/cases/NNNN/repeats/RR of an accuracy case: one training run from its own seed."""
 
     name: str                  # "00", "01", ...
-    attrs: dict                # REPEAT_ATTRS
-    epochs: object             # structured array [epochs_run] with EPOCH_COLUMNS
+    attrs: dict                # REPEAT_ATTRS (older files: REPEAT_ATTRS_REQUIRED)
+    epochs: object             # structured array, one row per evaluation, with EPOCH_COLUMNS
 
 
 @dataclass
@@ -205,6 +217,7 @@ class AccuracyCase(CaseAttrs):
     index: int = 0             # position among a Study's accuracy cases
     placement: str = "packed"  # as Case
     hosts: int = 1
+    noise: object = None       # as Case
 
 
 @dataclass
@@ -429,9 +442,22 @@ def _read_case(path, name, group):
         utilisation=Utilisation(attrs=attrs_dict(utilisation), per_rank=_dataset(utilisation, "per_rank"))
         if isinstance(utilisation, h5py.Group) else None,
         timeline=_read_timeline(group, iter_time.shape),
+        noise=_read_noise(group),
         simulations=simulations,
         damaged_simulations=damaged_simulations,
     )
+
+
+def _read_noise(group):
+    """/cases/NNNN/noise_scale's attributes (docs/schema.md), or None where the case has none."""
+    noise = _get(group, "noise_scale")
+    if not isinstance(noise, h5py.Group):
+        return None
+    attrs = attrs_dict(noise)
+    missing = [k for k in NOISE_SCALE_ATTRS if k not in attrs]
+    if missing:
+        raise _Damaged(f"noise_scale lacks attribute(s) {', '.join(missing)}")
+    return {k: attrs[k] for k in NOISE_SCALE_ATTRS}
 
 
 def _read_timeline(group, steps_shape):
@@ -477,22 +503,24 @@ def _read_accuracy_case(path, name, group):
         if not isinstance(rgroup, h5py.Group):
             continue
         rattrs = attrs_dict(rgroup)
-        missing = [k for k in REPEAT_ATTRS if k not in rattrs]
+        missing = [k for k in REPEAT_ATTRS_REQUIRED if k not in rattrs]
         if missing:
             raise _Damaged(f"repeat {rname} lacks attribute(s) {', '.join(missing)}")
         epochs = _dataset(rgroup, "epochs")
         if epochs is None or epochs.dtype.names is None or epochs.ndim != 1:
             raise _Damaged(f"repeat {rname}: no epochs table")
-        absent = [c for c in EPOCH_COLUMNS if c not in epochs.dtype.names]
+        absent = [c for c in EPOCH_COLUMNS_REQUIRED if c not in epochs.dtype.names]
         if absent:
             raise _Damaged(f"repeat {rname}: epochs table lacks column(s) {', '.join(absent)}")
-        if len(epochs) != rattrs["epochs_run"]:
+        rows_key = "evaluations" if "evaluations" in rattrs else "epochs_run"
+        if len(epochs) != rattrs[rows_key]:
             raise _Damaged(f"repeat {rname}: epochs table has {len(epochs)} rows, "
-                           f"epochs_run is {rattrs['epochs_run']}")
+                           f"{rows_key} is {rattrs[rows_key]}")
         repeats.append(Repeat(name=rname, attrs=rattrs, epochs=epochs))
     if not repeats:
         raise _Damaged("an accuracy case with no repeat")
-    return AccuracyCase(file=path, name=name, attrs=attrs, repeats=repeats, summary=attrs_dict(summary))
+    return AccuracyCase(file=path, name=name, attrs=attrs, repeats=repeats, summary=attrs_dict(summary),
+                        noise=_read_noise(group))
 
 
 def is_accuracy(group):

@@ -198,9 +198,12 @@ def _simulations(study, ctx):
 
 def _accuracy(study, ctx):
     from .accuracy import accuracy_rows, test_accuracy_table, time_table, time_to_accuracy_table
+    from .time_to_target import time_to_target_rows, time_to_target_table
     rows = accuracy_rows(study.accuracy)
     ok = sum(r["status"] == "ok" for r in rows)
     capped = ctx.limit is not None and ok > ctx.limit
+    at_scale = time_to_target_rows(study.accuracy, study.cases)
+    at_scale_table = time_to_target_table(at_scale)
     return [Section("accuracy", "accuracy",
                     [(time_table(rows), "accuracy_time.csv"), (time_to_accuracy_table(rows), "time_to_accuracy.csv"),
                      (test_accuracy_table(rows), "test_accuracy.csv")],
@@ -209,7 +212,25 @@ def _accuracy(study, ctx):
                           "repeated from seeds seed, seed+1, ...; means with Student-t 95% confidence intervals "
                           "over the repeats as recorded (docs/schema.md).",
                     figures=lambda outdir: _plots().accuracy_curves(rows, outdir, limit=ctx.limit),
-                    note=f"curves of the first {ctx.limit} of {ok} configurations" if capped else None)]
+                    note=f"curves of the first {ctx.limit} of {ok} configurations" if capped else None),
+            Section("time-to-target", "time to target at scale", [(at_scale_table, "time_to_target_scaling.csv")],
+                    empty="no accuracy series with a target reached at two global batches or more "
+                          "(--ranks, --accumulate with --target-accuracy)",
+                    intro="How much sooner training reaches its target at each rank count and global batch, and "
+                          "why: the speedup over the smallest global batch is the hardware's factor (time per "
+                          "step) times the statistical factor (steps to target), each against its ideal "
+                          "(docs/metrics.md, \"Time to target at scale\").",
+                    figures=lambda outdir: _plots().time_to_target_plots(at_scale, outdir)),
+            Section("noise-scale", "gradient noise scale", [(_noise_table(study), "noise_scale.csv")],
+                    empty="no case records a gradient noise scale (it needs 2 or more ranks or micro-batches)",
+                    intro="The gradient noise scale of each case on several ranks or micro-batches, and the factor "
+                          "by which it predicts the steps to a target grow at the case's global batch "
+                          "(docs/metrics.md, \"The gradient noise scale\").")]
+
+
+def _noise_table(study):
+    from .time_to_target import noise_rows, noise_table
+    return noise_table(noise_rows(study.cases + study.accuracy))
 
 
 def _compare(study, ctx):

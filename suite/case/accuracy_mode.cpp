@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "suite/case/gradient_noise.h"
 #include "suite/case/outcome.h"
 #include "suite/case/run_mode.h"
 #include "suite/case/training_step.h"
@@ -36,8 +37,15 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 class AccuracyLoop {
  public:
   AccuracyLoop(const CaseSpec& spec, const Workload& w, MPI_Comm comm, TrainingParts parts, const Dataset& train,
-               const Dataset& test, Progress& progress)
-      : spec_(spec), workload_(w), comm_(comm), parts_(parts), train_(train), test_(test), progress_(progress) {
+               const Dataset& test, Progress& progress, std::string host)
+      : spec_(spec),
+        workload_(w),
+        comm_(comm),
+        parts_(parts),
+        train_(train),
+        test_(test),
+        progress_(progress),
+        host_(std::move(host)) {
     DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank_));
     DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &ranks_));
   }
@@ -54,10 +62,25 @@ class AccuracyLoop {
     validation_shard_.assign(split_.validation.begin() + v.first, split_.validation.begin() + v.first + v.count);
     const Shard t = shard_of(test_.size(), rank_, ranks_);
     for (int64_t i = 0; i < t.count; ++i) test_shard_.push_back(t.first + i);
+    const int64_t steps_per_epoch = static_cast<int64_t>(split_.train.size()) / spec_.global_batch();
+    epoch_samples_ = std::max<int64_t>(1, steps_per_epoch * spec_.global_batch());
+    warmup_steps_ = std::llround(spec_.lr_warmup_epochs * static_cast<double>(steps_per_epoch));
+    log_.set_context({spec_.workload, fmt::format("{} rank(s) x {} ({})", ranks_, device_name(spec_.device), host_),
+                      spec_.global_batch(), spec_.accumulate, optimizer_name(spec_.optimizer),
+                      spec_.scaled_learning_rate(), spec_.lr_warmup_epochs, result_.train_samples,
+                      result_.validation_samples});
     for (int r = 0; r < spec_.repeats; ++r) {
-      if (!run_repeat(r)) return std::move(result_);
+      if (!run_repeat(r)) return finish();
     }
     result_.summary = accuracy_summary(result_.repeats);
+    return finish();
+  }
+
+  /// The result, with the steps' norms for the noise scale and the repeats' MLPerf events.
+  AccuracyResult finish() {
+    result_.small_sq = std::move(small_sq_);
+    result_.big_sq = std::move(big_sq_);
+    result_.mllog = std::move(log_.repeats());
     return std::move(result_);
   }
 
@@ -122,39 +145,101 @@ class AccuracyLoop {
     return true;
   }
 
-  /// One epoch of training; `loss` the mean step loss, `seconds` the slowest rank's wall time.
-  bool train_epoch(int repeat, int epoch, double& loss, double& seconds) {
+  /// Evaluates on the validation set after `since` of training (the slowest rank's, from the
+  /// segment's barrier), adds a row to `rep` and says whether it reached the target; false when the
+  /// case ends here. Collective.
+  bool evaluate_now(int repeat, int epoch, RepeatResult& rep, const Clock::time_point& since, bool& reached) {
+    Interval& iv = interval_;
+    const double train_s = carried_s_ + max_over_ranks(seconds_since(since));
+    carried_s_ = 0;
+    Evaluation val;
+    double eval_s = 0;
+    log_.eval_start(epoch, samples_);
+    if (!evaluate(train_, validation_shard_, fmt::format("repeat {} epoch {}: validation", repeat + 1, epoch), val,
+                  eval_s)) {
+      return false;
+    }
+    cumulative_ += train_s;
+    const double accuracy = static_cast<double>(val.correct) / static_cast<double>(val.predictions);
+    const double val_loss = val.loss_sum / static_cast<double>(val.predictions);
+    const double loss = iv.steps > 0 ? iv.loss_sum / static_cast<double>(iv.steps) : kNaN;
+    rep.epochs.push_back({epoch, loss, train_s, cumulative_, accuracy, val_loss, eval_s, steps_, samples_});
+    log_.eval_stop(epoch, samples_, accuracy);
+    iv = {};
+    progress_.note(fmt::format(
+        "repeat {}/{} epoch {}/{}{}: train loss {:.4f} ({:.2f} s) | validation accuracy {:.4f}, loss {:.4f} ({:.2f} s)",
+        repeat + 1, spec_.repeats, epoch, spec_.epochs,
+        spec_.eval_every > 0 ? fmt::format(" ({} samples)", samples_) : std::string(), loss, train_s, accuracy,
+        val_loss, eval_s));
+    reached = std::isfinite(spec_.target_accuracy) && accuracy >= spec_.target_accuracy;
+    if (reached) {
+      rep.target_reached = true;
+      rep.target_epoch = epoch;
+      rep.time_to_target_s = cumulative_;
+      rep.steps_to_target = steps_;
+      rep.samples_to_target = samples_;
+      rep.epochs_to_target = static_cast<double>(samples_) / static_cast<double>(epoch_samples_);
+    }
+    return true;
+  }
+
+  /// The learning rate of the next step: from --lr rising linearly to the scaled rate over the
+  /// warm-up's steps (Goyal et al.), then the scaled rate.
+  double learning_rate() const {
+    const double scaled = spec_.scaled_learning_rate();
+    if (warmup_steps_ <= 0 || steps_ >= warmup_steps_) return scaled;
+    const double f = static_cast<double>(steps_ + 1) / static_cast<double>(warmup_steps_);
+    return spec_.learning_rate + (scaled - spec_.learning_rate) * f;
+  }
+
+  /// One epoch of training, evaluating every --eval-every samples (else once, at its end);
+  /// `reached`: an evaluation reached the target (the repeat stops there). False when the case
+  /// ends here. Collective.
+  bool train_epoch(int repeat, int epoch, RepeatResult& rep, bool& reached) {
     const std::vector<int64_t> order = epoch_order(split_.train, spec_.seed + static_cast<uint64_t>(repeat), epoch);
     const int64_t global = spec_.global_batch(), mine = spec_.batch_per_rank();
+    const int k = spec_.accumulate;
     // The last incomplete global batch is dropped: every step trains on full batches everywhere.
     const int64_t steps = static_cast<int64_t>(order.size()) / global;
-    const Optimizer opt = spec_.make_optimizer();
+    Optimizer opt = spec_.make_optimizer();
     const std::string label = fmt::format("repeat {}/{} epoch {}/{}", repeat + 1, spec_.repeats, epoch, spec_.epochs);
-    double loss_sum = 0;
-    if (steps > 0) {
-      // The first batch goes in before the clock starts: after an evaluation that ended on a
-      // shorter batch, set_batch() rebuilds the network for the training batch size (oneDNN's
-      // primitives, the CUDA driver's buffers), set-up that is not training. Step 1 copies the
+    // A rank's micro-batch j of step s: its k micro-batches lie side by side in the global batch.
+    const auto first_of = [&](int64_t s, int j) { return s * global + (int64_t{rank_} * k + j) * mine; };
+    const auto load_first = [&](int64_t s) {
+      // The first micro-batch goes in before the clock starts: after an evaluation that ended on
+      // a shorter batch, set_batch() rebuilds the network for the training batch size (oneDNN's
+      // primitives, the CUDA driver's buffers), set-up that is not training. The step copies the
       // same batch again and reports any failure of it.
       try {
-        parts_.model.set_batch(gather_samples(train_, order.data() + rank_ * mine, static_cast<size_t>(mine)));
-      } catch (...) {  // NOLINT(bugprone-empty-catch): step 1 repeats the call and records its outcome
+        parts_.model.set_batch(gather_samples(train_, order.data() + first_of(s, 0), static_cast<size_t>(mine)));
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the step repeats the call and records its outcome
       }
-    }
+    };
+    if (steps > 0) load_first(0);
+    log_.epoch_start(epoch, samples_);
     DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
-    const Clock::time_point start = Clock::now();
-    for (int64_t k = 0; k < steps; ++k) {
+    Clock::time_point since = Clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
       const Clock::time_point step_start = Clock::now();
       Outcome failed;
       try {
-        parts_.model.set_batch(
-            gather_samples(train_, order.data() + k * global + rank_ * mine, static_cast<size_t>(mine)));
+        parts_.model.set_batch(gather_samples(train_, order.data() + first_of(s, 0), static_cast<size_t>(mine)));
       } catch (...) {
         failed = outcome_of(std::current_exception());
       }
+      MicroBatches micro;
+      micro.count = k;
+      micro.earlier = parts_.earlier;
+      micro.load = [&](int j) {
+        parts_.model.set_batch(gather_samples(train_, order.data() + first_of(s, j), static_cast<size_t>(mine)));
+      };
       double step_loss = 0;
       try {
-        training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer, deadline_);
+        opt.learning_rate = learning_rate();
+        const StepTimes t = training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer,
+                                          parts_.reducer, deadline_, micro);
+        small_sq_.push_back(t.small_sq);
+        big_sq_.push_back(t.big_sq);
         step_loss = parts_.model.loss();
         if (!std::isfinite(step_loss) && failed.ok())
           failed = {Status::kError, fmt::format("the loss is {}", step_loss)};
@@ -162,20 +247,37 @@ class AccuracyLoop {
         if (failed.ok()) failed = outcome_of(std::current_exception());
       }
       std::vector<double> sums = {failed.ok() ? step_loss / ranks_ : 0.0};
-      if (!settle(sums, failed, fmt::format("{} step {}", label, k + 1))) return false;
-      loss_sum += sums[0];
+      if (!settle(sums, failed, fmt::format("{} step {}", label, s + 1))) return false;
+      interval_.loss_sum += sums[0];
+      ++interval_.steps;
+      ++steps_;
+      samples_ += global;
       // The case's share done: its steps so far over all its repeats' steps to the epoch limit.
-      const double done_steps = static_cast<double>((repeat * spec_.epochs + epoch - 1) * steps + k + 1);
-      progress_.iteration(label.c_str(), static_cast<int>(k + 1), static_cast<int>(steps), seconds_since(step_start),
+      const double done_steps = static_cast<double>((repeat * spec_.epochs + epoch - 1) * steps + s + 1);
+      progress_.iteration(label.c_str(), static_cast<int>(s + 1), static_cast<int>(steps), seconds_since(step_start),
                           done_steps / static_cast<double>(int64_t{spec_.repeats} * spec_.epochs * steps));
+      if (spec_.eval_every > 0 && samples_ >= next_eval_) {
+        next_eval_ += spec_.eval_every;
+        if (!evaluate_now(repeat, epoch, rep, since, reached)) return false;
+        if (reached) {
+          log_.epoch_stop(epoch, samples_);
+          return true;
+        }
+        if (s + 1 < steps) load_first(s + 1);
+        DLSCALE_CHECK_MPI(MPI_Barrier(comm_));
+        since = Clock::now();
+      }
     }
-    loss = loss_sum / static_cast<double>(steps);
-    seconds = max_over_ranks(seconds_since(start));
+    log_.epoch_stop(epoch, samples_);
+    if (spec_.eval_every == 0) return evaluate_now(repeat, epoch, rep, since, reached);
+    // Training since the last evaluation counts towards the next one.
+    carried_s_ += max_over_ranks(seconds_since(since));
     return true;
   }
 
   bool run_repeat(int repeat) {
     const uint64_t seed = spec_.seed + static_cast<uint64_t>(repeat);
+    log_.start(repeat, seed);
     {
       // Fresh parameters; load_parameters() also resets Adam's state and the batch-norm statistics.
       Outcome failed;
@@ -187,31 +289,17 @@ class AccuracyLoop {
       std::vector<double> none;
       if (!settle(none, failed, fmt::format("repeat {}: loading the parameters", repeat + 1))) return false;
     }
+    log_.run_start();
     RepeatResult rep;
     rep.seed = static_cast<int64_t>(seed);
-    double cumulative = 0, time_to_target = kNaN;
-    int target_epoch = 0;
-    for (int epoch = 1; epoch <= spec_.epochs; ++epoch) {
-      double loss = 0, train_s = 0, eval_s = 0;
-      Evaluation val;
-      if (!train_epoch(repeat, epoch, loss, train_s)) return false;
-      if (!evaluate(train_, validation_shard_, fmt::format("repeat {} epoch {}: validation", repeat + 1, epoch), val,
-                    eval_s)) {
-        return false;
-      }
-      cumulative += train_s;
-      const double accuracy = static_cast<double>(val.correct) / static_cast<double>(val.predictions);
-      const double val_loss = val.loss_sum / static_cast<double>(val.predictions);
-      rep.epochs.push_back({epoch, loss, train_s, cumulative, accuracy, val_loss, eval_s});
-      progress_.note(
-          fmt::format("repeat {}/{} epoch {}/{}: train loss {:.4f} ({:.2f} s) | validation accuracy "
-                      "{:.4f}, loss {:.4f} ({:.2f} s)",
-                      repeat + 1, spec_.repeats, epoch, spec_.epochs, loss, train_s, accuracy, val_loss, eval_s));
-      if (std::isfinite(spec_.target_accuracy) && accuracy >= spec_.target_accuracy) {
-        time_to_target = cumulative;
-        target_epoch = epoch;
-        break;
-      }
+    cumulative_ = carried_s_ = 0;
+    steps_ = samples_ = 0;
+    next_eval_ = spec_.eval_every;
+    interval_ = {};
+    bool reached = false;
+    int epoch = 1;
+    for (; epoch <= spec_.epochs && !reached; ++epoch) {
+      if (!train_epoch(repeat, epoch, rep, reached)) return false;
     }
     Evaluation test;
     double test_s = 0;
@@ -221,20 +309,27 @@ class AccuracyLoop {
     progress_.note(fmt::format(
         "repeat {}/{}: test accuracy {:.4f}, loss {:.4f} ({:.2f} s){}", repeat + 1, spec_.repeats, test_accuracy,
         test_loss, test_s,
-        target_epoch > 0
-            ? fmt::format(" | target reached at epoch {} after {:.2f} s of training", target_epoch, time_to_target)
-            : std::string()));
-    rep.epochs_run = static_cast<int64_t>(rep.epochs.size());
-    rep.train_time_s = cumulative;
+        reached ? fmt::format(" | target reached at epoch {} ({} steps) after {:.2f} s of training", rep.target_epoch,
+                              rep.steps_to_target, rep.time_to_target_s)
+                : std::string()));
+    rep.epochs_run = epoch - 1;
+    rep.evaluations = static_cast<int64_t>(rep.epochs.size());
+    rep.steps_run = steps_;
+    rep.samples_run = samples_;
+    rep.train_time_s = cumulative_ + carried_s_;
     rep.test_time_s = test_s;
     rep.test_accuracy = test_accuracy;
     rep.test_loss = test_loss;
-    rep.time_to_target_s = time_to_target;
-    rep.target_reached = target_epoch > 0;
-    rep.target_epoch = target_epoch;
+    log_.run_stop(reached);
     result_.repeats.push_back(std::move(rep));
     return true;
   }
+
+  /// The loss and steps since the last evaluation.
+  struct Interval {
+    double loss_sum = 0;
+    int64_t steps = 0;
+  };
 
   const CaseSpec& spec_;
   const Workload& workload_;
@@ -243,19 +338,29 @@ class AccuracyLoop {
   const Dataset& train_;
   const Dataset& test_;
   Progress& progress_;
+  std::string host_;
   int rank_ = 0, ranks_ = 1;
   Clock::time_point started_;
   Deadline deadline_ = Deadline::max();  ///< --case-timeout from started_: a device reduction's wait ends there
   TrainValidationSplit split_;
   std::vector<int64_t> validation_shard_, test_shard_;
   AccuracyResult result_;
+  int64_t epoch_samples_ = 1;  ///< the samples an epoch trains (its steps x the global batch)
+  int64_t warmup_steps_ = 0;   ///< --lr-warmup-epochs in steps
+  // The repeat in progress:
+  double cumulative_ = 0;  ///< training time to the last evaluation
+  double carried_s_ = 0;   ///< training time since it (at the ends of epochs without one)
+  int64_t steps_ = 0, samples_ = 0, next_eval_ = 0;
+  Interval interval_;
+  std::vector<double> small_sq_, big_sq_;  ///< the gradient noise scale's norms, every step of every repeat
+  MlperfLog log_;
 };
 
 }  // namespace
 
 AccuracyResult run_accuracy(const CaseSpec& spec, const Workload& workload, MPI_Comm comm, TrainingParts parts,
-                            const Dataset& train, const Dataset& test, Progress& progress) {
-  return AccuracyLoop(spec, workload, comm, parts, train, test, progress).run();
+                            const Dataset& train, const Dataset& test, Progress& progress, const std::string& host) {
+  return AccuracyLoop(spec, workload, comm, parts, train, test, progress, host).run();
 }
 
 AccuracySummary accuracy_summary(const std::vector<RepeatResult>& repeats) {
@@ -282,7 +387,8 @@ class AccuracyMode final : public CaseMode {
     try {
       result_ =
           run_accuracy(ctx_.c.spec, ctx_.c.workload, ctx_.comm,
-                       {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get()}, *p.dataset, *p.test, ctx_.progress);
+                       {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get(), &p.earlier_gradients}, *p.dataset,
+                       *p.test, ctx_.progress, ctx_.mpi.host());
     } catch (const MpiError&) {
       throw;
     } catch (const std::exception& e) {
@@ -297,7 +403,14 @@ class AccuracyMode final : public CaseMode {
   RankMemory memory(const PreparedCase& p) const override {
     return {peak_rss_bytes(), p.model ? p.model->memory().device_peak_bytes : 0};
   }
-  void record(PreparedCase&, CaseResult& r) override { r.accuracy = std::move(result_); }
+  void record(PreparedCase&, CaseResult& r) override {
+    if (result_.outcome.ok() && !result_.interrupted) {
+      r.noise = gather_noise_scale(ctx_.comm, result_.small_sq, result_.big_sq,
+                                   static_cast<double>(ctx_.c.spec.batch_per_rank()),
+                                   static_cast<double>(ctx_.c.spec.global_batch()));
+    }
+    r.accuracy = std::move(result_);
+  }
 
  private:
   const CaseContext& ctx_;

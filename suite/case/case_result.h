@@ -13,6 +13,7 @@
 #include "drivers/driver.h"
 #include "suite/case/accuracy_mode.h"
 #include "suite/case/case_utilisation.h"
+#include "suite/case/gradient_noise.h"
 #include "suite/case/resolved_case.h"
 #include "suite/meters/allreduce_microbenchmark.h"
 #include "suite/meters/projection.h"
@@ -104,6 +105,8 @@ struct CaseResult {
   std::optional<CaseAllreduce> allreduce;
   std::optional<CaseProjection> projection;
   std::optional<AccuracyResult> accuracy;  ///< accuracy cases
+  /// With more than one rank or micro-batch and the harness's reduction, on the case's rank 0.
+  std::optional<CaseNoiseScale> noise;
   // Given by the run that writes it:
   int64_t run = 0;        ///< the /runs record of the run
   std::string allocator;  ///< --malloc as in effect

@@ -89,7 +89,9 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
     } else {
       p.dataset = data.get(spec.data);
       if (ctx.c.accuracy()) p.test = data.get(test_dataset_spec(spec.data));
-      p.model->set_batch(p.dataset->batch(int64_t{ctx.case_rank} * spec.batch_per_rank(), spec.batch_per_rank()));
+      // A rank's first micro-batch of the first step (its K micro-batches lie side by side).
+      p.model->set_batch(p.dataset->batch(int64_t{ctx.case_rank} * spec.accumulate * spec.batch_per_rank(),
+                                          spec.batch_per_rank()));
     }
     if (p.model->grad_buffer().on_device && !p.reducer && spec.ranks > 1) {
       // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.
@@ -97,6 +99,12 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
                fmt::format("the {} driver keeps gradients in device memory and gives no reducer for them "
                            "(drivers/driver.h), so it runs on one rank only",
                            driver.name())};
+    }
+    if (built.ok() && spec.accumulate > 1 && (p.model->grad_buffer().on_device || p.reducer)) {
+      built = {Status::kUnsupported,
+               fmt::format("gradient accumulation (--accumulate {}) sums the micro-batches' gradients in host "
+                           "memory; the {} driver keeps them in device memory",
+                           spec.accumulate, driver.name())};
     }
     // One rank has nothing to average: the default buckets reduce nothing there, so that one GPU's
     // step is the network's alone; buckets asked for go through a one-rank communicator.

@@ -51,6 +51,8 @@ struct PreparedCase {
   std::shared_ptr<const Dataset> dataset;
   std::shared_ptr<const Dataset> test;         ///< accuracy cases: the test set that goes with `dataset`
   std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
+  /// With --accumulate: the micro-batches before a step's last, their gradients summed here.
+  std::vector<float> earlier_gradients;
   bool overlap = false;
   bool progress_thread() const { return buckets && buckets->progress_thread(); }
   /// What reduces the gradients (docs/schema.md, allreduce_mechanism), and in how many buckets.

@@ -95,6 +95,15 @@ void check_devices_and_data(const std::vector<ResolvedCase>& cases, bool devices
               "one global batch ({}) and validation at least one sample",
               c.validation, data->size(), held, trained, c.global_batch()));
         }
+        // More samples between evaluations than an epoch trains would evaluate less often than
+        // once per epoch, which is the default: refused rather than silently capped.
+        const int64_t epoch_samples = trained / c.global_batch() * c.global_batch();
+        if (c.eval_every > epoch_samples) {
+          throw UsageError(fmt::format(
+              "--eval-every {}: more than an epoch's {} samples ({} steps of global batch {}); leave it out to "
+              "evaluate once per epoch",
+              c.eval_every, epoch_samples, trained / c.global_batch(), c.global_batch()));
+        }
       }
     } catch (const std::invalid_argument& e) {
       throw UsageError(fmt::format("--data {}: {}", c.data, e.what()));

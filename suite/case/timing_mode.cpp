@@ -13,6 +13,7 @@
 
 #include "io/fault_injection.h"
 #include "suite/case/case_utilisation.h"
+#include "suite/case/gradient_noise.h"
 #include "suite/case/outcome.h"
 #include "suite/case/run_mode.h"
 #include "suite/case/training_step.h"
@@ -138,6 +139,7 @@ class TimingMode final : public CaseMode {
   Deadline deadline_ = Deadline::max();
   int64_t next_sample_ = 0;
   std::vector<double> times_, phase_times_, losses_, exposed_, bucket_starts_;
+  std::vector<double> small_sq_, big_sq_;  ///< the gradient noise scale's norms, per timed step
   /// The sizes of the case's MPI buckets (the harness's), in buffer order; empty: none.
   std::vector<double> bucket_bytes_;
   // The timeline (--phases): each timed step's start on this rank's clock, its buckets'
@@ -151,21 +153,31 @@ class TimingMode final : public CaseMode {
 StepResult TimingMode::guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed) {
   Outcome failed;
   StepResult out;
+  const int64_t b = spec_.batch_per_rank();
+  const int64_t first = next_sample_;
   try {
     // With a real dataset every iteration trains on the next global batch, each rank on its own
-    // slice of it; the copy in happens before the step's barrier, outside the timed region.
+    // slice of it (its micro-batches side by side); the copy in of the first micro-batch happens
+    // before the step's barrier, outside the timed region, the others' within the step, as a
+    // training loop with gradient accumulation copies each micro-batch in.
     if (p.dataset) {
-      p.model->set_batch(p.dataset->batch(next_sample_, spec_.batch_per_rank()));
+      p.model->set_batch(p.dataset->batch(first, b));
       next_sample_ += spec_.global_batch();
     }
   } catch (...) {
     failed = outcome_of(std::current_exception());
   }
+  MicroBatches micro;
+  micro.count = spec_.accumulate;
+  micro.earlier = &p.earlier_gradients;
+  micro.load = [&](int j) {
+    if (p.dataset) p.model->set_batch(p.dataset->batch(first + j * b, b));
+  };
   DLSCALE_CHECK_MPI(MPI_Barrier(ctx_.comm));  // every rank starts the step together
   double loss = 0;
   try {
     out.times = training_step(*p.model, ctx_.comm, optimizer_, spec_.phases, p.buckets.get(), p.timer.get(), reducer,
-                              deadline_);
+                              deadline_, micro);
     loss = p.model->loss();
     if (!std::isfinite(loss) && failed.ok()) failed = {Status::kError, fmt::format("the loss is {}", loss)};
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
@@ -192,6 +204,8 @@ void TimingMode::keep(const PreparedCase& p, const StepResult& step) {
   if (spec_.ranks > 1) exposed_.push_back(step.times.exposed_allreduce);
   if (spec_.phases) phase_times_.insert(phase_times_.end(), step.times.phase, step.times.phase + kPhaseCount);
   losses_.push_back(step.mean_loss);
+  small_sq_.push_back(step.times.small_sq);
+  big_sq_.push_back(step.times.big_sq);
   if (p.buckets) {
     const std::vector<double>& started = p.buckets->start_times();
     bucket_starts_.insert(bucket_starts_.end(), started.begin(), started.end());
@@ -217,7 +231,7 @@ void TimingMode::measure(PreparedCase& p) {
   // ends the job.
   started_ = Clock::now();
   deadline_ = deadline_after(spec_.case_timeout);
-  next_sample_ = int64_t{ctx_.case_rank} * spec_.batch_per_rank();
+  next_sample_ = int64_t{ctx_.case_rank} * spec_.accumulate * spec_.batch_per_rank();
   RegionMeters meters(ctx_, p.gpu);
   const int sleeper = fault_injection::sleep_rank();
   double slept = 0;
@@ -409,6 +423,10 @@ void TimingMode::summarise(CaseResult& r, std::vector<RankUtilisation> meters) c
 
 void TimingMode::record(PreparedCase& p, CaseResult& r) {
   r.steps = gather_samples(r.outcome.ok());
+  if (r.outcome.ok()) {
+    r.noise = gather_noise_scale(ctx_.comm, small_sq_, big_sq_, static_cast<double>(spec_.batch_per_rank()),
+                                 static_cast<double>(spec_.global_batch()));
+  }
   std::vector<RankUtilisation> meters = gather_meters(ctx_, meters_);
   std::optional<AllreduceResult> across, within;
   if (r.outcome.ok() && spec_.phases && spec_.ranks > 1) run_microbenchmarks(p, across, within);

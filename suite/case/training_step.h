@@ -4,7 +4,10 @@
 
 #include <mpi.h>
 
+#include <functional>
+#include <limits>
 #include <memory>
+#include <vector>
 
 #include "drivers/driver.h"
 #include "suite/case/case_result.h"
@@ -21,6 +24,23 @@ struct StepTimes {
   /// From the end of backward to the end of the gradient average: the all-reduce time the
   /// step did not hide (waiting for slower ranks included); 0 on one rank.
   double exposed_allreduce = 0;
+  /// The gradient noise scale's two squared norms (suite/meters/noise_scale.h): the mean over
+  /// this rank's micro-batches of |g|² of each one's own gradient, and |g|² of the step's
+  /// gradient averaged over ranks and micro-batches. NaN where the step measured none (one rank's
+  /// one micro-batch, a driver's own reducer).
+  double small_sq = std::numeric_limits<double>::quiet_NaN();
+  double big_sq = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// Gradient accumulation: a step of `count` micro-batches, each a forward and a backward pass,
+/// whose gradients are summed and averaged over the ranks once, in the last one's backward.
+struct MicroBatches {
+  int count = 1;
+  /// Puts micro-batch j (1 to count - 1) into the model; the step starts with micro-batch 0 in.
+  std::function<void(int j)> load;
+  /// Room for the earlier micro-batches' summed gradients (grad_buffer().count floats; host
+  /// memory): the harness's, as PyTorch keeps .grad between backward passes.
+  std::vector<float>* earlier = nullptr;
 };
 
 /// One timed training step, the same on every backend: forward, backward, the gradient average,
@@ -30,9 +50,14 @@ struct StepTimes {
 /// on a GPU stream), else the MPI `buckets` (started during backward where the driver reports finished gradients), else
 /// one blocking MPI all-reduce over `comm`. A reducer's queued reductions are waited for, once the whole step is
 /// queued, until `deadline` (GradientReducer::wait: Timeout past it).
+/// With `micro` of count K > 1 (not with a driver's reducer), the step runs K forward and backward passes, micro-batch
+/// j loaded before the j-th; the earlier ones' gradients are summed on the host and added to the last one's as its
+/// buckets are reduced; "forward" (with `time_phases`) then runs from the step's start to the end of the last
+/// micro-batch's forward pass, the earlier micro-batches' passes included, and "backward" is the last one's.
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
                         BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
-                        GradientReducer* reducer = nullptr, Deadline deadline = Deadline::max());
+                        GradientReducer* reducer = nullptr, Deadline deadline = Deadline::max(),
+                        const MicroBatches& micro = {});
 
 /// `seconds` from now, or Deadline::max() for 0 (no limit): how long a case's set-up, and then
 /// its training, may wait for its devices and peers (--case-timeout).

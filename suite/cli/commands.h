@@ -27,6 +27,7 @@ struct RunArgs {
   std::string peak = "measure";                 ///< measure, skip, or a file holding /peak
   double peak_seconds = 0.2;                    ///< per measured peak
   MallocPolicy malloc = MallocPolicy::kKeep;    ///< what glibc's malloc does with freed memory
+  std::optional<std::string> mllog_dir;         ///< accuracy cases' MLPerf logs go here
 };
 
 struct PeakArgs {

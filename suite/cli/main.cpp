@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <optional>
 
@@ -42,9 +43,10 @@ struct RunCli {
   CLI::App* app = nullptr;
   std::vector<std::vector<std::string>> axis_items;
   std::vector<CLI::Option*> axis_options;
-  std::string config, suite, out, format = "text", progress, malloc_policy = "keep";
+  std::string config, suite, out, format = "text", progress, malloc_policy = "keep", mllog;
   CLI::Option *out_option = nullptr, *config_option = nullptr, *suite_option = nullptr, *progress_option = nullptr,
-              *gflops_option = nullptr, *peak_option = nullptr, *peak_seconds_option = nullptr;
+              *gflops_option = nullptr, *peak_option = nullptr, *peak_seconds_option = nullptr,
+              *mllog_option = nullptr;
 };
 
 /// What `--help` names an axis's values.
@@ -109,6 +111,10 @@ void add_run(CLI::App& app, RunCli& cli, dlscale::RunArgs& args) {
                                     "or a results file holding /peak (from dlscale peak)");
   cli.peak_seconds_option =
       run->add_option("--peak-seconds", args.peak_seconds, "seconds per measured peak (--peak measure)");
+  cli.mllog_option = run->add_option(
+      "--mllog", cli.mllog,
+      "an existing directory: each accuracy case's repeats are also written there as MLPerf Training logs, one "
+      "file per case and repeat");
   run->add_option("--malloc", cli.malloc_policy,
                   "keep (glibc keeps freed memory, as production CPU training does; the default) or system (the "
                   "allocator as the environment set it); docs/metrics.md");
@@ -149,6 +155,13 @@ void finish_run(const RunCli& cli, dlscale::RunArgs& args) {
   args.out = out_path(cli.out_option, cli.out);
   args.format = dlscale::parse_output_format(cli.format);
   args.malloc = dlscale::parse_malloc_policy(cli.malloc_policy);
+  if (cli.mllog_option->count()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(cli.mllog, ec)) {
+      throw UsageError(fmt::format("--mllog {}: not an existing directory", cli.mllog));
+    }
+    args.mllog_dir = cli.mllog;
+  }
   args.progress =
       cli.progress_option->count() ? dlscale::parse_progress_mode(cli.progress) : dlscale::default_progress_mode();
   if (cli.gflops_option->count() && !(args.assume_gflops > 0 && std::isfinite(args.assume_gflops))) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -32,6 +33,7 @@
 #include "suite/meters/peak.h"
 #include "suite/meters/wall_clock.h"
 #include "suite/process/stop_signals.h"
+#include "suite/record/mllog_reporter.h"
 #include "suite/record/peak_fields.h"
 #include "suite/record/provenance.h"
 #include "suite/record/reporters.h"
@@ -418,9 +420,14 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   if (root) file.emplace(*plan.file, deadline);
   ProgressReporter progress_display(progress);
   CaseLineReporter lines(args.format, stdout);
+  std::optional<MllogReporter> mllog;
+  if (root && args.mllog_dir) mllog.emplace(*args.mllog_dir, std::filesystem::path(plan.out_path).stem().string());
+  std::vector<Reporter*> reporters = {&progress_display, &lines};
+  if (mllog) reporters.push_back(&*mllog);
   Tally tally;
+  reporters.push_back(&tally);
   size_t done = 0;
-  const LoopEnd end = run_cases(mpi, plan, runner, file ? &*file : nullptr, {&progress_display, &lines, &tally}, tally,
+  const LoopEnd end = run_cases(mpi, plan, runner, file ? &*file : nullptr, reporters, tally,
                                 deadline, *run_number, describe_allocator(args.malloc), resume_hint, text_out, done);
   deadline.set_doing("the end of the run");
   if (end == LoopEnd::kWriteFailed) return exit_code(ExitCode::kWriteFailed);

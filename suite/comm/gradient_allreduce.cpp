@@ -9,19 +9,44 @@
 
 namespace dlscale {
 
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm) {
+namespace {
+
+/// |g|² of [data, data + count), then the earlier micro-batches' gradients added to it.
+double own_norm_then_add(float* data, const float* earlier, size_t count) {
+  const auto n = static_cast<int64_t>(count);
+  double sq = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sq)
+  for (int64_t i = 0; i < n; ++i) {
+    sq += static_cast<double>(data[i]) * data[i];
+    if (earlier != nullptr) data[i] += earlier[i];
+  }
+  return sq;
+}
+
+/// Scales [data, data + count) by `scale`; returns the squared norm of the result.
+double scale_and_norm(float* data, size_t count, float scale) {
+  const auto n = static_cast<int64_t>(count);
+  double sq = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sq)
+  for (int64_t i = 0; i < n; ++i) {
+    data[i] *= scale;
+    sq += static_cast<double>(data[i]) * data[i];
+  }
+  return sq;
+}
+
+}  // namespace
+
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, StepGradients& step) {
   int size = 1;
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
-  if (size == 1) return;
   if (grads.on_device) {
     throw std::runtime_error("gradients live on a GPU: the MPI all-reduce needs host memory (GPU drivers use NCCL)");
   }
-  allreduce_sum_in_place(grads.data, grads.count, comm);
-  const float scale = 1.0f / static_cast<float>(size);
-  float* g = grads.data;
-  const auto n = static_cast<int64_t>(grads.count);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+  if (size == 1 && step.micro_batches == 1) return;  // one rank's one batch: nothing to average or add
+  step.last_sq = own_norm_then_add(grads.data, step.earlier, grads.count);
+  if (size > 1) allreduce_sum_in_place(grads.data, grads.count, comm);
+  step.mean_sq = scale_and_norm(grads.data, grads.count, 1.0f / static_cast<float>(size * step.micro_batches));
 }
 
 BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb,
@@ -82,8 +107,11 @@ bool BucketedAllreduce::follow(Model& model) {
   return reports && thread_.joinable();
 }
 
-void BucketedAllreduce::start_step(std::chrono::steady_clock::time_point step_start) {
+void BucketedAllreduce::start_step(std::chrono::steady_clock::time_point step_start, StepGradients& step) {
   step_start_ = step_start;
+  step_ = &step;
+  held_ = false;
+  own_sq_.assign(buckets_.size(), 0.0);
   for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
   next_ = buckets_.size();
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -103,9 +131,16 @@ void BucketedAllreduce::start(size_t index) {
   wake_.notify_one();
 }
 
+void BucketedAllreduce::prepare(size_t index) {
+  const BucketRange& b = buckets_[index];
+  own_sq_[index] = own_norm_then_add(data_ + b.first, step_->earlier != nullptr ? step_->earlier + b.first : nullptr,
+                                     b.count);
+}
+
 void BucketedAllreduce::reduce(size_t index) {
   const BucketRange& b = buckets_[index];
   reduced_s_[2 * index] = since_step_start();
+  prepare(index);
   allreduce_sum_in_place(data_ + b.first, b.count, comm_);
   reduced_s_[2 * index + 1] = since_step_start();
 }
@@ -143,6 +178,7 @@ void BucketedAllreduce::communicate() {
         // Written by this thread, read by the main thread after finish(), which waits for the
         // count of completed buckets under the mutex.
         reduced_s_[2 * index] = since_step_start();
+        prepare(index);
         in_flight.push_back({index, lane, std::make_unique<RingSum>(data_ + b.first, b.count, comm_, lane)});
         lock.lock();
         next = to_reduce_.begin();  // the deque may have grown meanwhile
@@ -180,7 +216,7 @@ void BucketedAllreduce::communicate() {
 
 void BucketedAllreduce::ready(size_t first, size_t count) {
   const size_t end = first + count;
-  if (count == 0 || buckets_.empty()) return;
+  if (held_ || count == 0 || buckets_.empty()) return;
   for (size_t i = bucket_holding(buckets_, first); i < buckets_.size() && buckets_[i].first < end; ++i) {
     const BucketRange& b = buckets_[i];
     const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
@@ -205,11 +241,11 @@ void BucketedAllreduce::finish() {
     for (; !to_reduce_.empty(); to_reduce_.pop_front()) reduce(to_reduce_.front());
   }
   stepped_ = true;
-  const float scale = 1.0f / static_cast<float>(size_);
-  const auto n = static_cast<int64_t>(buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count);
-  float* g = data_;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+  const size_t n = buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count;
+  step_->last_sq = 0;
+  for (double sq : own_sq_) step_->last_sq += sq;
+  step_->mean_sq = scale_and_norm(data_, n, 1.0f / static_cast<float>(size_ * step_->micro_batches));
+  step_ = nullptr;
 }
 
 }  // namespace dlscale

@@ -21,8 +21,22 @@
 
 namespace dlscale {
 
-/// Sums the gradient buffer over `comm` in place, then scales it by 1/P. No-op on one rank.
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm);
+/// What a step's gradient average adds to the last micro-batch's gradients in the buffer and
+/// measures on the way: the earlier micro-batches' summed gradients (gradient accumulation, added
+/// before the sum over ranks, so that the ranks sum once per step), and the two squared norms the
+/// gradient noise scale is estimated from (suite/meters/noise_scale.h), read as the average passes
+/// over the gradients anyway.
+struct StepGradients {
+  const float* earlier = nullptr;  ///< the earlier micro-batches' summed gradients; nullptr: none
+  int micro_batches = 1;           ///< the average divides the sum by ranks x micro_batches
+  double last_sq = 0;              ///< out: |g|² of the last micro-batch's own gradient on this rank
+  double mean_sq = 0;              ///< out: |g|² of the average over ranks and micro-batches
+};
+
+/// Adds `step.earlier` to the gradient buffer, sums it over `comm` in place (not on one rank),
+/// and divides it by P x micro_batches, measuring step's norms. One rank's one micro-batch is left
+/// as it is, and nothing is measured (a single-rank step stays the network's alone).
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, StepGradients& step);
 
 /// The gradient buffer cut into buckets of about `bucket_mb` MB (cut_buckets), each summed
 /// (RingSum: dlscale's ring, MPI_Allreduce under 128 KiB) as soon as it and every bucket after it
@@ -60,12 +74,16 @@ class BucketedAllreduce {
   /// start in finish(). `model` must be the one whose grad_buffer() this reduces.
   bool follow(Model& model);
   /// Before each step, at `step_start` (what start_times() and reduction_times() count from):
-  /// every bucket waits for its gradients again.
-  void start_step(std::chrono::steady_clock::time_point step_start);
+  /// every bucket waits for its gradients again; `step` (kept until finish()) says what the
+  /// average adds to each bucket before its sum (StepGradients).
+  void start_step(std::chrono::steady_clock::time_point step_start, StepGradients& step);
+  /// While held (the micro-batches before a step's last), the model's reports of final
+  /// gradients start nothing: the buffer holds one micro-batch's gradients, not the step's.
+  void hold(bool held) { held_ = held; }
   /// Elements [first, first + count) of the buffer hold their final values for this step.
   void ready(size_t first, size_t count);
-  /// After backward: reduces the buckets still waiting, waits for all, scales by 1/P. Throws
-  /// when an MPI call failed (in either thread).
+  /// After backward: reduces the buckets still waiting, waits for all, divides by P x the
+  /// micro-batches and fills the step's norms. Throws when an MPI call failed (in either thread).
   void finish();
   /// After a step (the last of the warm-up), on every rank: merges the buckets that the network
   /// made wait anyway (merge_waiting: final, on every rank, before the group reduced just before
@@ -106,6 +124,7 @@ class BucketedAllreduce {
   void start(size_t index);
   double since_step_start() const;  ///< seconds since start_step()'s time point
   void reduce(size_t index);        ///< sums it and waits (without the thread)
+  void prepare(size_t index);       ///< measures its own gradients' norm, adds the earlier micro-batches
   void communicate();               ///< the communication thread's loop
 
   float* data_;
@@ -119,6 +138,9 @@ class BucketedAllreduce {
   std::chrono::steady_clock::time_point step_start_;
   std::vector<double> started_s_;  ///< per bucket, this step (start_times)
   std::vector<double> reduced_s_;  ///< per bucket, start and end, this step (reduction_times)
+  bool held_ = false;
+  StepGradients* step_ = nullptr;   ///< this step's (start_step to finish)
+  std::vector<double> own_sq_;      ///< per bucket, |g|² of the last micro-batch's own gradients
 
   // Shared with the communication thread, under mutex_.
   std::mutex mutex_;

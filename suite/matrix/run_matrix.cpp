@@ -25,6 +25,24 @@ const char* device_name(DeviceType d) { return d == DeviceType::kCuda ? "cuda" :
 
 const char* run_mode_name(RunMode m) { return m == RunMode::kAccuracy ? "accuracy" : "timing"; }
 
+const char* lr_scaling_name(LrScaling s) {
+  switch (s) {
+    case LrScaling::kLinear:
+      return "linear";
+    case LrScaling::kSqrt:
+      return "sqrt";
+    case LrScaling::kNone:
+      break;
+  }
+  return "none";
+}
+
+double CaseSpec::scaled_learning_rate() const {
+  if (lr_scaling == LrScaling::kNone || lr_base_batch <= 0) return learning_rate;
+  const double ratio = static_cast<double>(global_batch()) / static_cast<double>(lr_base_batch);
+  return learning_rate * (lr_scaling == LrScaling::kLinear ? ratio : std::sqrt(ratio));
+}
+
 double default_learning_rate(OptimizerKind k) { return k == OptimizerKind::kAdam ? 0.001 : 0.01; }
 
 namespace {
@@ -138,6 +156,13 @@ double parse_validation(const std::string& text, const std::string& what) {
   // Both halves must keep samples: 0 leaves nothing to validate on, 1 nothing to train on.
   if (v <= 0 || v >= 1) bad(fmt::format("{} must be a fraction between 0 and 1 (exclusive), got {}", what, text));
   return v;
+}
+
+LrScaling parse_lr_scaling(const std::string& text, const std::string& what) {
+  for (LrScaling s : {LrScaling::kNone, LrScaling::kLinear, LrScaling::kSqrt}) {
+    if (text == lr_scaling_name(s)) return s;
+  }
+  bad(fmt::format("{}: unknown rule '{}' (expected none, linear or sqrt)", what, text));
 }
 
 /// "nan" (the printed form of "no target", as the results file records it) or an accuracy in (0, 1].
@@ -368,7 +393,7 @@ const std::vector<Axis>& axes() {
         &MatrixSpec::validation, &CaseSpec::validation, parse_validation, number<double>, accuracy_only));
     t.push_back(scalar_axis<double>(
         "target_accuracy", "--target-accuracy",
-        "accuracy mode: stop at the first epoch whose validation accuracy reaches this, in (0, 1] (default: none, "
+        "accuracy mode: stop at the first evaluation whose validation accuracy reaches this, in (0, 1] (default: none, "
         "train every epoch)",
         TomlKind::kNumber, 22, &MatrixSpec::target_accuracy, &CaseSpec::target_accuracy, parse_target_accuracy,
         number<double>, [](const CaseSpec& c) { return accuracy_only(c) && std::isfinite(c.target_accuracy); }));
@@ -377,6 +402,45 @@ const std::vector<Axis>& axes() {
         &MatrixSpec::repeats, &CaseSpec::repeats,
         [](const std::string& s, const std::string& what) { return static_cast<int>(parse_integer(s, what, 1, 100)); },
         number<int>, [](const CaseSpec& c) { return accuracy_only(c) && c.repeats != 1; }));
+    t.push_back(list_axis<int>(
+        "accumulate", "--accumulate",
+        "micro-batches per optimiser step, comma-separated (gradient accumulation): each rank runs K forward and "
+        "backward passes of --batch samples (weak) and the ranks average the summed gradients once, in the last "
+        "one's backward; the global batch is batch x ranks x K",
+        TomlKind::kInteger, 25, &MatrixSpec::accumulate, &CaseSpec::accumulate,
+        [](const std::string& s, const std::string& what) {
+          return static_cast<int>(parse_integer(s, what, 1, 1 << 20));
+        },
+        number<int>, [](const CaseSpec& c) { return c.accumulate != 1; }));
+    t.push_back(list_axis<LrScaling>(
+        "lr_scaling", "--lr-scaling",
+        "none, linear or sqrt, comma-separated: the learning rate scaled by the global batch over --lr-base-batch "
+        "(linear: lr x B / B_base, as Goyal et al.; sqrt: lr x sqrt(B / B_base))",
+        TomlKind::kString, 26, &MatrixSpec::lr_scalings, &CaseSpec::lr_scaling, parse_lr_scaling,
+        [](const LrScaling& r) { return std::string(lr_scaling_name(r)); },
+        [](const CaseSpec& c) { return c.lr_scaling != LrScaling::kNone; }));
+    t.push_back(scalar_axis<int64_t>(
+        "lr_base_batch", "--lr-base-batch", "the global batch --lr is meant for (with --lr-scaling; 0: none given)",
+        TomlKind::kInteger, 27, &MatrixSpec::lr_base_batch, &CaseSpec::lr_base_batch,
+        [](const std::string& s, const std::string& what) { return parse_integer(s, what, 0, INT64_MAX / 2); },
+        number<int64_t>, [](const CaseSpec& c) { return c.lr_scaling != LrScaling::kNone; }));
+    t.push_back(scalar_axis<double>(
+        "lr_warmup_epochs", "--lr-warmup-epochs",
+        "accuracy mode: epochs over which the rate rises linearly from --lr to the scaled rate (Goyal et al.; "
+        "default 0: none)",
+        TomlKind::kNumber, 28, &MatrixSpec::lr_warmup_epochs, &CaseSpec::lr_warmup_epochs,
+        [](const std::string& s, const std::string& what) {
+          const double v = parse_number(s, what);
+          if (!(v >= 0 && v <= 1e6)) bad(fmt::format("{} must be from 0 to 1e6 epochs, got {}", what, s));
+          return v;
+        },
+        number<double>, [](const CaseSpec& c) { return accuracy_only(c) && c.lr_warmup_epochs > 0; }));
+    t.push_back(scalar_axis<int64_t>(
+        "eval_every", "--eval-every",
+        "accuracy mode: evaluate on the validation set every N training samples (default 0: once per epoch)",
+        TomlKind::kInteger, 29, &MatrixSpec::eval_every, &CaseSpec::eval_every,
+        [](const std::string& s, const std::string& what) { return parse_integer(s, what, 0, INT64_MAX / 2); },
+        number<int64_t>, [](const CaseSpec& c) { return accuracy_only(c) && c.eval_every > 0; }));
     return t;
   }();
   return table;
@@ -600,6 +664,14 @@ void validate_request(const std::vector<CaseSpec>& cases, const Registry& driver
     if (c.batch <= 0) throw UsageError(fmt::format("batch must be positive, got {}", c.batch));
     if (c.scaling == Scaling::kStrong && c.batch % c.ranks != 0) {
       throw UsageError(fmt::format("strong scaling: global batch {} does not divide by {} ranks", c.batch, c.ranks));
+    }
+    if (c.scaling == Scaling::kStrong && c.batch % (int64_t{c.ranks} * c.accumulate) != 0) {
+      throw UsageError(fmt::format("strong scaling: global batch {} does not divide by {} ranks x {} micro-batches",
+                                   c.batch, c.ranks, c.accumulate));
+    }
+    if (c.lr_scaling != LrScaling::kNone && c.lr_base_batch <= 0) {
+      throw UsageError(fmt::format("--lr-scaling {} needs --lr-base-batch: the global batch --lr is meant for",
+                                   lr_scaling_name(c.lr_scaling)));
     }
     if (c.threads < 0) throw UsageError(fmt::format("threads must be positive or auto, got {}", c.threads));
     if (c.iterations <= 0) throw UsageError(fmt::format("iterations must be positive, got {}", c.iterations));

@@ -32,6 +32,13 @@ double default_learning_rate(OptimizerKind k);
 /// bucket_cap_mb, reduced during backward as DDP reduces them (docs/metrics.md).
 constexpr double kDefaultBucketMb = 25;
 
+/// How the learning rate follows the global batch (docs/running.md, "Accuracy runs"): none; linear,
+/// lr x B / B_base (Goyal et al. 2017); sqrt, lr x sqrt(B / B_base) (Krizhevsky 2014; Hoffer et al.
+/// 2017), B_base being --lr-base-batch.
+enum class LrScaling { kNone, kLinear, kSqrt };
+/// "none", "linear", "sqrt".
+const char* lr_scaling_name(LrScaling s);
+
 /// "weak", "strong".
 const char* scaling_name(Scaling s);
 /// "cpu", "cuda".
@@ -65,6 +72,11 @@ struct MatrixSpec {
   double validation = 0.2;  ///< accuracy mode: the fraction of the training set held out
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
   int repeats = 1;  ///< accuracy mode: independent repeats, seeds seed, seed + 1, …
+  std::vector<int> accumulate{1};  ///< micro-batches per optimiser step (gradient accumulation)
+  std::vector<LrScaling> lr_scalings{LrScaling::kNone};
+  int64_t lr_base_batch = 0;    ///< the global batch --lr is meant for; 0: none given
+  double lr_warmup_epochs = 0;  ///< accuracy mode: epochs of linear warm-up to the scaled rate
+  int64_t eval_every = 0;       ///< accuracy mode: training samples between evaluations; 0: every epoch
 };
 
 /// One benchmark case: everything needed to run it and to rerun it.
@@ -99,17 +111,28 @@ struct CaseSpec {
   double validation = 0.2;
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
   int repeats = 1;
+  int accumulate = 1;  ///< micro-batches per optimiser step, each of batch_per_rank() samples per rank
+  LrScaling lr_scaling = LrScaling::kNone;
+  int64_t lr_base_batch = 0;    ///< 0: none given
+  double lr_warmup_epochs = 0;  ///< accuracy mode
+  int64_t eval_every = 0;       ///< accuracy mode; 0: once per epoch
 
-  /// The optimiser training_step() applies.
+  /// The optimiser training_step() applies, at the scaled rate (scaled_learning_rate()).
   Optimizer make_optimizer() const {
     Optimizer o;
     o.kind = optimizer;
-    o.learning_rate = learning_rate;
+    o.learning_rate = scaled_learning_rate();
     return o;
   }
+  /// --lr scaled to the global batch by --lr-scaling (the rate after any warm-up).
+  double scaled_learning_rate() const;
 
-  int64_t batch_per_rank() const { return scaling == Scaling::kStrong ? batch / ranks : batch; }
-  int64_t global_batch() const { return scaling == Scaling::kStrong ? batch : batch * ranks; }
+  /// The samples of one forward pass on one rank (a micro-batch with --accumulate).
+  int64_t batch_per_rank() const {
+    return scaling == Scaling::kStrong ? batch / (int64_t{ranks} * accumulate) : batch;
+  }
+  /// The samples of one optimiser step over all ranks and micro-batches.
+  int64_t global_batch() const { return scaling == Scaling::kStrong ? batch : batch * ranks * accumulate; }
   /// A `dlscale run …` command line that reruns exactly this case (also its key for --resume).
   std::string command() const;
 };

@@ -51,6 +51,10 @@ CaseDescription description(const R& r) {
   d.mode = run_mode_name(spec.mode);
   d.optimizer = optimizer_name(spec.optimizer);
   d.learning_rate = spec.learning_rate;
+  d.accumulate = spec.accumulate;
+  d.lr_scaling = lr_scaling_name(spec.lr_scaling);
+  d.lr_base_batch = spec.lr_base_batch;
+  d.scaled_learning_rate = spec.scaled_learning_rate();
   return d;
 }
 
@@ -63,7 +67,9 @@ CaseAccuracyRequest accuracy_request(const R& r) {
           r.accuracy->train_samples,
           r.accuracy->validation_samples,
           r.accuracy->test_samples,
-          test_dataset_spec(spec.data)};
+          test_dataset_spec(spec.data),
+          spec.lr_warmup_epochs,
+          spec.eval_every};
 }
 
 CaseOutcome outcome(const R& r) {
@@ -260,6 +266,20 @@ GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterati
     rec.name = d.name;
     rec.dims = d.dims(static_cast<uint64_t>(ranks), static_cast<uint64_t>(iterations), static_cast<uint64_t>(buckets));
     rec.doubles = values;
+    g.datasets.push_back(std::move(rec));
+  }
+  return g;
+}
+
+GroupRecord noise_scale_group(const CaseNoiseScale& n) {
+  GroupRecord g;
+  append_attrs(g.attrs, n.estimate, kNoiseScaleFields);
+  g.attrs.emplace_back("definition", std::string(kNoiseScaleDefinition));
+  for (const auto& [name, values] : {std::pair{"small_sq", &n.small_sq}, std::pair{"big_sq", &n.big_sq}}) {
+    DatasetRecord rec;
+    rec.name = name;
+    rec.dims = {static_cast<uint64_t>(values->size())};
+    rec.doubles = *values;
     g.datasets.push_back(std::move(rec));
   }
   return g;

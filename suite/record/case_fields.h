@@ -29,6 +29,9 @@ GroupRecord utilisation_group(const CaseUtilisation& u);
 /// timed steps with `buckets` MPI buckets (0: none).
 GroupRecord timeline_group(const CaseTimeline& t, int64_t ranks, int64_t iterations, int64_t buckets);
 
+/// /cases/NNNN/noise_scale: the estimate, its definition, and the steps' two norms.
+GroupRecord noise_scale_group(const CaseNoiseScale& n);
+
 /// The names of the timeline group's data sets, in order (results/dlscale_report/timeline.py,
 /// DATASETS).
 std::vector<std::string> timeline_dataset_names();

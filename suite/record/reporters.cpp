@@ -11,6 +11,7 @@
 #include "suite/errors.h"
 #include "suite/meters/utilisation.h"
 #include "suite/record/case_fields.h"
+#include "suite/record/json_text.h"
 
 namespace dlscale {
 
@@ -32,6 +33,7 @@ void ResultsFileReporter::case_finished(const CaseResult& r) {
         projection_group(p.projection, p.fit, p.network, p.compute_s, p.grad_bytes, scaling_name(r.c->spec.scaling)));
   }
   if (r.utilisation) update.write_group("cases/" + name + "/utilisation", utilisation_group(*r.utilisation));
+  if (r.noise) update.write_group("cases/" + name + "/noise_scale", noise_scale_group(*r.noise));
   if (r.steps.timeline) {
     update.write_group("cases/" + name + "/timeline",
                        timeline_group(*r.steps.timeline, r.c->spec.ranks, r.steps.iterations, r.steps.buckets));
@@ -65,6 +67,15 @@ namespace {
 
 /// " | optimizer … | test accuracy M [L, H] | train … | test … | target …": an accuracy case's
 /// part of its summary line (means and 95% CIs over its repeats).
+/// " | noise scale 850 [610, 1090]: x1.27 steps at B=64", or "" without an estimate: the simple
+/// noise scale and the factor 1 + B_simple/B by which it multiplies the steps to a target.
+std::string noise_text(const CaseResult& r) {
+  if (!r.noise || !std::isfinite(r.noise->estimate.simple)) return "";
+  const NoiseScale& n = r.noise->estimate;
+  return fmt::format(" | noise scale {:.3g} [{:.3g}, {:.3g}]: x{:.3g} steps at B={}", n.simple, n.ci95_low,
+                     n.ci95_high, 1 + n.simple / n.batch_big, r.c->spec.global_batch());
+}
+
 std::string accuracy_summary_text(const CaseResult& r) {
   const AccuracySummary& summary = r.accuracy->summary;
   const auto interval = [](const MeanInterval& m, const char* format) {
@@ -72,9 +83,13 @@ std::string accuracy_summary_text(const CaseResult& r) {
   };
   const CaseSpec& spec = r.c->spec;
   const int64_t reached = summary.targets_reached;
+  const std::string rate = spec.scaled_learning_rate() == spec.learning_rate
+                               ? fmt::format("{}", spec.learning_rate)
+                               : fmt::format("{} -> {} ({})", spec.learning_rate, spec.scaled_learning_rate(),
+                                             lr_scaling_name(spec.lr_scaling));
   std::string line =
-      fmt::format(" | {} lr {} | test accuracy {} | training {} | testing {}", optimizer_name(spec.optimizer),
-                  spec.learning_rate, interval(summary.test_accuracy, "{:.4f} [{:.4f}, {:.4f}]"),
+      fmt::format(" | {} lr {} | test accuracy {} | training {} | testing {}", optimizer_name(spec.optimizer), rate,
+                  interval(summary.test_accuracy, "{:.4f} [{:.4f}, {:.4f}]"),
                   interval(summary.train_time_s, "{:.2f} s [{:.2f}, {:.2f}]"),
                   interval(summary.test_time_s, "{:.3f} s [{:.3f}, {:.3f}]"));
   if (std::isfinite(spec.target_accuracy)) {
@@ -83,7 +98,7 @@ std::string accuracy_summary_text(const CaseResult& r) {
                               interval(summary.time_to_target_s, "{:.2f} s [{:.2f}, {:.2f}]"), reached, spec.repeats)
                 : fmt::format(" | time to {}: not reached in {} epochs", spec.target_accuracy, spec.epochs);
   }
-  return line + fmt::format(" | {} repeat(s) | ok", spec.repeats);
+  return line + noise_text(r) + fmt::format(" | {} repeat(s) | ok", spec.repeats);
 }
 
 /// " | cpu … | contended: … | N% of peak | J/sample | ok": a timing case's utilisation part.
@@ -109,38 +124,10 @@ std::string utilisation_text(const CaseUtilisation& u) {
   return line + " | ok";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_value(const AttrValue& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return json_string(*s);
   if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  const double d = std::get<double>(v);
-  return std::isfinite(d) ? fmt::format("{}", d) : "null";  // {} is the shortest exact form
+  return json_number(std::get<double>(v));
 }
 
 /// " (5 buckets on a communication thread)" for a bucketed case, else "".
@@ -163,6 +150,7 @@ std::string summary_line(const CaseResult& r) {
       fmt::format("{:<10} {:<9} {:<4} {}{} {} {} P={} b={}/{} t={}", s.workload, s.driver, device_name(s.device),
                   precision_name(s.precision), r.isa.empty() ? "" : "@" + r.isa, denormals_name(s.denormals),
                   scaling_name(s.scaling), s.ranks, s.batch_per_rank(), s.global_batch(), c.threads);
+  if (s.accumulate > 1) line += fmt::format(" K={}", s.accumulate);
   if (!r.outcome.ok()) return line + fmt::format(" | {}: {}", status_name(r.outcome.status), r.outcome.message);
   if (r.accuracy) return line + accuracy_summary_text(r);
   const StepSummary& m = *r.summary;
@@ -171,7 +159,7 @@ std::string summary_line(const CaseResult& r) {
   if (m.exposed_allreduce_median_s) {
     line += fmt::format(" | exposed all-reduce {:.2f} ms{}", *m.exposed_allreduce_median_s * 1e3, bucket_text(r));
   }
-  return line + utilisation_text(*r.utilisation);
+  return line + noise_text(r) + utilisation_text(*r.utilisation);
 }
 
 std::string case_json(const CaseResult& r) {

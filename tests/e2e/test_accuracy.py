@@ -11,16 +11,19 @@ DLSCALE_ACCURACY_DRIVER names another (libtorch, onednn, …) to run them on it.
 CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH; by hand, see tests/README.md.
 """
 
+import csv
 import json
 import math
 import os
 import subprocess
+import sys
 import unittest
 
 import h5py
 import numpy as np
 
 import dlscale_test
+import mllog_rules
 from dlscale_test import DLSCALE, SOURCE, Workdir, dlscale
 
 load_tests = dlscale_test.load_tests  # AccuracyBadInput's tests run side by side
@@ -31,9 +34,10 @@ HAVE_MNIST = all(os.path.isfile(os.path.join(MNIST, f)) for f in (
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
 TINY = "mnist_fnn:width=16"
 EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy", "val_loss",
-                 "eval_time_s")
+                 "eval_time_s", "step", "samples")
 REPEAT_ATTRS = ("seed", "epochs_run", "train_time_s", "test_time_s", "test_accuracy", "test_loss",
-                "time_to_target_s", "target_reached", "target_epoch")
+                "time_to_target_s", "target_reached", "target_epoch", "evaluations", "steps_run", "samples_run",
+                "steps_to_target", "samples_to_target", "epochs_to_target")
 SUMMARY_ATTRS = tuple(f"{stem}_{part}{unit}" for stem, unit in (("test_accuracy", ""), ("train_time", "_s"),
                                                                 ("test_time", "_s"), ("time_to_target", "_s"))
                       for part in ("mean", "ci95_low", "ci95_high")) + ("targets_reached",)
@@ -182,6 +186,135 @@ class AccuracyRun(AccuracyTest):
             self.assertNotIn("repeats", case)
 
 
+    def test_ranks_accumulation_rate_scaling_finer_evaluation_and_mllog(self):
+        out, logs = self.path("scale.h5"), self.path("mllog")
+        os.mkdir(logs)
+        # One and two ranks, each with 2 micro-batches of 16: global batches 32 and 64, the rate
+        # scaled linearly from 0.05 at 32 and warmed up over a quarter epoch; an evaluation every
+        # 960 samples; two repeats each.
+        proc = self.accuracy_run(out, "--ranks", "1,2", "--accumulate", "2", "--batch", "16", "--lr", "0.05",
+                                 "--lr-scaling", "linear", "--lr-base-batch", "32", "--lr-warmup-epochs", "0.25",
+                                 "--eval-every", "960", "--epochs", "1", "--validation", "0.5", "--repeats", "2",
+                                 "--target-accuracy", "0.6", "--mllog", logs)
+        with h5py.File(out, "r") as f:
+            self.assertEqual(sorted(f["cases"]), ["0000", "0001"])
+            for name, ranks in (("0000", 1), ("0001", 2)):
+                case = f["cases"][name]
+                a = dict(case.attrs)
+                self.assertEqual(a["status"], "ok", a["message"])
+                global_batch = 16 * ranks * 2
+                self.assertEqual((a["ranks"], a["accumulate"], a["batch_per_rank"], a["global_batch"]),
+                                 (ranks, 2, 16, global_batch))
+                self.assertEqual((a["lr_scaling"], a["lr_base_batch"], a["lr_warmup_epochs"], a["eval_every"]),
+                                 ("linear", 32, 0.25, 960))
+                self.assertAlmostEqual(a["scaled_learning_rate"], 0.05 * global_batch / 32)
+                for rname in ("00", "01"):
+                    ra = dict(case["repeats"][rname].attrs)
+                    rows = case["repeats"][rname]["epochs"][()]
+                    self.assertEqual(len(rows), ra["evaluations"])
+                    # Every 960 samples, counted in whole steps: the row's samples are its steps'.
+                    np.testing.assert_array_equal(rows["samples"], rows["step"] * global_batch)
+                    self.assertTrue(np.all(np.diff(rows["samples"]) >= 960 - global_batch))
+                    self.assertTrue(np.all(rows["epoch"] == 1))
+                    full_epoch = a["train_samples"] // global_batch
+                    self.assertEqual(ra["steps_run"], rows["step"][-1] if ra["target_reached"] else full_epoch)
+                    self.assertEqual(ra["samples_run"], ra["steps_run"] * global_batch)
+                    if ra["target_reached"]:
+                        hit = int(np.argmax(rows["val_accuracy"] >= 0.6))
+                        self.assertEqual(ra["steps_to_target"], rows["step"][hit])
+                        self.assertEqual(ra["samples_to_target"], rows["samples"][hit])
+                        self.assertAlmostEqual(ra["time_to_target_s"], rows["cumulative_train_time_s"][hit])
+                        epoch_samples = a["train_samples"] // global_batch * global_batch
+                        self.assertAlmostEqual(ra["epochs_to_target"], ra["samples_to_target"] / epoch_samples)
+                # The gradient noise scale: every step's two norms, from micro-batches of 16 and the
+                # averaged gradient of the global batch.
+                noise = case["noise_scale"]
+                na = dict(noise.attrs)
+                self.assertEqual((na["batch_small"], na["batch_big"]), (16, global_batch))
+                steps = sum(case["repeats"][r].attrs["steps_run"] for r in ("00", "01"))
+                self.assertEqual(na["steps"], steps)
+                small, big = noise["small_sq"][()], noise["big_sq"][()]
+                self.assertEqual(len(small), steps)
+                # Averaging shrinks the noise: the mean gradient is shorter than its parts on average.
+                self.assertGreater(small.mean(), big.mean())
+                self.assertGreater(na["simple"], 0)
+                self.assertLessEqual(na["ci95_low"], na["simple"])
+                self.assertGreaterEqual(na["ci95_high"], na["simple"])
+                self.assertIn("McCandlish", na["definition"])
+        # One MLPerf log per case and repeat, each keeping the compliance checker's common rules.
+        names = sorted(os.listdir(logs))
+        self.assertEqual(names, [f"scale_case_{c}_repeat_{r}.log" for c in ("0000", "0001") for r in (1, 2)])
+        for name in names:
+            with open(os.path.join(logs, name)) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(mllog_rules.check(lines), [], name)
+            events = {e["key"]: e for e in mllog_rules.parse(lines)}
+            ranks = 1 if "0000" in name else 2
+            self.assertEqual(events["global_batch_size"]["value"], 32 * ranks)
+            self.assertEqual(events["gradient_accumulation_steps"]["value"], 2)
+            self.assertEqual(events["opt_name"]["value"], "sgd")
+            self.assertAlmostEqual(events["opt_base_learning_rate"]["value"], 0.05 * ranks)
+            self.assertEqual(events["seed"]["value"], 42 + int(name[-5]) - 1)
+            self.assertIn(events["run_stop"]["metadata"]["status"], ("success", "aborted"))
+        self.assertIn("noise scale", proc.stdout)
+        self.check_time_to_target_split(out)
+
+    def check_time_to_target_split(self, path):
+        """dlscale-report's time to target at scale, from the file: the speedup over the smaller
+        global batch is exactly the product of the hardware's and the statistical factor."""
+        outdir = self.path("report")
+        proc = subprocess.run([sys.executable, os.path.join(SOURCE, "results", "dlscale-report"), "report", path,
+                               "-o", outdir], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(os.path.join(outdir, "time_to_target_scaling.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([(r["ranks"], r["global_batch"]) for r in rows], [("1", "32"), ("2", "64")])
+        with h5py.File(path, "r") as f:
+            def reached(name, key):
+                values = [r.attrs[key] for r in f["cases"][name]["repeats"].values() if r.attrs["target_reached"]]
+                self.assertTrue(values, f"case {name}: no repeat reached the target")
+                return float(np.mean(values))
+
+            t0, t1 = reached("0000", "time_to_target_s"), reached("0001", "time_to_target_s")
+            s0, s1 = reached("0000", "steps_to_target"), reached("0001", "steps_to_target")
+        row = rows[1]
+        speedup, hardware, statistical = (float(row[k]) for k in ("speedup", "hardware_factor", "statistical_factor"))
+        self.assertAlmostEqual(speedup, t0 / t1, places=9)
+        self.assertAlmostEqual(statistical, s0 / s1, places=9)
+        self.assertAlmostEqual(hardware * statistical, speedup, places=9)
+        self.assertAlmostEqual(float(row["statistical_ideal"]), 2.0)  # B doubled
+        self.assertAlmostEqual(float(row["hardware_ideal"]), 1.0)  # the same samples per rank and step
+        self.assertTrue(os.path.isfile(os.path.join(outdir, "noise_scale.csv")))
+        with open(os.path.join(outdir, "index.html")) as f:
+            self.assertIn("time to target at scale", f.read())
+
+    def test_the_mllog_checker_finds_what_a_log_breaks(self):
+        # The checker the test above trusts, on a good log and on each kind of break.
+        good = [
+            ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "%s", "value": %s, '
+            '"metadata": {}}' % (k, v) for k, v in (
+                ("submission_benchmark", '"x"'), ("submission_org", '"o"'), ("submission_division", '"open"'),
+                ("submission_status", '"research"'), ("submission_platform", '"p"'), ("cache_clear", "true"))]
+        events = [("INTERVAL_START", "init_start", {}), ("POINT_IN_TIME", "train_samples", {}),
+                  ("POINT_IN_TIME", "eval_samples", {}), ("POINT_IN_TIME", "seed", {}),
+                  ("POINT_IN_TIME", "global_batch_size", {}), ("POINT_IN_TIME", "gradient_accumulation_steps", {}),
+                  ("POINT_IN_TIME", "opt_name", {}), ("POINT_IN_TIME", "opt_base_learning_rate", {}),
+                  ("INTERVAL_END", "init_stop", {}), ("INTERVAL_START", "run_start", {}),
+                  ("INTERVAL_START", "epoch_start", {"epoch_num": 1}), ("INTERVAL_END", "epoch_stop", {"epoch_num": 1}),
+                  ("INTERVAL_START", "eval_start", {"epoch_num": 1}),
+                  ("POINT_IN_TIME", "eval_accuracy", {"epoch_num": 1}), ("INTERVAL_END", "eval_stop", {"epoch_num": 1}),
+                  ("INTERVAL_END", "run_stop", {"status": "success"})]
+        for t, k, m in events:
+            good.append(":::MLLOG " + json.dumps({"namespace": "", "time_ms": 2, "event_type": t, "key": k,
+                                                  "value": 1, "metadata": m}))
+        self.assertEqual(mllog_rules.check(good), [])
+        without_seed = [line for line in good if '"seed"' not in line]
+        self.assertIn("seed: 0 times, needs exactly one", mllog_rules.check(without_seed))
+        stop_first = [good[-1]] + good[:-1]
+        self.assertTrue(any("out of order" in b for b in mllog_rules.check(stop_first)))
+        bad_status = good[:-1] + [good[-1].replace("success", "done")]
+        self.assertIn("run_stop status 'done'", mllog_rules.check(bad_status))
+
     def test_the_dry_run_estimates_an_accuracy_case_from_its_data(self):
         def estimate(epochs):
             proc = dlscale(["run", "--mode", "accuracy", "-w", TINY, "-d", DRIVER, "--data", f"mnist:{MNIST}",
@@ -268,6 +401,21 @@ class AccuracyBadInput(AccuracyTest):
                      files={"b.toml": 'workload = "mnist_fnn"\nmode = "accuracy"\ntarget_accuracy = 2.0\n'})
 
     @unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST}")
+    def test_evaluations_further_apart_than_an_epoch(self):
+        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--validation", "0.5", "--batch", "100",
+                      "--eval-every", "5000"], "--eval-every 5000: more than an epoch's")
+
+    def test_an_mllog_directory_that_is_not_there(self):
+        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--mllog", "no-such-dir"],
+                     "--mllog no-such-dir: not an existing directory")
+
+    def test_rate_scaling_without_its_base_batch(self):
+        self.refused(["--lr-scaling", "sqrt"], "--lr-scaling sqrt needs --lr-base-batch")
+
+    def test_accumulation_that_does_not_divide_a_strong_batch(self):
+        self.refused(["--ranks", "1", "--scaling", "strong", "--batch", "10", "--accumulate", "4"],
+                     "global batch 10 does not divide by 1 ranks x 4 micro-batches")
+
     def test_a_split_that_leaves_no_epoch(self):
         # 1% of 7996 digits left to train on cannot fill one global batch of 2 x 64.
         self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--validation", "0.99", "--batch", "64"],

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "drivers/driver.h"
@@ -21,11 +22,16 @@ namespace {
 
 constexpr uint64_t kSeed = 19;
 
-/// FNV-1a over the bytes of `values`.
+/// FNV-1a over the 32-bit words of `values` (their bit patterns: equal hashes, equal bits). A
+/// word at a time, not a byte: FCN-5's 118 million parameters are hashed in a fraction of the
+/// time, also under the sanitizers.
 uint64_t hash_of(const std::vector<float>& values) {
   uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  for (size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  for (float v : values) {
+    uint32_t word = 0;
+    std::memcpy(&word, &v, sizeof word);
+    h = (h ^ word) * 1099511628211ull;
+  }
   return h;
 }
 

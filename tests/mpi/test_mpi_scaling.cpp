@@ -85,10 +85,11 @@ TEST(MpiScaling, BucketsWithoutReadinessReportsStartAfterBackward) {
   model->forward();
   model->backward();
   const std::vector<float> local = model->export_gradients();
-  buckets.start_step(std::chrono::steady_clock::now());
+  StepGradients step, expected_step;
+  buckets.start_step(std::chrono::steady_clock::now(), step);
   buckets.finish();
   std::vector<float> expected = local;
-  allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD);
+  allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD, expected_step);
   // Equal up to summation order: MPI picks its reduction algorithm by message size, and float
   // addition over three or more ranks depends on the order.
   const std::vector<float> got = model->export_gradients();
@@ -107,7 +108,8 @@ TEST(MpiScaling, BucketsStartInOneOrderWhateverEachRankReports) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(10 * (i + 1) + rank);
   BucketedAllreduce buckets({values.data(), values.size(), false}, MPI_COMM_WORLD, 4e-6, {});
   ASSERT_EQ(buckets.bucket_count(), 6u);
-  buckets.start_step(std::chrono::steady_clock::now());
+  StepGradients step;
+  buckets.start_step(std::chrono::steady_clock::now(), step);
   if (rank != size - 1 || size == 1) {
     buckets.ready(4, 2);
     buckets.ready(2, 2);

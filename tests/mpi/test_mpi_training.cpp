@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "drivers/driver.h"
 #include "suite/case/training_step.h"
@@ -48,7 +52,8 @@ TEST(MpiTraining, AllreduceAveragesTheRanksGradients) {
   model->forward();
   model->backward();
   const std::vector<float> local = model->export_gradients();
-  allreduce_gradients(model->grad_buffer(), MPI_COMM_WORLD);
+  StepGradients step;
+  allreduce_gradients(model->grad_buffer(), MPI_COMM_WORLD, step);
   const std::vector<float> averaged = model->export_gradients();
   std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
   MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -65,6 +70,77 @@ TEST(MpiTraining, AllreduceAveragesTheRanksGradients) {
   MPI_Bcast(root_local.data(), static_cast<int>(root_local.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
   if (world_rank() != 0) {
     EXPECT_NE(root_local, local);
+  }
+}
+
+
+/// The parameters after one SGD step that averages `micro` micro-batches of 4 samples on each rank
+/// (each rank's micro-batch j is synthetic batch rank x micro + j), through training_step() with
+/// the blocking all-reduce, or with `bucket_mb` buckets when it is positive.
+std::vector<float> accumulated_step(const Driver& driver, const Workload& w, int micro, double bucket_mb,
+                                    const Optimizer& opt) {
+  auto model = driver.create(w, {DeviceType::kCpu, 0, 1, 3});
+  model->load_parameters(canonical_parameters(w, 3));
+  const int first = world_rank() * micro;
+  model->set_batch(synthetic_batch(w, 4, 3, first));
+  std::vector<float> earlier(model->grad_buffer().count);
+  MicroBatches batches;
+  batches.count = micro;
+  batches.earlier = &earlier;
+  batches.load = [&](int j) { model->set_batch(synthetic_batch(w, 4, 3, first + j)); };
+  if (bucket_mb > 0) {
+    BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, bucket_mb, {});
+    training_step(*model, MPI_COMM_WORLD, opt, false, &buckets, nullptr, nullptr, Deadline::max(), batches);
+  } else {
+    training_step(*model, MPI_COMM_WORLD, opt, false, nullptr, nullptr, nullptr, Deadline::max(), batches);
+  }
+  return model->export_parameters();
+}
+
+TEST(MpiTraining, AccumulatedMicroBatchesTrainAsTheirUnionDoes) {
+  // K micro-batches on each of P ranks are one step over their union of P x K x 4 samples: the
+  // mean loss's gradient is the mean of the micro-batches' own (equal sizes), so the parameters
+  // after the step are the initial ones less lr times that mean, computed here from each
+  // micro-batch's gradient alone. Every CPU driver, the blocking and the bucketed reduction.
+  Registry reg;
+  register_drivers(reg);
+  const Workload w = make_workload("mnist_fnn:width=16");
+  const int micro = 3;
+  Optimizer opt;
+  opt.learning_rate = 0.5;  // a large step: a wrong scale of the average shows far above rounding
+  for (const std::string& name : reg.names()) {
+    const Driver& driver = *reg.find(name);
+    if (!driver.device_available(DeviceType::kCpu).ok) continue;
+    SCOPED_TRACE(name);
+    auto model = driver.create(w, {DeviceType::kCpu, 0, 1, 3});
+    model->load_parameters(canonical_parameters(w, 3));
+    const std::vector<float> initial = model->export_parameters();
+    std::vector<double> sum(initial.size());
+    for (int j = 0; j < micro; ++j) {
+      model->set_batch(synthetic_batch(w, 4, 3, world_rank() * micro + j));
+      model->forward();
+      model->backward();
+      const std::vector<float> g = model->export_gradients();
+      for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+    }
+    std::vector<double> total(sum.size());
+    MPI_Allreduce(sum.data(), total.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const double n = static_cast<double>(world_size()) * micro;
+    std::vector<double> expected(initial.size());
+    double largest_update = 0;
+    for (size_t i = 0; i < initial.size(); ++i) {
+      const double update = opt.learning_rate * total[i] / n;
+      expected[i] = initial[i] - update;
+      largest_update = std::max(largest_update, std::abs(update));
+    }
+    ASSERT_GT(largest_update, 1e-3);
+    for (const double bucket_mb : {0.0, 0.002}) {
+      const std::vector<float> got = accumulated_step(driver, w, micro, bucket_mb, opt);
+      ASSERT_EQ(got.size(), expected.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
+      EXPECT_LT(worst, 1e-4 * largest_update) << (bucket_mb > 0 ? "bucketed" : "blocking");
+    }
   }
 }
 

@@ -387,6 +387,11 @@ TEST(RunMatrix, EveryAxisParsesWhatItPrints) {
   c.epochs = 20;
   c.validation = 0.25;
   c.repeats = 10;
+  c.accumulate = 4;
+  c.lr_scaling = LrScaling::kSqrt;
+  c.lr_base_batch = 64;
+  c.lr_warmup_epochs = 2.5;
+  c.eval_every = 1000;
   // Every axis prints the case's value as text it parses back to the same value.
   auto round_trips = [&](const char* what) {
     SCOPED_TRACE(what);
@@ -487,6 +492,48 @@ TEST(RunMatrix, BadAxisItemsAreUsageErrorsNamingThem) {
     EXPECT_EQ(error.rfind(said, 0), 0u) << error;
     EXPECT_EQ(error.find("--"), std::string::npos) << error;
   }
+}
+
+TEST(RunMatrix, AccumulationMultipliesTheGlobalBatchAndTheRateFollowsIt) {
+  CaseSpec c = good_case();
+  c.batch = 32;
+  c.ranks = 4;
+  c.accumulate = 2;
+  c.scaling = Scaling::kWeak;
+  EXPECT_EQ(c.batch_per_rank(), 32);
+  EXPECT_EQ(c.global_batch(), 32 * 4 * 2);
+  c.scaling = Scaling::kStrong;
+  EXPECT_EQ(c.batch_per_rank(), 4);  // 32 samples over 4 ranks x 2 micro-batches
+  EXPECT_EQ(c.global_batch(), 32);
+  // The rate scales by the global batch over the base batch: none, linear, sqrt.
+  c.scaling = Scaling::kWeak;
+  c.learning_rate = 0.01;
+  c.lr_base_batch = 64;
+  EXPECT_DOUBLE_EQ(c.scaled_learning_rate(), 0.01);
+  c.lr_scaling = LrScaling::kLinear;
+  EXPECT_DOUBLE_EQ(c.scaled_learning_rate(), 0.01 * 256 / 64);
+  EXPECT_DOUBLE_EQ(c.make_optimizer().learning_rate, 0.04);
+  c.lr_scaling = LrScaling::kSqrt;
+  EXPECT_DOUBLE_EQ(c.scaled_learning_rate(), 0.01 * 2);
+}
+
+TEST(RunMatrix, AccumulationAndRateScalingRefuseWhatCannotRun) {
+  const Registry drivers = compiled_drivers();
+  CaseSpec c = good_case();
+  c.scaling = Scaling::kStrong;
+  c.batch = 12;
+  c.ranks = 2;
+  c.accumulate = 4;
+  EXPECT_EQ(usage_error_of([&] { validate_request({c}, drivers, 2); }),
+            "strong scaling: global batch 12 does not divide by 2 ranks x 4 micro-batches");
+  c.accumulate = 3;
+  EXPECT_EQ(usage_error_of([&] { validate_request({c}, drivers, 2); }), "");
+  c.lr_scaling = LrScaling::kLinear;
+  EXPECT_EQ(usage_error_of([&] { validate_request({c}, drivers, 2); }),
+            "--lr-scaling linear needs --lr-base-batch: the global batch --lr is meant for");
+  EXPECT_NE(parse_error("accumulate", "0"), "");
+  EXPECT_NE(parse_error("lr_scaling", "cubic"), "");
+  EXPECT_NE(parse_error("eval_every", "-1"), "");
 }
 
 }  // namespace

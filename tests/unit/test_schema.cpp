@@ -16,6 +16,7 @@
 #include "schema/accuracy_record.h"
 #include "schema/allreduce_record.h"
 #include "schema/case_record.h"
+#include "schema/noise_record.h"
 #include "schema/projection_record.h"
 #include "schema/run_record.h"
 #include "schema/simulation_record.h"
@@ -75,6 +76,7 @@ TEST(Schema, TheReaderKnowsTheRepeatsAndEpochsTheWriterWrites) {
   EXPECT_EQ(python_keys("schema.REPEAT_ATTRS", "schema"), field_names(kRepeatFields));
   EXPECT_EQ(python_keys("schema.EPOCH_COLUMNS", "schema"), field_names(kEpochColumns));
   EXPECT_EQ(python_keys("schema.ACCURACY_SUMMARY_KEYS", "schema"), field_names(kAccuracySummaryFields));
+  EXPECT_EQ(python_keys("schema.NOISE_SCALE_ATTRS", "schema"), field_names(kNoiseScaleFields));
 }
 
 TEST(Schema, TheReaderKnowsTheAllreduceProjectionAndSimulationDatasets) {
