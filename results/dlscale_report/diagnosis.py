@@ -27,6 +27,7 @@ efficiency fell there ("...: the step crossed the network"). The projection's te
 file's network_note: which network each projected rank count took its fit from.
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,6 +87,9 @@ class Point:
     lost: dict                  # PARTS' share of the gap, seconds: X(P) - k·X(P0)
     hosts: int = 1              # hosts the ranks spanned
     crossed: str = ""           # where the series first crossed hosts here and lost efficiency: why
+    global_batch: int = None    # B
+    noise_factor: float = None  # 1 + B_simple/B where the case records a gradient noise scale
+    predicted_statistical: float = None  # (1 + B_simple/B0)/(1 + B_simple/B), B_simple of this case
 
     @property
     def gap_s(self):
@@ -180,6 +184,20 @@ def projected_text(projected, with_ranks=True):
     return ", ".join(f"{c} at P={p}" for c, p in zip(cells, projected))
 
 
+def _add_noise(point, case, base_case):
+    """What the case's gradient noise scale says of its global batch: the factor 1 + B_simple/B on
+    the steps to a target, and the statistical factor it predicts over the baseline's batch
+    (docs/metrics.md, "The gradient noise scale")."""
+    from .time_to_target import predicted_statistical_factor
+    point.global_batch = case.get("global_batch")
+    noise = getattr(case, "noise", None)
+    simple = (noise or {}).get("simple")
+    if simple is not None and math.isfinite(simple) and point.global_batch:
+        point.noise_factor = 1 + simple / point.global_batch
+        point.predicted_statistical = predicted_statistical_factor(simple, point.global_batch,
+                                                                   base_case.get("global_batch"))
+
+
 def diagnose_series(series):
     first = series.rows[0]
     d = Diagnosis(label=series.label, mode=series.mode, workload=first["workload"],
@@ -219,6 +237,7 @@ def diagnose_series(series):
         point = Point(ranks=row["ranks"], step_s=parts["step"], ideal_s=k * base["step"],
                       parts={x: parts[x] for x in PARTS},
                       lost={x: parts[x] - k * base[x] for x in PARTS}, hosts=row["hosts"] or 1)
+        _add_noise(point, case, base_case)
         if not crossed and point.hosts > 1:
             # The first point on several hosts: its all-reduce went over the network.
             crossed = True
@@ -253,7 +272,8 @@ def diagnosis_lines(diagnoses):
 
 CSV_COLUMNS = ("series", "scaling", "ranks", "hosts", "baseline_ranks", "baseline_hosts", "step_ms", "ideal_ms", "gap_ms",
                "efficiency") + tuple(f"{k}_ms" for k in PARTS) + tuple(
-               f"{k}_lost_ms" for k in PARTS) + tuple(f"{k}_lost_share" for k in PARTS)
+               f"{k}_lost_ms" for k in PARTS) + tuple(f"{k}_lost_share" for k in PARTS) + (
+               "global_batch", "noise_steps_factor", "predicted_statistical_factor")
 
 
 def diagnosis_notes(diagnoses):
@@ -298,7 +318,8 @@ def diagnosis_rows(diagnoses):
                    "step_ms": p.step_s * 1e3,
                    "ideal_ms": p.ideal_s * 1e3, "gap_ms": p.gap_s * 1e3,
                    "efficiency": p.efficiency, "projection": d.projection if p is d.points[-1] else {},
-                   "projection_error": d.projection_errors.get(p.ranks)}
+                   "projection_error": d.projection_errors.get(p.ranks), "global_batch": p.global_batch,
+                   "noise_steps_factor": p.noise_factor, "predicted_statistical_factor": p.predicted_statistical}
             for k in PARTS:
                 row[f"{k}_ms"] = p.parts[k] * 1e3
                 row[f"{k}_lost_ms"] = p.lost[k] * 1e3
@@ -342,6 +363,18 @@ def diagnosis_table(rows, notes=(), spread=None):
         header = f"proj. E P={'/'.join(str(p) for p in next(iter(targets)))}" if uniform else "projected E"
         columns.append(Column(header, lambda r: projected_text(r["projection"], not uniform),
                               right=False))
+    if any(r["noise_steps_factor"] is not None for r in rows):
+        columns += [Column("B", lambda r: str(r["global_batch"]), detail=1),
+                    Column("1 + B_simple/B", lambda r: ratio(r["noise_steps_factor"], 2)
+                           if r["noise_steps_factor"] is not None else "-", detail=1),
+                    Column("pred. stat. x", lambda r: ratio(r["predicted_statistical_factor"], 2)
+                           if r["predicted_statistical_factor"] is not None else "-", detail=1)]
+        all_noise = ("B: the global batch; 1 + B_simple/B: the factor by which the gradient noise multiplies "
+                     "the steps to a target at B; pred. stat. x: the steps to target at P0's batch over those at "
+                     "P's, (1 + B_simple/B0)/(1 + B_simple/B) from the case's noise scale (docs/metrics.md, "
+                     "The gradient noise scale): what the step-time efficiency leaves out of time to train")
+    else:
+        all_noise = None
     columns += [Column("step ms", lambda r: ms(r["step_ms"]), detail=2),
                 Column("ideal ms", lambda r: ms(r["ideal_ms"]), detail=2),
                 Column("gap ms", lambda r: ms(r["gap_ms"]), detail=2)]
@@ -349,6 +382,8 @@ def diagnosis_table(rows, notes=(), spread=None):
                  "(update and the rest): the time lost to each part in percent of the step at P, its "
                  "time in the median iteration at P minus k times the same at the baseline P0 (k = "
                  "P0/P strong, 1 weak); together 1 - E (docs/metrics.md, Scaling diagnosis)"]
+    if all_noise:
+        all_notes.append(all_noise)
     if spread is not None:
         all_notes.append(f"~: within the study's run-to-run spread ({100 * spread:.1f}%), not told apart "
                          "from noise")

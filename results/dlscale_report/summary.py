@@ -7,6 +7,7 @@ same rows serve the aligned text table and the CSV and JSON output.
 import csv
 import io
 import math
+from dataclasses import dataclass
 
 from .conditions import allreduce_mechanism, case_conditions, short_flags
 from .schema import load_results
@@ -14,134 +15,137 @@ from .stats import case_stats
 from .study import hosts_count, placement_of
 from .tables import COVERAGE_NOTE, WIDTH, Column, Table, few_samples, ms_ci, wrap
 
-# (row key, text-table header, right-aligned?, detail): a terminal table wider than 120 columns
-# leaves out the columns of detail > 0, the highest first (tables.Table.text; --wide shows them).
-# The conditions go first: format_table lists them in full under the table.
-COLUMNS = (
-    ("file", "file", False, 0),
-    ("case", "case", False, 0),
-    ("workload", "workload", False, 0),
-    ("driver", "driver", False, 0),
-    ("device", "device", False, 0),
-    ("precision", "precision", False, 0),
-    ("isa", "isa", False, 5),
-    ("denormals", "denormals", False, 5),
-    ("scaling", "scaling", False, 0),
-    ("ranks", "P", True, 0),
-    ("hosts", "hosts", True, 0),
-    ("placement", "placement", False, 0),
-    ("batch_per_rank", "batch/rank", True, 0),
-    ("global_batch", "global batch", True, 4),
-    ("threads", "threads", True, 0),
-    ("step_median_ms", "step ms [95% CI]", True, 0),
-    ("samples_per_s", "samples/s", True, 0),
-    ("achieved_gflops", "GFLOP/s", True, 1),
-    ("exposed_allreduce_ms", "exposed all-reduce ms", True, 2),
-    ("cpu_utilisation", "CPU util", True, 3),
-    ("peak_pct", "% of peak", True, 1),
-    ("host_peak_rss_mb", "host RSS MB", True, 6),
-    ("device_peak_mb", "device MB", True, 7),
-    ("energy_j_per_sample", "J/sample", True, 8),
-    ("conditions", "conditions", False, 9),
-    ("status", "status", False, 0),
+@dataclass(frozen=True)
+class SummaryColumn:
+    """One column of the cases table, declared once: text, CSV, JSON and the HTML report all read
+    SUMMARY_COLUMNS. A column's value comes from the case's attribute `attr`, or its summary's
+    `summary` key times `scale` (recorded values only: NaN, unavailable, stays missing), or
+    `compute(case)`; `fmt` formats it in the text and HTML tables ('-' where missing)."""
+
+    key: str
+    header: str = None         # the text and HTML tables' header; None: CSV and JSON only
+    attr: str = None
+    summary: str = None
+    scale: float = 1.0
+    compute: object = None     # case -> value
+    fmt: str = "{}"
+    right: bool = True
+    detail: int = 0            # > 0: left out of a text table wider than 120 columns, the highest first
+    csv: bool = True           # in the CSV and JSON
+    shown: object = None       # rows -> whether the text and HTML tables show it; None: always
+
+
+def _memory_mb(field):
+    """The largest rank's peak in MB (1 MB = 1e6 B); -1 (not measured) and 0 (a CPU case's device)
+    are missing."""
+    def value(case):
+        m = case.memory
+        if m is not None and len(m) and field in m.dtype.names and m[field].max() > 0:
+            return float(m[field].max()) / 1e6
+        return None
+    return value
+
+
+def _noise(key):
+    def value(case):
+        n = getattr(case, "noise", None)
+        if not n or n.get("simple") is None or not math.isfinite(float(n["simple"])):
+            return None
+        simple = float(n["simple"])
+        return simple if key == "simple" else 1 + simple / float(case.get("global_batch"))
+    return value
+
+
+# In the order of the CSV; the text and HTML tables show the columns with a header in the same
+# order. The conditions go last but one: format_table lists them in full under the table.
+SUMMARY_COLUMNS = (
+    SummaryColumn("file", "file", compute=lambda c: c.file, right=False),
+    SummaryColumn("case", "case", compute=lambda c: c.name, right=False),
+    SummaryColumn("workload", "workload", attr="workload", right=False),
+    SummaryColumn("driver", "driver", attr="driver", right=False),
+    SummaryColumn("device", "device", attr="device_type", right=False),
+    SummaryColumn("precision", "precision", attr="precision", right=False),
+    SummaryColumn("isa", "isa", compute=lambda c: c.attrs.get("isa", ""), right=False, detail=5),
+    SummaryColumn("denormals", "denormals", compute=lambda c: c.attrs.get("denormals", ""), right=False, detail=5),
+    SummaryColumn("scaling", "scaling", attr="scaling", right=False),
+    SummaryColumn("ranks", "P", attr="ranks"),
+    SummaryColumn("hosts", "hosts", compute=hosts_count, shown=lambda rows: show_hosts(rows)),
+    SummaryColumn("placement", "placement", compute=placement_of, right=False, shown=lambda rows: show_hosts(rows)),
+    SummaryColumn("batch_per_rank", "batch/rank", attr="batch_per_rank"),
+    SummaryColumn("accumulate", "K", compute=lambda c: c.attrs.get("accumulate", 1), detail=4,
+                  shown=lambda rows: any(r["accumulate"] != 1 for r in rows)),
+    SummaryColumn("global_batch", "global batch", attr="global_batch", detail=4),
+    SummaryColumn("threads", "threads", attr="threads"),
+    SummaryColumn("step_median_ms", "step ms [95% CI]", summary="step_median_s", scale=1e3),
+    SummaryColumn("ci95_low_ms", summary="ci95_low_s", scale=1e3),
+    SummaryColumn("ci95_high_ms", summary="ci95_high_s", scale=1e3),
+    SummaryColumn("ci_coverage", summary="ci_coverage"),
+    SummaryColumn("samples_per_s", "samples/s", summary="samples_per_s", fmt="{:.1f}"),
+    SummaryColumn("achieved_gflops", "GFLOP/s", summary="achieved_flops", scale=1e-9, fmt="{:.2f}", detail=1),
+    SummaryColumn("exposed_allreduce_ms", "exposed all-reduce ms", summary="exposed_allreduce_median_s", scale=1e3,
+                  fmt="{:.2f}", detail=2),
+    SummaryColumn("exposed_allreduce_least_ms", summary="exposed_allreduce_least_median_s", scale=1e3),
+    SummaryColumn("noise_scale", "B_simple", compute=_noise("simple"), fmt="{:.3g}", detail=6,
+                  shown=lambda rows: any(r["noise_scale"] is not None for r in rows)),
+    SummaryColumn("noise_steps_factor", compute=_noise("factor")),
+    SummaryColumn("cpu_utilisation", "CPU util", summary="cpu_utilisation", fmt="{:.2f}", detail=3),
+    SummaryColumn("busy_cores", summary="busy_cores"),
+    SummaryColumn("peak_gflops", summary="peak_flops", scale=1e-9),
+    SummaryColumn("peak_pct", "% of peak", summary="peak_share", scale=100.0, fmt="{:.1f}", detail=1),
+    SummaryColumn("peak_note", compute=lambda c: (c.summary or {}).get("peak_share_note") or None if c.ok else None),
+    SummaryColumn("host_peak_rss_mb", "host RSS MB", compute=_memory_mb("host_peak_rss_bytes"), fmt="{:.1f}",
+                  detail=6),
+    SummaryColumn("device_peak_mb", "device MB", compute=_memory_mb("device_peak_bytes"), fmt="{:.1f}", detail=7),
+    SummaryColumn("energy_j_per_step", summary="energy_j_per_step"),
+    SummaryColumn("energy_j_per_sample", "J/sample", summary="energy_j_per_sample", fmt="{:.3g}", detail=8),
+    SummaryColumn("energy_source", compute=lambda c: c.utilisation.attrs.get("energy") if c.utilisation else None),
+    SummaryColumn("user_ms_per_step", summary="user_s_per_step", scale=1e3),
+    SummaryColumn("system_ms_per_step", summary="system_s_per_step", scale=1e3),
+    SummaryColumn("kernel_pct", summary="system_share", scale=100.0),
+    SummaryColumn("faults_per_step", summary="page_faults_per_step"),
+    SummaryColumn("major_faults_per_step", summary="major_faults_per_step"),
+    SummaryColumn("cpu_wait_pct", summary="cpu_wait_share", scale=100.0),
+    SummaryColumn("cpu_steal_pct", summary="cpu_steal_share", scale=100.0),
+    SummaryColumn("contended", summary="contended", scale=None),
+    SummaryColumn("allocator", attr="allocator"),
+    SummaryColumn("run", attr="run"),
+    SummaryColumn("allreduce_mechanism", compute=allreduce_mechanism),
+    SummaryColumn("allreduce_buckets", attr="allreduce_buckets"),
+    SummaryColumn("allreduce_segment_bytes", attr="allreduce_segment_bytes"),
+    SummaryColumn("mpi_allreduce_settings", compute=lambda c: c.attrs.get("mpi_allreduce_settings", "")),
+    SummaryColumn("conditions", "conditions", compute=lambda c: ", ".join(short_flags(c)), right=False, detail=9),
+    SummaryColumn("status", "status", compute=lambda c: c.status, right=False),
+    SummaryColumn("message", compute=lambda c: c.attrs.get("message", "")),
 )
 
-# Shown in the text and HTML tables only where some case's ranks crossed hosts or were spread
-# (a single-host file's table stays as it was); the CSV and JSON always have them.
-HOST_COLUMNS = ("hosts", "placement")
+# The text and HTML tables' columns, and the CSV's (the CI bounds and the message apart).
+COLUMNS = tuple(c for c in SUMMARY_COLUMNS if c.header)
+CSV_COLUMNS = tuple(c.key for c in SUMMARY_COLUMNS if c.csv)
 
 HOSTS_NOTE = ("hosts: how many hosts the case's ranks spanned; placement: packed (the ranks fill "
               "one host before the next) or spread (one rank per host before a second on any); "
               "files without them ran packed, their hosts counted from the rank table")
 
-# CSV keeps the CI bounds and the message as separate machine-readable columns.
-CSV_COLUMNS = ("file", "case", "workload", "driver", "device", "precision", "isa", "denormals", "scaling",
-               "ranks", "hosts", "placement", "batch_per_rank", "global_batch", "threads",
-               "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage",
-               "samples_per_s", "achieved_gflops", "exposed_allreduce_ms", "exposed_allreduce_least_ms",
-               "cpu_utilisation", "busy_cores",
-               "peak_gflops", "peak_pct", "peak_note", "host_peak_rss_mb", "device_peak_mb", "energy_j_per_step",
-               "energy_j_per_sample", "energy_source", "user_ms_per_step", "system_ms_per_step", "kernel_pct",
-               "faults_per_step", "major_faults_per_step",
-               "cpu_wait_pct", "cpu_steal_pct", "contended", "allocator", "run", "allreduce_mechanism",
-               "allreduce_buckets", "allreduce_segment_bytes", "mpi_allreduce_settings", "conditions", "status", "message")
+
+def _value(column, case, summary):
+    if column.compute is not None:
+        return column.compute(case)
+    if column.attr is not None:
+        return case.attrs.get(column.attr)
+    # Show what the benchmark recorded (.get: a partial summary group still shows what it has);
+    # NaN (unavailable) shows as missing.
+    v = summary.get(column.summary) if case.ok and summary else None
+    if v is None or math.isnan(float(v)):
+        return None
+    return int(v) if column.scale is None else float(v) * column.scale
 
 
 def case_row(case):
-    """Table row of one loaded Case."""
-    a = case.attrs
-    row = {
-        "file": case.file,
-        "case": case.name,
-        "workload": a.get("workload"),
-        "driver": a.get("driver"),
-        "device": a.get("device_type"),
-        "precision": a.get("precision"),
-        "isa": a.get("isa", ""),
-        "denormals": a.get("denormals", ""),
-        "scaling": a.get("scaling"),
-        "ranks": a.get("ranks"),
-        "hosts": hosts_count(case),
-        "placement": placement_of(case),
-        "batch_per_rank": a.get("batch_per_rank"),
-        "global_batch": a.get("global_batch"),
-        "threads": a.get("threads"),
-        "status": case.status,
-        "message": a.get("message", ""),
-        "step_median_ms": None, "ci95_low_ms": None, "ci95_high_ms": None, "ci_coverage": None,
-        "samples_per_s": None, "achieved_gflops": None, "exposed_allreduce_ms": None,
-        "exposed_allreduce_least_ms": None,
-        "cpu_utilisation": None, "busy_cores": None, "peak_gflops": None, "peak_pct": None,
-        "host_peak_rss_mb": None, "device_peak_mb": None, "energy_j_per_step": None,
-        "energy_j_per_sample": None, "energy_source": None, "peak_note": None, "kernel_pct": None,
-        "user_ms_per_step": None, "system_ms_per_step": None,
-        "faults_per_step": None, "major_faults_per_step": None, "cpu_wait_pct": None, "cpu_steal_pct": None,
-        "contended": None, "allocator": a.get("allocator"), "run": a.get("run"),
-        "allreduce_mechanism": allreduce_mechanism(case), "allreduce_buckets": a.get("allreduce_buckets"),
-        "allreduce_segment_bytes": a.get("allreduce_segment_bytes"),
-        "mpi_allreduce_settings": a.get("mpi_allreduce_settings", ""),
-        "conditions": ", ".join(short_flags(case)), "conditions_text": case_conditions(case),
-    }
-    # Memory: the largest rank's peak (1 MB = 1e6 B); -1 (not measured) and 0 (a CPU case's
-    # device) show as missing.
-    m = case.memory
-    if m is not None and len(m):
-        for key, field in (("host_peak_rss_mb", "host_peak_rss_bytes"), ("device_peak_mb", "device_peak_bytes")):
-            if field in m.dtype.names and m[field].max() > 0:
-                row[key] = float(m[field].max()) / 1e6
-    if case.utilisation is not None:
-        row["energy_source"] = case.utilisation.attrs.get("energy")
-    # Show what the benchmark recorded; fall back to recomputing when an ok
-    # case somehow lacks its summary group.
-    s = case.summary if case.summary is not None else case_stats(case)
-    if case.ok and s:
-        # .get: a partial summary group still shows what it has.
-        for key, src, scale in (("step_median_ms", "step_median_s", 1e3),
-                                ("ci95_low_ms", "ci95_low_s", 1e3),
-                                ("ci95_high_ms", "ci95_high_s", 1e3),
-                                ("ci_coverage", "ci_coverage", 1.0),
-                                ("samples_per_s", "samples_per_s", 1.0),
-                                ("achieved_gflops", "achieved_flops", 1e-9),
-                                ("exposed_allreduce_ms", "exposed_allreduce_median_s", 1e3),
-                                ("exposed_allreduce_least_ms", "exposed_allreduce_least_median_s", 1e3),
-                                ("cpu_utilisation", "cpu_utilisation", 1.0),
-                                ("busy_cores", "busy_cores", 1.0),
-                                ("peak_gflops", "peak_flops", 1e-9),
-                                ("peak_pct", "peak_share", 100.0),
-                                ("energy_j_per_step", "energy_j_per_step", 1.0),
-                                ("energy_j_per_sample", "energy_j_per_sample", 1.0),
-                                ("user_ms_per_step", "user_s_per_step", 1e3),
-                                ("system_ms_per_step", "system_s_per_step", 1e3),
-                                ("kernel_pct", "system_share", 100.0),
-                                ("faults_per_step", "page_faults_per_step", 1.0),
-                                ("major_faults_per_step", "major_faults_per_step", 1.0),
-                                ("cpu_wait_pct", "cpu_wait_share", 100.0),
-                                ("cpu_steal_pct", "cpu_steal_share", 100.0),
-                                ("contended", "contended", 1)):
-            # dlscale/2 summaries; NaN (unavailable) shows as missing.
-            if s.get(src) is not None and not math.isnan(float(s[src])):
-                row[key] = float(s[src]) * scale if isinstance(scale, float) else int(s[src])
-        row["peak_note"] = s.get("peak_share_note") or None
+    """Table row of one loaded Case: every column's value, and the conditions in full."""
+    # An ok case somehow lacking its summary group falls back to recomputing it.
+    summary = case.summary if case.summary is not None else case_stats(case)
+    row = {c.key: _value(c, case, summary) for c in SUMMARY_COLUMNS}
+    row["conditions_text"] = case_conditions(case)
     return row
 
 
@@ -184,25 +188,15 @@ def summary_rows(paths):
     return [case_row(c) for p in paths for c in load_results(p).cases]
 
 
-def _cell(row, key):
-    v = row.get(key)
+def _cell(row, column):
+    key, v = column.key, row.get(column.key)
     if key == "step_median_ms":
         return ms_ci(row, "step_median_ms", "ci95_low_ms", "ci95_high_ms", "ci_coverage")
     if key == "status":
         # Messages may be multi-line (exception texts); one table row stays one line.
         msg = " ".join(str(row.get("message") or "").split())
         return f"{v}: {msg}" if v != "ok" and msg else str(v)
-    if v is None:
-        return "-"
-    if key == "samples_per_s":
-        return f"{v:.1f}"
-    if key in ("achieved_gflops", "exposed_allreduce_ms", "cpu_utilisation"):
-        return f"{v:.2f}"
-    if key in ("peak_pct", "host_peak_rss_mb", "device_peak_mb"):
-        return f"{v:.1f}"
-    if key == "energy_j_per_sample":
-        return f"{v:.3g}"
-    return str(v)
+    return "-" if v is None else column.fmt.format(v)
 
 
 def show_hosts(rows):
@@ -212,8 +206,10 @@ def show_hosts(rows):
 
 
 def _columns(rows, show_file):
-    hosts = show_hosts(rows)
-    return [c for c in COLUMNS if (show_file or c[0] != "file") and (hosts or c[0] not in HOST_COLUMNS)]
+    # Where the ranks ran only where some case crossed hosts or was spread (a single-host file's
+    # table stays as it was), K only with accumulation, B_simple only where a case has one; the
+    # CSV and JSON always have them.
+    return [c for c in COLUMNS if (show_file or c.key != "file") and (c.shown is None or c.shown(rows))]
 
 
 def format_table(rows, show_file=None, width=WIDTH):
@@ -256,9 +252,9 @@ def summary_table(rows, show_file=None, definitions=True):
     conditions as notes; without `definitions`, the text table's (format_table)."""
     if show_file is None:
         show_file = len({r["file"] for r in rows}) > 1
-    cols = [Column(h, (lambda key: lambda r: _cell(r, key))(key), right, detail=detail,
-                   keep=key in ("case", "step_median_ms"), path=key == "file")
-            for key, h, right, detail in _columns(rows, show_file)]
+    cols = [Column(c.header, (lambda column: lambda r: _cell(r, column))(c), c.right, detail=c.detail,
+                   keep=c.key in ("case", "step_median_ms"), path=c.key == "file")
+            for c in _columns(rows, show_file)]
     notes = []
     if definitions:
         notes.append(DEFINITIONS)
