@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the test suite. GPU tests (label gpu) run only
-# where dlscale sees a GPU. Arguments other than --timings go to the main ctest run (e.g. -L unit).
+# where dlscale sees a GPU. Arguments other than --timings go to the main ctest run (e.g. -L unit)
+# and make it the quick loop: without the reference and sanitizer stages unless asked for.
 # Then the harness alone: the unit and MPI tests of the reference preset (no backend library, the
 # float64 reference driver only), as a cluster build without LibTorch has it, and its handling of
 # the drivers it lacks;
@@ -22,6 +23,12 @@ ctest_args=()
 for arg in "$@"; do
   if [ "$arg" = --timings ]; then timings=1; else ctest_args+=("$arg"); fi
 done
+
+# A selection of tests (-L unit, -R NAME) is the quick loop: the reference and sanitizer stages
+# then run only when asked for (DLSCALE_REFERENCE_BUILD=1, DLSCALE_SANITIZERS=1).
+if [ ${#ctest_args[@]} -gt 0 ]; then
+  : "${DLSCALE_REFERENCE_BUILD:=0}" "${DLSCALE_SANITIZERS:=0}"
+fi
 
 timings_dir="$PWD/build/test-timings"
 rm -rf "$timings_dir"

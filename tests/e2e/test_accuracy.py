@@ -315,7 +315,31 @@ class AccuracyRun(AccuracyTest):
         bad_status = good[:-1] + [good[-1].replace("success", "done")]
         self.assertIn("run_stop status 'done'", mllog_rules.check(bad_status))
 
-    def test_the_dry_run_estimates_an_accuracy_case_from_its_data(self):
+    def test_timing_cases_record_the_noise_scale_where_gradients_are_averaged(self):
+        # One rank, one micro-batch: nothing averaged, no group (not zeros). Two micro-batches or
+        # two ranks: the group, from micro-batches of 8 and the global batch.
+        out = self.path("noise.h5")
+        proc = dlscale(["run", "-w", TINY, "-d", DRIVER, "--batch", "8", "--ranks", "1,2", "--accumulate", "1,2",
+                        "--warmup", "1", "--iterations", "6", "--threads", "1", "--peak", "skip", "--out", out])
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(out, "r") as f:
+            seen = []
+            for case in f["cases"].values():
+                a = dict(case.attrs)
+                self.assertEqual(a["status"], "ok", a["message"])
+                seen.append((a["ranks"], a["accumulate"]))
+                self.assertEqual(a["global_batch"], 8 * a["ranks"] * a["accumulate"])
+                if a["ranks"] * a["accumulate"] == 1:
+                    self.assertNotIn("noise_scale", case)
+                    continue
+                noise = case["noise_scale"]
+                self.assertEqual((noise.attrs["batch_small"], noise.attrs["batch_big"]), (8, a["global_batch"]))
+                self.assertEqual(noise.attrs["steps"], 6)  # the timed steps
+                self.assertEqual(noise["small_sq"].shape, (6,))
+                self.assertTrue(np.all(noise["small_sq"][()] > 0) and np.all(noise["big_sq"][()] > 0))
+            self.assertEqual(sorted(seen), [(1, 1), (1, 2), (2, 1), (2, 2)])
+
+
         def estimate(epochs):
             proc = dlscale(["run", "--mode", "accuracy", "-w", TINY, "-d", DRIVER, "--data", f"mnist:{MNIST}",
                             "--batch", "16", "--validation", "0.5", "--epochs", str(epochs), "--dry-run",
@@ -408,6 +432,9 @@ class AccuracyBadInput(AccuracyTest):
     def test_an_mllog_directory_that_is_not_there(self):
         self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--mllog", "no-such-dir"],
                      "--mllog no-such-dir: not an existing directory")
+
+    def test_fewer_than_one_micro_batch(self):
+        self.refused(["--accumulate", "0"], "--accumulate must be from 1 to 1048576, got 0")
 
     def test_rate_scaling_without_its_base_batch(self):
         self.refused(["--lr-scaling", "sqrt"], "--lr-scaling sqrt needs --lr-base-batch")
