@@ -13,7 +13,9 @@ run's own training time per step. The speedup T0/T splits exactly into
 each also shown as an efficiency against its ideal: the hardware's (B0/P0)/(B/P) (a step that
 takes as long per sample and rank: 1 for weak scaling, P/P0 for strong), the statistics' B/B0
 (steps that fall as the batch grows: P/P0 for weak scaling, 1 for strong). Beside them: the
-statistical factor the baseline's noise scale predicts, (1 + B_simple/B0) / (1 + B_simple/B);
+statistical factor the baseline's noise scale predicts, (1 + B_simple/B0) / (1 + B_simple/B)
+(the smallest global batch's B_simple that the series records: a baseline on one rank and one
+micro-batch has none);
 MLPerf's mean of the repeats without the fastest and the slowest (three repeats or more); the
 coefficient of variation; and timing mode's median step at the same configuration where a file
 holds one.
@@ -98,6 +100,9 @@ def time_to_target_rows(accuracy_cases, timing_cases=()):
             continue  # one point: nothing scales
         points = sorted((_point(c) for c in cases), key=lambda p: (p["global_batch"], p["ranks"]))
         base = next((p for p in points if p["steps_to_target_mean"]), None)
+        # The noise scale the prediction uses: the baseline's, or where its one rank and one
+        # micro-batch have none, that of the smallest global batch that records one.
+        noise = next((p["noise_scale"] for p in points if _finite(p["noise_scale"])), None)
         for p in points:
             p["timing_step_s"] = _timing_step(timing_cases, p["case"])
             p["step_time_s"] = _div(p["time_to_target_mean_s"], p["steps_to_target_mean"])
@@ -114,7 +119,8 @@ def time_to_target_rows(accuracy_cases, timing_cases=()):
             p["hardware_efficiency"] = _div(p["hardware_factor"], p["hardware_ideal"])
             p["statistical_efficiency"] = _div(p["statistical_factor"], p["statistical_ideal"])
             p["predicted_statistical_factor"] = predicted_statistical_factor(
-                base["noise_scale"], p["global_batch"], base["global_batch"])
+                base["noise_scale"] if _finite(base["noise_scale"]) else noise, p["global_batch"],
+                base["global_batch"])
             rows.append(p)
     return rows
 
@@ -166,7 +172,8 @@ def time_to_target_table(rows):
              "s/step = T/S, the accuracy run's own training time per step; speedup = T0/T = hardware x statistical, "
              "hardware = (T0/S0)/(T/S), statistical = S0/S, against the series' smallest global batch B0; "
              "ideals: hardware (B0/P0)/(B/P), statistical B/B0; predicted statistical x = "
-             "(1 + B_simple/B0)/(1 + B_simple/B) from the baseline's gradient noise scale (docs/metrics.md); "
+             "(1 + B_simple/B0)/(1 + B_simple/B) from the gradient noise scale of the smallest B that records one "
+             "(docs/metrics.md); "
              "MLPerf mean: without the fastest and slowest repeat (3 or more); CV = std/mean of T"]
     return Table("time to target at scale", columns, rows, CSV_COLUMNS, notes=notes)
 
