@@ -136,11 +136,6 @@ def _ttt(r):
     return _seconds(v) if not (_finite(lo) and _finite(hi)) else f"{_seconds(v)} [{_seconds(lo)}, {_seconds(hi)}]"
 
 
-def _factor(key, ideal):
-    return lambda r: "-" if not _finite(r.get(key)) else f"{r[key]:.3g} ({ratio(r.get(key) / r[ideal], 2)} of {r[ideal]:.3g})" \
-        if _finite(r.get(ideal)) and r[ideal] else f"{r[key]:.3g}"
-
-
 CSV_COLUMNS = ("label", "ranks", "accumulate", "global_batch", "batch_per_rank", "repeats", "reached",
                "time_to_target_mean_s", "time_to_target_ci95_low_s", "time_to_target_ci95_high_s",
                "time_to_target_mlperf_s", "time_to_target_cv", "steps_to_target_mean", "epochs_to_target_mean",
@@ -150,29 +145,34 @@ CSV_COLUMNS = ("label", "ranks", "accumulate", "global_batch", "batch_per_rank",
 
 
 def time_to_target_table(rows):
+    def efficiency(key, ideal):
+        return lambda r: ratio(_div(r.get(key), r.get(ideal)), 2) if _div(r.get(key), r.get(ideal)) else "-"
+
     columns = [Column("configuration", key_cell("label"), right=False, keep=True, words=True),
                Column("P", lambda r: str(r["ranks"]), keep=True),
                Column("K", lambda r: str(r["accumulate"]), keep=True),
                Column("B", lambda r: str(r["global_batch"]), keep=True),
                Column("reached", lambda r: f"{r['reached']}/{r['repeats']}"),
-               Column("time to target s [95% CI]", _ttt),
-               Column("MLPerf mean s", lambda r: _seconds(r["time_to_target_mlperf_s"]), detail=2),
-               Column("CV", lambda r: number(r["time_to_target_cv"], "{:.2f}"), detail=2),
+               Column("TTT s [95% CI]", _ttt),
+               Column("MLPerf mean s", lambda r: _seconds(r["time_to_target_mlperf_s"]), detail=3),
+               Column("CV", lambda r: number(r["time_to_target_cv"], "{:.2f}"), detail=3),
                Column("steps", lambda r: number(r["steps_to_target_mean"], "{:.1f}")),
-               Column("epochs", lambda r: number(r["epochs_to_target_mean"], "{:.2f}"), detail=1),
-               Column("s/step", lambda r: number(r["step_time_s"] and r["step_time_s"] * 1e3, "{:.2f}ms")),
+               Column("epochs", lambda r: number(r["epochs_to_target_mean"], "{:.2f}"), detail=2),
+               Column("s/step", lambda r: number(r["step_time_s"] and r["step_time_s"] * 1e3, "{:.2f}ms"), detail=2),
                Column("timing s/step", lambda r: number(r["timing_step_s"] and r["timing_step_s"] * 1e3,
-                                                       "{:.2f}ms"), detail=1),
+                                                       "{:.2f}ms"), detail=2),
                Column("speedup", lambda r: number(r.get("speedup"), "{:.3g}")),
-               Column("hardware x (of ideal)", _factor("hardware_factor", "hardware_ideal")),
-               Column("statistical x (of ideal)", _factor("statistical_factor", "statistical_ideal")),
-               Column("predicted statistical x", lambda r: number(r.get("predicted_statistical_factor"), "{:.3g}")),
-               Column("B_simple", lambda r: number(r["noise_scale"], "{:.3g}"), detail=1)]
+               Column("hw x", lambda r: number(r.get("hardware_factor"), "{:.3g}")),
+               Column("hw eff", efficiency("hardware_factor", "hardware_ideal"), detail=1),
+               Column("stat. x", lambda r: number(r.get("statistical_factor"), "{:.3g}")),
+               Column("stat eff", efficiency("statistical_factor", "statistical_ideal"), detail=1),
+               Column("pred. stat. x", lambda r: number(r.get("predicted_statistical_factor"), "{:.3g}"), detail=1),
+               Column("B_simple", lambda r: number(r["noise_scale"], "{:.3g}"), detail=2)]
     notes = ["over the repeats that reached the target: time to target T (mean, Student-t 95% CI), steps S; "
-             "s/step = T/S, the accuracy run's own training time per step; speedup = T0/T = hardware x statistical, "
+             "TTT: time to target; s/step = T/S, the accuracy run's own training time per step; speedup = T0/T = hardware x statistical, "
              "hardware = (T0/S0)/(T/S), statistical = S0/S, against the series' smallest global batch B0; "
-             "ideals: hardware (B0/P0)/(B/P), statistical B/B0; predicted statistical x = "
-             "(1 + B_simple/B0)/(1 + B_simple/B) from the gradient noise scale of the smallest B that records one "
+             "hw x: the hardware factor, stat. x: the statistical factor; hw eff and stat eff: each over its ideal, hardware (B0/P0)/(B/P), statistical B/B0; "
+             "pred. stat. x = (1 + B_simple/B0)/(1 + B_simple/B) from the gradient noise scale of the smallest B that records one "
              "(docs/metrics.md); "
              "MLPerf mean: without the fastest and slowest repeat (3 or more); CV = std/mean of T"]
     return Table("time to target at scale", columns, rows, CSV_COLUMNS, notes=notes)
@@ -204,7 +204,7 @@ def noise_rows(cases):
 
 def noise_table(rows):
     columns = [Column("configuration", key_cell("label"), right=False, keep=True, words=True),
-               Column("mode", key_cell("mode"), right=False),
+               Column("mode", key_cell("mode"), right=False, detail=2),
                Column("P", lambda r: str(r["ranks"]), keep=True),
                Column("K", lambda r: str(r["accumulate"]), keep=True),
                Column("B", lambda r: str(r["global_batch"]), keep=True),
@@ -212,14 +212,14 @@ def noise_table(rows):
                       f"{r['noise_scale']:.3g} [{number(r['noise_scale_ci95_low'], '{:.3g}')}, "
                       f"{number(r['noise_scale_ci95_high'], '{:.3g}')}]"),
                Column("steps", lambda r: str(r["steps"]), detail=1),
-               Column("1 + B_simple/B", lambda r: number(r["steps_factor"], "{:.3g}")),
-               Column("predicted statistical x", lambda r: number(r["predicted_statistical_factor"], "{:.3g}"))]
+               Column("1+Bs/B", lambda r: number(r["steps_factor"], "{:.3g}")),
+               Column("pred. stat. x", lambda r: number(r["predicted_statistical_factor"], "{:.3g}"), detail=1)]
     csv = ("label", "mode", "ranks", "accumulate", "global_batch", "batch_small", "noise_scale",
            "noise_scale_ci95_low", "noise_scale_ci95_high", "steps", "steps_factor", "baseline_global_batch",
            "predicted_statistical_factor")
     notes = ["B_simple = tr(Sigma)/|G|^2 from each step's micro-batch and averaged gradients (McCandlish et al. "
-             "2018; docs/metrics.md), jackknife 95% CI over steps; 1 + B_simple/B: the factor by which the noise "
-             "multiplies the steps to a target at global batch B; predicted statistical x = (1 + B_simple/B0)/"
+             "2018; docs/metrics.md), jackknife 95% CI over steps; 1+Bs/B = 1 + B_simple/B, the factor by which the noise "
+             "multiplies the steps to a target at global batch B; pred. stat. x = (1 + B_simple/B0)/"
              "(1 + B_simple/B) against the series' smallest global batch B0 (ideal: B/B0)"]
     return Table("gradient noise scale", columns, rows, csv, notes=notes)
 
