@@ -37,9 +37,9 @@ inline const ColumnField<EpochResult> kEpochColumns[] = {
 /// One repeat: training from fresh parameters until the epoch limit or the target, then testing.
 struct RepeatResult {
   int64_t seed = 0, epochs_run = 0;
-  int64_t evaluations = 0;            ///< rows of `epochs`
+  int64_t evaluations = 0;                 ///< rows of `epochs`
   int64_t steps_run = 0, samples_run = 0;  ///< optimiser steps and training samples of the repeat
-  double train_time_s = 0;  ///< summed over the epochs run, evaluation excluded
+  double train_time_s = 0;                 ///< summed over the epochs run, evaluation excluded
   double test_time_s = 0, test_accuracy = 0, test_loss = 0;
   /// To the first evaluation that reached the target: training time, optimiser steps, training
   /// samples and epochs (samples over an epoch's); NaN, or 0 for the counts, when it was not

@@ -26,14 +26,10 @@ inline constexpr const char* kNoiseScaleDefinition =
     "the steps before their ratio; ci95: jackknife over steps";
 
 inline const Field<NoiseScale> kNoiseScaleFields[] = {
-    member<&NoiseScale::batch_small>("batch_small"),
-    member<&NoiseScale::batch_big>("batch_big"),
-    member<&NoiseScale::grad_sq>("grad_sq"),
-    member<&NoiseScale::trace>("trace"),
-    member<&NoiseScale::simple>("simple"),
-    member<&NoiseScale::ci95_low>("ci95_low"),
-    member<&NoiseScale::ci95_high>("ci95_high"),
-    member<&NoiseScale::steps>("steps"),
+    member<&NoiseScale::batch_small>("batch_small"), member<&NoiseScale::batch_big>("batch_big"),
+    member<&NoiseScale::grad_sq>("grad_sq"),         member<&NoiseScale::trace>("trace"),
+    member<&NoiseScale::simple>("simple"),           member<&NoiseScale::ci95_low>("ci95_low"),
+    member<&NoiseScale::ci95_high>("ci95_high"),     member<&NoiseScale::steps>("steps"),
 };
 
 }  // namespace dlscale

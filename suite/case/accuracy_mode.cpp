@@ -236,8 +236,8 @@ class AccuracyLoop {
       double step_loss = 0;
       try {
         opt.learning_rate = learning_rate();
-        const StepTimes t = training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer,
-                                          parts_.reducer, deadline_, micro);
+        const StepTimes t = training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer,
+                                          deadline_, micro);
         small_sq_.push_back(t.small_sq);
         big_sq_.push_back(t.big_sq);
         step_loss = parts_.model.loss();
@@ -306,12 +306,12 @@ class AccuracyLoop {
     if (!evaluate(test_, test_shard_, fmt::format("repeat {}: testing", repeat + 1), test, test_s)) return false;
     const double test_accuracy = static_cast<double>(test.correct) / static_cast<double>(test.predictions);
     const double test_loss = test.loss_sum / static_cast<double>(test.predictions);
-    progress_.note(fmt::format(
-        "repeat {}/{}: test accuracy {:.4f}, loss {:.4f} ({:.2f} s){}", repeat + 1, spec_.repeats, test_accuracy,
-        test_loss, test_s,
-        reached ? fmt::format(" | target reached at epoch {} ({} steps) after {:.2f} s of training", rep.target_epoch,
-                              rep.steps_to_target, rep.time_to_target_s)
-                : std::string()));
+    progress_.note(fmt::format("repeat {}/{}: test accuracy {:.4f}, loss {:.4f} ({:.2f} s){}", repeat + 1,
+                               spec_.repeats, test_accuracy, test_loss, test_s,
+                               reached
+                                   ? fmt::format(" | target reached at epoch {} ({} steps) after {:.2f} s of training",
+                                                 rep.target_epoch, rep.steps_to_target, rep.time_to_target_s)
+                                   : std::string()));
     rep.epochs_run = epoch - 1;
     rep.evaluations = static_cast<int64_t>(rep.epochs.size());
     rep.steps_run = steps_;
@@ -385,10 +385,9 @@ class AccuracyMode final : public CaseMode {
   void measure(PreparedCase& p) override {
     reset_memory_mark(ctx_.progress);
     try {
-      result_ =
-          run_accuracy(ctx_.c.spec, ctx_.c.workload, ctx_.comm,
-                       {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get(), &p.earlier_gradients}, *p.dataset,
-                       *p.test, ctx_.progress, ctx_.mpi.host());
+      result_ = run_accuracy(ctx_.c.spec, ctx_.c.workload, ctx_.comm,
+                             {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get(), &p.earlier_gradients},
+                             *p.dataset, *p.test, ctx_.progress, ctx_.mpi.host());
     } catch (const MpiError&) {
       throw;
     } catch (const std::exception& e) {

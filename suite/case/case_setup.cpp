@@ -90,8 +90,8 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
       p.dataset = data.get(spec.data);
       if (ctx.c.accuracy()) p.test = data.get(test_dataset_spec(spec.data));
       // A rank's first micro-batch of the first step (its K micro-batches lie side by side).
-      p.model->set_batch(p.dataset->batch(int64_t{ctx.case_rank} * spec.accumulate * spec.batch_per_rank(),
-                                          spec.batch_per_rank()));
+      p.model->set_batch(
+          p.dataset->batch(int64_t{ctx.case_rank} * spec.accumulate * spec.batch_per_rank(), spec.batch_per_rank()));
     }
     if (p.model->grad_buffer().on_device && !p.reducer && spec.ranks > 1) {
       // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.

@@ -115,6 +115,8 @@ class TimingMode final : public CaseMode {
   StepResult guarded_step(PreparedCase& p, GradientReducer* reducer, int iteration, bool timed);
   /// A timed step that succeeded on every rank: its samples (and its timeline) kept.
   void keep(const PreparedCase& p, const StepResult& step);
+  /// After the warm-up: the buckets merged as it showed best, and their sizes for the record.
+  void settle_buckets(PreparedCase& p);
   /// Every rank's `per_rank` values of `mine` into `all` on the case's rank 0, rank-major.
   void gather(const std::vector<double>& mine, int per_rank, std::vector<double>& all) const;
   /// The timed steps' samples of every rank on the case's rank 0.
@@ -218,6 +220,18 @@ void TimingMode::keep(const PreparedCase& p, const StepResult& step) {
   }
 }
 
+void TimingMode::settle_buckets(PreparedCase& p) {
+  // The timed steps reduce the buckets as the warm-up's last step showed them best merged; the
+  // outcome and the interruption are agreed, so every rank merges or none does.
+  if (p.buckets && outcome_.ok() && !interrupted_) p.buckets->merge_waiting_buckets();
+  bucket_bytes_.clear();
+  if (p.buckets) {
+    for (const BucketRange& b : p.buckets->buckets()) {
+      bucket_bytes_.push_back(static_cast<double>(b.count * sizeof(float)));
+    }
+  }
+}
+
 void TimingMode::measure(PreparedCase& p) {
   GradientReducer* reducer = p.reducer.get();
   std::optional<SkipsOneReduction> skipping;
@@ -240,15 +254,7 @@ void TimingMode::measure(PreparedCase& p) {
       const StepResult step = guarded_step(p, reducer, i + 1, false);
       if (outcome_.ok()) ctx_.progress.iteration("warm-up", i + 1, spec_.warmup, step.times.total);
     }
-    // The timed steps reduce the buckets as the warm-up's last step showed them best merged; the
-    // outcome and the interruption are agreed, so every rank merges or none does.
-    if (p.buckets && outcome_.ok() && !interrupted_) p.buckets->merge_waiting_buckets();
-    bucket_bytes_.clear();
-    if (p.buckets) {
-      for (const BucketRange& b : p.buckets->buckets()) {
-        bucket_bytes_.push_back(static_cast<double>(b.count * sizeof(float)));
-      }
-    }
+    settle_buckets(p);
     // A case that trains until its --case-timeout may ask for billions of steps: reserve what a
     // case usually records, not that.
     times_.reserve(static_cast<size_t>(std::min(spec_.iterations, 1 << 16)));

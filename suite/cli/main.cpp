@@ -45,8 +45,7 @@ struct RunCli {
   std::vector<CLI::Option*> axis_options;
   std::string config, suite, out, format = "text", progress, malloc_policy = "keep", mllog;
   CLI::Option *out_option = nullptr, *config_option = nullptr, *suite_option = nullptr, *progress_option = nullptr,
-              *gflops_option = nullptr, *peak_option = nullptr, *peak_seconds_option = nullptr,
-              *mllog_option = nullptr;
+              *gflops_option = nullptr, *peak_option = nullptr, *peak_seconds_option = nullptr, *mllog_option = nullptr;
 };
 
 /// What `--help` names an axis's values.

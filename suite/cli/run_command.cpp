@@ -427,8 +427,8 @@ int run_command(const MpiContext& mpi, const RunArgs& args) {
   Tally tally;
   reporters.push_back(&tally);
   size_t done = 0;
-  const LoopEnd end = run_cases(mpi, plan, runner, file ? &*file : nullptr, reporters, tally,
-                                deadline, *run_number, describe_allocator(args.malloc), resume_hint, text_out, done);
+  const LoopEnd end = run_cases(mpi, plan, runner, file ? &*file : nullptr, reporters, tally, deadline, *run_number,
+                                describe_allocator(args.malloc), resume_hint, text_out, done);
   deadline.set_doing("the end of the run");
   if (end == LoopEnd::kWriteFailed) return exit_code(ExitCode::kWriteFailed);
   if (root) fmt::print(text_out, "{}\n", tally.line());

@@ -131,26 +131,48 @@ void BucketedAllreduce::start(size_t index) {
   wake_.notify_one();
 }
 
-void BucketedAllreduce::prepare(size_t index) {
+void BucketedAllreduce::begin_reduction(size_t index) {
+  // Written by the communication thread, read by the main thread after finish(), which waits for
+  // the count of completed buckets under the mutex.
+  reduced_s_[2 * index] = since_step_start();
   const BucketRange& b = buckets_[index];
-  own_sq_[index] = own_norm_then_add(data_ + b.first, step_->earlier != nullptr ? step_->earlier + b.first : nullptr,
-                                     b.count);
+  own_sq_[index] =
+      own_norm_then_add(data_ + b.first, step_->earlier != nullptr ? step_->earlier + b.first : nullptr, b.count);
 }
 
 void BucketedAllreduce::reduce(size_t index) {
   const BucketRange& b = buckets_[index];
-  reduced_s_[2 * index] = since_step_start();
-  prepare(index);
+  begin_reduction(index);
   allreduce_sum_in_place(data_ + b.first, b.count, comm_);
   reduced_s_[2 * index + 1] = since_step_start();
 }
 
+void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::unique_lock<std::mutex>& lock) {
+  // A bucket starts on its lane (its index's parity: every rank gives it the same) once the
+  // bucket before it there is done, in the order they were handed over on each lane; so up to
+  // kRingLanes are in flight, each lane's in the same order on every rank. One small enough for
+  // MPI_Allreduce, a collective that blocks, only when none is in flight, and nothing after it
+  // before it.
+  for (auto next = to_reduce_.begin(); next != to_reduce_.end();) {
+    const size_t index = *next;
+    const BucketRange& b = buckets_[index];
+    const int lane = static_cast<int>(index % kRingLanes);
+    if (!RingSum::goes_round(b.count, static_cast<size_t>(size_))) {
+      if (!in_flight.empty()) break;
+    } else if (std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.lane == lane; })) {
+      ++next;
+      continue;
+    }
+    next = to_reduce_.erase(next);
+    lock.unlock();
+    begin_reduction(index);
+    in_flight.push_back({index, lane, std::make_unique<RingSum>(data_ + b.first, b.count, comm_, lane)});
+    lock.lock();
+    next = to_reduce_.begin();  // the deque may have grown meanwhile
+  }
+}
+
 void BucketedAllreduce::communicate() {
-  struct InFlight {
-    size_t index;
-    int lane;
-    std::unique_ptr<RingSum> sum;
-  };
   std::vector<InFlight> in_flight;
   Pacer pacer;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -158,31 +180,7 @@ void BucketedAllreduce::communicate() {
     while (true) {
       if (in_flight.empty()) wake_.wait(lock, [&] { return stop_ || !to_reduce_.empty(); });
       if (in_flight.empty() && to_reduce_.empty()) return;  // stopped, nothing handed over left
-      // A bucket starts on its lane (its index's parity: every rank gives it the same) once the
-      // bucket before it there is done, in the order they were handed over on each lane; so up
-      // to kRingLanes are in flight, each lane's in the same order on every rank. One small
-      // enough for MPI_Allreduce, a collective that blocks, only when none is in flight, and
-      // nothing after it before it.
-      for (auto next = to_reduce_.begin(); next != to_reduce_.end();) {
-        const size_t index = *next;
-        const BucketRange& b = buckets_[index];
-        const int lane = static_cast<int>(index % kRingLanes);
-        if (!RingSum::goes_round(b.count, static_cast<size_t>(size_))) {
-          if (!in_flight.empty()) break;
-        } else if (std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.lane == lane; })) {
-          ++next;
-          continue;
-        }
-        next = to_reduce_.erase(next);
-        lock.unlock();
-        // Written by this thread, read by the main thread after finish(), which waits for the
-        // count of completed buckets under the mutex.
-        reduced_s_[2 * index] = since_step_start();
-        prepare(index);
-        in_flight.push_back({index, lane, std::make_unique<RingSum>(data_ + b.first, b.count, comm_, lane)});
-        lock.lock();
-        next = to_reduce_.begin();  // the deque may have grown meanwhile
-      }
+      launch_ready(in_flight, lock);
       lock.unlock();
       bool moved = false;
       size_t finished = 0;

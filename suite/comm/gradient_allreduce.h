@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -124,8 +125,17 @@ class BucketedAllreduce {
   void start(size_t index);
   double since_step_start() const;  ///< seconds since start_step()'s time point
   void reduce(size_t index);        ///< sums it and waits (without the thread)
-  void prepare(size_t index);       ///< measures its own gradients' norm, adds the earlier micro-batches
-  void communicate();               ///< the communication thread's loop
+  /// Its reduction begins: the start time, its own gradients' norm, the earlier micro-batches added.
+  void begin_reduction(size_t index);
+  /// A bucket being summed on the communication thread, on its ring lane.
+  struct InFlight {
+    size_t index;
+    int lane;
+    std::unique_ptr<RingSum> sum;
+  };
+  /// Starts the handed-over buckets that may start now (with `lock` of mutex_ held).
+  void launch_ready(std::vector<InFlight>& in_flight, std::unique_lock<std::mutex>& lock);
+  void communicate();  ///< the communication thread's loop
 
   float* data_;
   MPI_Comm comm_;
@@ -139,8 +149,8 @@ class BucketedAllreduce {
   std::vector<double> started_s_;  ///< per bucket, this step (start_times)
   std::vector<double> reduced_s_;  ///< per bucket, start and end, this step (reduction_times)
   bool held_ = false;
-  StepGradients* step_ = nullptr;   ///< this step's (start_step to finish)
-  std::vector<double> own_sq_;      ///< per bucket, |g|² of the last micro-batch's own gradients
+  StepGradients* step_ = nullptr;  ///< this step's (start_step to finish)
+  std::vector<double> own_sq_;     ///< per bucket, |g|² of the last micro-batch's own gradients
 
   // Shared with the communication thread, under mutex_.
   std::mutex mutex_;

@@ -71,7 +71,7 @@ struct MatrixSpec {
   int epochs = 5;           ///< accuracy mode: the epoch limit
   double validation = 0.2;  ///< accuracy mode: the fraction of the training set held out
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no target
-  int repeats = 1;  ///< accuracy mode: independent repeats, seeds seed, seed + 1, …
+  int repeats = 1;                 ///< accuracy mode: independent repeats, seeds seed, seed + 1, …
   std::vector<int> accumulate{1};  ///< micro-batches per optimiser step (gradient accumulation)
   std::vector<LrScaling> lr_scalings{LrScaling::kNone};
   int64_t lr_base_batch = 0;    ///< the global batch --lr is meant for; 0: none given
@@ -128,9 +128,7 @@ struct CaseSpec {
   double scaled_learning_rate() const;
 
   /// The samples of one forward pass on one rank (a micro-batch with --accumulate).
-  int64_t batch_per_rank() const {
-    return scaling == Scaling::kStrong ? batch / (int64_t{ranks} * accumulate) : batch;
-  }
+  int64_t batch_per_rank() const { return scaling == Scaling::kStrong ? batch / (int64_t{ranks} * accumulate) : batch; }
   /// The samples of one optimiser step over all ranks and micro-batches.
   int64_t global_batch() const { return scaling == Scaling::kStrong ? batch : batch * ranks * accumulate; }
   /// A `dlscale run …` command line that reruns exactly this case (also its key for --resume).

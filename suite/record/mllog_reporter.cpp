@@ -39,10 +39,11 @@ std::string mllog_line(const MllogEvent& e) {
     metadata += (metadata.empty() ? "" : ", ") + json_string(key) + ": " + value_json(value);
   }
   // MLPerf's own logger writes a namespace (empty) and the time in whole milliseconds.
-  return fmt::format(":::MLLOG {{\"namespace\": \"\", \"time_ms\": {}, \"event_type\": {}, \"key\": {}, \"value\": {}, "
-                     "\"metadata\": {{{}}}}}",
-                     static_cast<int64_t>(e.time_ms), json_string(e.event_type), json_string(e.key),
-                     e.valueless ? std::string("null") : value_json(e.value), metadata);
+  return fmt::format(
+      ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {}, \"event_type\": {}, \"key\": {}, \"value\": {}, "
+      "\"metadata\": {{{}}}}}",
+      static_cast<int64_t>(e.time_ms), json_string(e.event_type), json_string(e.key),
+      e.valueless ? std::string("null") : value_json(e.value), metadata);
 }
 
 void MllogReporter::case_finished(const CaseResult& r) {

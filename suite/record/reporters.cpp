@@ -72,8 +72,8 @@ namespace {
 std::string noise_text(const CaseResult& r) {
   if (!r.noise || !std::isfinite(r.noise->estimate.simple)) return "";
   const NoiseScale& n = r.noise->estimate;
-  return fmt::format(" | noise scale {:.3g} [{:.3g}, {:.3g}]: x{:.3g} steps at B={}", n.simple, n.ci95_low,
-                     n.ci95_high, 1 + n.simple / n.batch_big, r.c->spec.global_batch());
+  return fmt::format(" | noise scale {:.3g} [{:.3g}, {:.3g}]: x{:.3g} steps at B={}", n.simple, n.ci95_low, n.ci95_high,
+                     1 + n.simple / n.batch_big, r.c->spec.global_batch());
 }
 
 std::string accuracy_summary_text(const CaseResult& r) {

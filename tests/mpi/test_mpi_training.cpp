@@ -73,7 +73,6 @@ TEST(MpiTraining, AllreduceAveragesTheRanksGradients) {
   }
 }
 
-
 /// The parameters after one SGD step that averages `micro` micro-batches of 4 samples on each rank
 /// (each rank's micro-batch j is synthetic batch rank x micro + j), through training_step() with
 /// the blocking all-reduce, or with `bucket_mb` buckets when it is positive.

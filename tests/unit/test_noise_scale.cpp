@@ -83,8 +83,8 @@ TEST(NoiseScale, MatchesTheClosedFormOfLinearRegression) {
     simulate(model, 4000, 8, 8, small_sq, big_sq);
     const NoiseScale n = estimate_noise_scale(small_sq, big_sq, 8, 64);
     const double truth = model.true_trace() / model.true_grad_sq();
-    SCOPED_TRACE(testing::Message() << "|delta| " << delta_norm << ": B_simple " << n.simple << " ["
-                                    << n.ci95_low << ", " << n.ci95_high << "], truth " << truth);
+    SCOPED_TRACE(testing::Message() << "|delta| " << delta_norm << ": B_simple " << n.simple << " [" << n.ci95_low
+                                    << ", " << n.ci95_high << "], truth " << truth);
     EXPECT_NEAR(n.simple, truth, 0.05 * truth);
     EXPECT_NEAR(n.grad_sq, model.true_grad_sq(), 0.05 * model.true_grad_sq());
     EXPECT_NEAR(n.trace, model.true_trace(), 0.05 * model.true_trace());
