@@ -155,9 +155,15 @@ void finish_run(const RunCli& cli, dlscale::RunArgs& args) {
   args.format = dlscale::parse_output_format(cli.format);
   args.malloc = dlscale::parse_malloc_policy(cli.malloc_policy);
   if (cli.mllog_option->count()) {
+    // A directory, or a new one in an existing directory (created by the first log written).
     std::error_code ec;
-    if (!std::filesystem::is_directory(cli.mllog, ec)) {
-      throw UsageError(fmt::format("--mllog {}: not an existing directory", cli.mllog));
+    std::filesystem::path dir = std::filesystem::path(cli.mllog).lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();  // "logs/" names "logs"
+    const std::filesystem::path parent = dir.has_parent_path() ? dir.parent_path() : std::filesystem::path(".");
+    if (!std::filesystem::is_directory(dir, ec) &&
+        (std::filesystem::exists(dir, ec) || !std::filesystem::is_directory(parent, ec))) {
+      throw UsageError(
+          fmt::format("--mllog {}: neither a directory nor a new one in an existing directory", cli.mllog));
     }
     args.mllog_dir = cli.mllog;
   }

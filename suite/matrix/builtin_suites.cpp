@@ -203,8 +203,8 @@ lr = 0.01
        "threads 1-32 and GPU",
        R"(# Their Table III is the processing time to reach "a certain accuracy level", which the paper does
 # not give, nor the optimiser, batch size or epochs. dlscale's choices: Adam at 1e-3, batch 128
-# (the timing suite's), 20 % held out; targets 0.95 on MNIST (what this CNN reaches on the 7,996
-# digits of data/mnist) and 0.65 on CIFAR-10, within 12 epochs (Keras's MNIST example, which
+# (the timing suite's), 20 % held out; targets 0.95 on MNIST (what this CNN reaches within an
+# epoch or two of data/mnist) and 0.65 on CIFAR-10, within 12 epochs (Keras's MNIST example, which
 # these networks follow) and 30; 3 repeats for a confidence interval.
 mode = "accuracy"
 driver = "libtorch"

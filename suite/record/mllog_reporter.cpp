@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <type_traits>
 
@@ -48,6 +49,12 @@ std::string mllog_line(const MllogEvent& e) {
 
 void MllogReporter::case_finished(const CaseResult& r) {
   if (!r.accuracy) return;
+  std::error_code ec;
+  std::filesystem::create_directory(dir_, ec);  // --mllog accepted a new directory in an existing one
+  if (ec) {
+    fmt::print(stderr, "dlscale: --mllog: cannot create {}: {}\n", dir_, ec.message());
+    return;
+  }
   for (size_t i = 0; i < r.accuracy->mllog.size(); ++i) {
     const std::string path = fmt::format("{}/{}_case_{}_repeat_{}.log", dir_, stem_, r.group, i + 1);
     std::ofstream out(path, std::ios::trunc);

@@ -1,18 +1,21 @@
 """What the Python tests that launch dlscale share (imported, not a test): the binary and the
 launcher CTest names, one launch under mpiexec and its ranks' process ids, the GPUs dlscale sees,
-a test case with its own temporary folder, and how a module's tests are loaded: the shard
-that CTest asks for, and the classes whose tests run side by side.
+a test case with its own temporary folder, real MNIST digits at a test's size, and how a
+module's tests are loaded: the shard that CTest asks for, and the classes whose tests run side by
+side.
 
 CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH (this folder); by hand, export
 them as tests/README.md shows.
 """
 
+import atexit
 import concurrent.futures
 import functools
 import itertools
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -29,6 +32,36 @@ def dlscale(args, ranks=2, cwd=None, timeout=600, launcher=(), env=None):
     environment instead of this process's); the finished process, its output captured as text."""
     cmd = [MPIEXEC, "-n", str(ranks), *launcher, DLSCALE, *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+MNIST = os.path.join(SOURCE, "data", "mnist")
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+@functools.lru_cache(maxsize=None)
+def mnist_head(train, test):
+    """A folder for `mnist:DIR` holding the first `train` training and `test` test digits of the
+    real MNIST files in data/mnist (scripts/fetch-mnist.sh), in their order: real data at the
+    size a short test trains on. Written once per process and removed when it exits; None when
+    data/mnist lacks the files."""
+    if not all(os.path.isfile(os.path.join(MNIST, f)) for f in MNIST_FILES):
+        return None
+    folder = tempfile.mkdtemp(prefix="dlscale_mnist_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for prefix, n in (("train", train), ("t10k", test)):
+        with open(os.path.join(MNIST, f"{prefix}-images-idx3-ubyte"), "rb") as f:
+            magic, total, rows, cols = struct.unpack(">IIII", f.read(16))
+            if n > total:
+                raise ValueError(f"data/mnist holds {total} {prefix} digits, not {n}")
+            images = f.read(n * rows * cols)
+        with open(os.path.join(MNIST, f"{prefix}-labels-idx1-ubyte"), "rb") as f:
+            label_magic, _ = struct.unpack(">II", f.read(8))
+            labels = f.read(n)
+        with open(os.path.join(folder, f"{prefix}-images-idx3-ubyte"), "wb") as f:
+            f.write(struct.pack(">IIII", magic, n, rows, cols) + images)
+        with open(os.path.join(folder, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
+            f.write(struct.pack(">II", label_magic, n) + labels)
+    return folder
 
 
 def load_tests(loader, tests, pattern):

@@ -1,6 +1,6 @@
 """End-to-end tests of accuracy mode (docs/running.md, "Accuracy runs"): `dlscale run --mode
-accuracy` under a real `mpiexec -n 2` on the real MNIST digits (data/mnist, from
-scripts/fetch-mnist.sh; skipped when they are missing), its dlscale/3 file read back with plain
+accuracy` under a real `mpiexec -n 2` on real MNIST digits (the first 8,000 training and 2,000
+test digits of data/mnist, from scripts/fetch-mnist.sh; skipped when they are missing), its dlscale/3 file read back with plain
 h5py, and every bad input of the mode refused with exit 2, one line and no file.
 
 The networks are tiny and the runs short (one or two epochs, a large validation fraction so that
@@ -29,9 +29,8 @@ from dlscale_test import DLSCALE, SOURCE, Workdir, dlscale
 load_tests = dlscale_test.load_tests  # AccuracyBadInput's tests run side by side
 
 DRIVER = os.environ.get("DLSCALE_ACCURACY_DRIVER", "reference")
-MNIST = os.path.join(SOURCE, "data", "mnist")
-HAVE_MNIST = all(os.path.isfile(os.path.join(MNIST, f)) for f in (
-    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
+HAVE_MNIST = dlscale_test.mnist_head(8000, 2000) is not None
+MNIST = dlscale_test.mnist_head(8000, 2000) or dlscale_test.MNIST
 TINY = "mnist_fnn:width=16"
 EPOCH_COLUMNS = ("epoch", "train_loss", "train_time_s", "cumulative_train_time_s", "val_accuracy", "val_loss",
                  "eval_time_s", "step", "samples")
@@ -52,7 +51,7 @@ class AccuracyTest(Workdir):
         return proc
 
 
-@unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST} (scripts/fetch-mnist.sh)")
+@unittest.skipUnless(HAVE_MNIST, "the MNIST digits are not in data/mnist (scripts/fetch-mnist.sh)")
 class AccuracyRun(AccuracyTest):
     def test_repeats_epochs_and_summary_are_recorded(self):
         out = self.path("acc.h5")
@@ -69,7 +68,7 @@ class AccuracyRun(AccuracyTest):
             self.assertEqual(a["learning_rate"], 0.001)  # Adam's default
             self.assertEqual((a["epochs"], a["repeats"], a["validation_fraction"]), (2, 2, 0.5))
             self.assertEqual(a["target_accuracy"], 0.5)
-            # The real digits: 7996 training images here, half held out, and the separate test set.
+            # The real digits: 8,000 training images here, half held out, and the separate test set.
             total = a["train_samples"] + a["validation_samples"]
             self.assertEqual(a["validation_samples"], round(0.5 * total))
             self.assertGreater(a["test_samples"], 0)
@@ -187,8 +186,7 @@ class AccuracyRun(AccuracyTest):
 
 
     def test_ranks_accumulation_rate_scaling_finer_evaluation_and_mllog(self):
-        out, logs = self.path("scale.h5"), self.path("mllog")
-        os.mkdir(logs)
+        out, logs = self.path("scale.h5"), self.path("mllog")  # made by dlscale
         # One and two ranks, each with 2 micro-batches of 16: global batches 32 and 64, the rate
         # scaled linearly from 0.05 at 32 and warmed up over a quarter epoch; an evaluation every
         # 960 samples; two repeats each.
@@ -351,14 +349,14 @@ class AccuracyRun(AccuracyTest):
 
         listing = subprocess.run([DLSCALE, "list", "--json", TINY], capture_output=True, text=True, check=True)
         train_flops = json.loads(listing.stdout)["train_flops_per_sample"]
-        # 7,996 digits, half held out: 3,998 trained on in steps of 2 ranks x 16, per epoch.
-        steps = (7996 - 3998) // 32
+        # 8,000 digits, half held out: 4,000 trained on in steps of 2 ranks x 16, per epoch.
+        steps = (8000 - 4000) // 32
         training_s = train_flops * 16 * steps / 1e9  # per rank and epoch, at 1 GFLOP/s
         one, three = estimate(1), estimate(3)
-        # The training steps, plus forward passes over 1,999 validation and 1,002 test digits a rank
+        # The training steps, plus forward passes over 2,000 validation and 1,000 test digits a rank
         # (a forward pass is less work than a training step's forward and backward).
         self.assertGreater(one, training_s)
-        self.assertLess(one, training_s + (1999 + 1002) * train_flops / 1e9)
+        self.assertLess(one, training_s + (2000 + 1000) * train_flops / 1e9)
         self.assertGreater(three, 2.5 * one)  # the epochs scale it; testing is paid once
         self.assertLess(three, 3 * one)
         self.assertFalse(os.path.exists(self.path("never.h5")))
@@ -424,14 +422,17 @@ class AccuracyBadInput(AccuracyTest):
         self.refused(["--config", "b.toml"], "b.toml:3: target_accuracy must be in (0, 1]",
                      files={"b.toml": 'workload = "mnist_fnn"\nmode = "accuracy"\ntarget_accuracy = 2.0\n'})
 
-    @unittest.skipUnless(HAVE_MNIST, f"the MNIST digits are not in {MNIST}")
+    @unittest.skipUnless(HAVE_MNIST, "the MNIST digits are not in data/mnist")
     def test_evaluations_further_apart_than_an_epoch(self):
         self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--validation", "0.5", "--batch", "100",
                       "--eval-every", "5000"], "--eval-every 5000: more than an epoch's")
 
-    def test_an_mllog_directory_that_is_not_there(self):
-        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--mllog", "no-such-dir"],
-                     "--mllog no-such-dir: not an existing directory")
+    def test_an_mllog_directory_that_cannot_be_made(self):
+        # A new directory is made only inside an existing one; a file is not a directory.
+        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--mllog", "no-such-dir/logs/"],
+                     "--mllog no-such-dir/logs/: neither a directory nor a new one in an existing directory")
+        self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--mllog", "a.toml"],
+                     "--mllog a.toml: neither a directory nor a new one", files={"a.toml": ""})
 
     def test_fewer_than_one_micro_batch(self):
         self.refused(["--accumulate", "0"], "--accumulate must be from 1 to 1048576, got 0")
@@ -444,7 +445,7 @@ class AccuracyBadInput(AccuracyTest):
                      "global batch 10 does not divide by 1 ranks x 4 micro-batches")
 
     def test_a_split_that_leaves_no_epoch(self):
-        # 1% of 7996 digits left to train on cannot fill one global batch of 2 x 64.
+        # 1% of 8,000 digits left to train on cannot fill one global batch of 2 x 64.
         self.refused(["--mode", "accuracy", "--data", f"mnist:{MNIST}", "--validation", "0.99", "--batch", "64"],
                      "an epoch needs at least one global batch")
 
