@@ -21,8 +21,11 @@ length and just before its end, or with its tail zeroed from there as a file sys
 file's last blocks in a crash leaves it (cut_and_zeroed), and the file a full disk leaves under
 a writer that updates the file in place (FullDisk).
 
-CTest sets DLSCALE_BIN, MPIEXEC and DLSCALE_SOURCE_DIR. Every (file, command) pair is its own
-process, as a user runs it; they run side by side, one per core, and are checked afterwards.
+CTest sets DLSCALE_BIN, MPIEXEC, DLSCALE_SOURCE_DIR and PYTHONPATH. Every (file, command) pair is
+its own process, as a user runs it; they run side by side, one per core, and are checked
+afterwards. The report commands are forked from one Python that has imported h5py, numpy,
+matplotlib and the package (tests/common/report_processes.py): each runs the command line's own
+main() in a process of its own, without the second of imports a fresh Python pays.
 """
 
 import concurrent.futures
@@ -39,6 +42,8 @@ import unittest
 
 import h5py
 import numpy as np
+
+from report_processes import run_reports
 
 DLSCALE = os.environ["DLSCALE_BIN"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
@@ -139,9 +144,10 @@ def cut_and_zeroed():
 
 
 def report_args(command, path, good, outdir):
+    """The command line after `dlscale-report` of one of REPORT_COMMANDS on `path`."""
     args = {"compare": [good, path], "report": [path, "-o", outdir],
             "summary-csv": ["--format", "csv", path]}.get(command, [path])
-    return [sys.executable, REPORT, command.split("-")[0]] + args
+    return [command.split("-")[0]] + args
 
 
 def resume_args(path):
@@ -195,7 +201,7 @@ def run_corpus(directory, good, files):
     """Makes each file of `files` ((name, make(good, path), expected)) in a folder of its own under
     `directory`, then runs every report command and `dlscale run --resume` on it, side by side;
     returns {name: FileRun}."""
-    runs, jobs, where = {}, [], []
+    runs, reports, report_where, resumes = {}, [], [], []
     for i, (name, make, expected) in enumerate(files):
         d = os.path.join(directory, f"f{i}")
         os.makedirs(d)
@@ -203,12 +209,13 @@ def run_corpus(directory, good, files):
         make(good, path)
         runs[name] = run = FileRun(name, path, expected)
         for command in REPORT_COMMANDS:
-            jobs.append((report_args(command, path, good, os.path.join(d, "html")), d))
-            where.append((run, command))
-        jobs.append((resume_args(os.path.join(run.resume_dir, name)), run.resume_dir))
-        where.append((run, "resume"))
-    for (run, command), proc in zip(where, run_all(jobs)):
+            reports.append((report_args(command, path, good, os.path.join(d, "html")), d))
+            report_where.append((run, command))
+        resumes.append((resume_args(os.path.join(run.resume_dir, name)), run.resume_dir))
+    for (run, command), proc in zip(report_where, run_reports(reports, timeout=TIMEOUT)):
         run.procs[command] = proc
+    for run, proc in zip(runs.values(), run_all(resumes)):
+        run.procs["resume"] = proc
     return runs
 
 
@@ -280,9 +287,9 @@ class DamagedFiles(Corpus):
         cls.dir = tempfile.mkdtemp(prefix="dlscale_damaged_")
         cls.good = make_good(cls.dir)
         cls.cut = cut_and_zeroed()
-        cls.good_procs = dict(zip(REPORT_COMMANDS, run_all(
+        cls.good_procs = dict(zip(REPORT_COMMANDS, run_reports(
             [(report_args(command, cls.good, cls.good, os.path.join(cls.dir, "html")), cls.dir)
-             for command in REPORT_COMMANDS])))
+             for command in REPORT_COMMANDS], timeout=TIMEOUT)))
         cls.runs = run_corpus(cls.dir, cls.good, DAMAGED + cls.cut)
 
     @classmethod
@@ -525,6 +532,8 @@ class BitFlips(unittest.TestCase):
             cls.paths.append(path)
             jobs += [([sys.executable, REPORT, "summary", path], cls.dir),
                      ([sys.executable, "-c", READ_EVERYTHING, path], cls.dir)]
+        # Fresh processes, not report_processes's forks: where memory that HDF5 corrupted makes a
+        # process die depends on its heap's layout, and this is the layout a user's process has.
         procs = run_all(jobs)
         cls.summary, cls.bare = procs[0::2], procs[1::2]
 
