@@ -51,9 +51,11 @@ class Timeline(clustertest.OnTwoHosts):
         # bucket was ready, nor ends before it starts.
         self.assertTrue((reduction[..., 0] >= ready).all(), (ready, reduction))
         self.assertTrue((reduction[..., 1] >= reduction[..., 0]).all(), reduction)
-        # Ranks on two hosts: the offset's bound is a real round trip between them, below 1 ms.
+        # Ranks on two hosts: the offset's bound is a real round trip between them, not zero, and
+        # a quick one: far below the synchronisation's 0.5 s window (about 0.1 ms on an idle
+        # machine; over 1 ms seen with both cores busy with other tests, so no tighter limit).
         self.assertGreater(bounds[1].min(), 0)
-        self.assertLess(bounds.max(), 1e-3, bounds)
+        self.assertLess(bounds.max(), 20e-3, bounds)
 
         trace_dir = os.path.join(self.dir, "trace")
         proc = subprocess.run([sys.executable, REPORT, "trace", out, "-o", trace_dir], capture_output=True,
