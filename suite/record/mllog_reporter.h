@@ -15,8 +15,8 @@ class MllogReporter final : public Reporter {
   /// Logs go to `dir`, named after the results file's `stem` ("study" for study.h5).
   MllogReporter(std::string dir, std::string stem) : dir_(std::move(dir)), stem_(std::move(stem)) {}
   /// Writes `<dir>/<stem>_case_<group>_repeat_<R>.log` for each repeat of an accuracy case (R from
-  /// 1), creating `dir` if it is not there; nothing for a timing case. A log that cannot be written is reported on stderr in one
-  /// line and the run goes on: the results file already holds the case.
+  /// 1), creating `dir` if it is not there; nothing for a timing case. A log that cannot be written is reported on
+  /// stderr in one line and the run goes on: the results file already holds the case.
   void case_finished(const CaseResult& r) override;
 
  private:
