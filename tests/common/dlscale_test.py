@@ -50,18 +50,24 @@ def mnist_head(train, test):
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     for prefix, n in (("train", train), ("t10k", test)):
         with open(os.path.join(MNIST, f"{prefix}-images-idx3-ubyte"), "rb") as f:
-            magic, total, rows, cols = struct.unpack(">IIII", f.read(16))
+            total = struct.unpack(">IIII", f.read(16))[1]
             if n > total:
                 raise ValueError(f"data/mnist holds {total} {prefix} digits, not {n}")
-            images = f.read(n * rows * cols)
+            images = f.read(n * 28 * 28)
         with open(os.path.join(MNIST, f"{prefix}-labels-idx1-ubyte"), "rb") as f:
-            label_magic, _ = struct.unpack(">II", f.read(8))
-            labels = f.read(n)
-        with open(os.path.join(folder, f"{prefix}-images-idx3-ubyte"), "wb") as f:
-            f.write(struct.pack(">IIII", magic, n, rows, cols) + images)
-        with open(os.path.join(folder, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
-            f.write(struct.pack(">II", label_magic, n) + labels)
+            labels = f.read(8 + n)[8:]
+        write_idx(folder, images, labels, prefix)
     return folder
+
+
+def write_idx(directory, images, labels, prefix="train"):
+    """MNIST's IDX format, 28 x 28 images: big-endian magic, dimensions, then the bytes."""
+    os.makedirs(directory, exist_ok=True)
+    n = len(labels)
+    with open(os.path.join(directory, f"{prefix}-images-idx3-ubyte"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(images))
+    with open(os.path.join(directory, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(labels))
 
 
 def load_tests(loader, tests, pattern):

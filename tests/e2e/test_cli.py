@@ -19,7 +19,8 @@ import numpy as np
 
 from catalog_runs import WORKLOADS_MD_PARAMS
 import dlscale_test
-from dlscale_test import DLSCALE, SOURCE, Workdir, compiled_drivers, dlscale, error_lines, needs_drivers, visible_gpus
+from dlscale_test import (DLSCALE, SOURCE, Workdir, compiled_drivers, dlscale, error_lines, needs_drivers, visible_gpus,
+                          write_idx)
 
 sys.path.insert(0, os.path.join(SOURCE, "results"))
 import dlscale_report as report  # noqa: E402
@@ -271,17 +272,6 @@ class Matrices(Workdir):
         np.testing.assert_allclose(p.sum(axis=2), t, rtol=1e-9)
 
 
-
-
-def write_idx(directory, images, labels, prefix="train"):
-    """MNIST's IDX format: big-endian magic, dimensions, then the bytes."""
-    import struct
-    os.makedirs(directory, exist_ok=True)
-    n = len(labels)
-    with open(os.path.join(directory, f"{prefix}-images-idx3-ubyte"), "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(images))
-    with open(os.path.join(directory, f"{prefix}-labels-idx1-ubyte"), "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(labels))
 
 
 class RealData(Workdir):
