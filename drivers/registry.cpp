@@ -1,193 +1,31 @@
+// Which drivers this build has and where their code is: the reference driver and the CPU drivers
+// whose libraries load quickly (oneDNN, Kokkos) are linked in; LibTorch and CUDA are driver
+// modules (drivers/driver_module.h), loaded on first use; a driver the build was configured
+// without is a stand-in that says so.
 #include "drivers/driver.h"
 
 #include "drivers/reference/reference_driver.h"
 
-#ifdef DLSCALE_WITH_TORCH
-#include "drivers/libtorch/libtorch_driver.h"
-#endif
 #ifdef DLSCALE_WITH_ONEDNN
 #include "drivers/onednn/onednn_driver.h"
-#endif
-#ifdef DLSCALE_WITH_CUDA
-#include "drivers/cuda/cuda_driver.h"
 #endif
 #ifdef DLSCALE_WITH_KOKKOS
 #include "drivers/kokkos/kokkos_driver.h"
 #endif
 
-#include <fmt/format.h>
-
+#include <dlfcn.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <climits>
+#include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "drivers/driver_module.h"
+
 namespace dlscale {
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kTf32:
-      return "tf32";
-    case Precision::kBf16:
-      return "bf16";
-  }
-  return "fp32";
-}
-
-Precision parse_precision(const std::string& name) {
-  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
-    if (name == precision_name(p)) return p;
-  }
-  throw std::invalid_argument(fmt::format("unknown precision '{}' (expected fp32, tf32 or bf16)", name));
-}
-
-const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::kAdam ? "adam" : "sgd"; }
-
-OptimizerKind parse_optimizer(const std::string& name) {
-  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
-    if (name == optimizer_name(k)) return k;
-  }
-  throw std::invalid_argument(fmt::format("unknown optimizer '{}' (expected sgd or adam)", name));
-}
-
-const char* denormals_name(Denormals d) { return d == Denormals::kFlush ? "flush" : "ieee"; }
-
-Denormals parse_denormals(const std::string& name) {
-  for (Denormals d : {Denormals::kFlush, Denormals::kIeee}) {
-    if (name == denormals_name(d)) return d;
-  }
-  throw std::invalid_argument(fmt::format("unknown denormals mode '{}' (expected flush or ieee)", name));
-}
-
-Denormals default_denormals(DeviceType device) {
-  return device == DeviceType::kCpu ? Denormals::kFlush : Denormals::kIeee;
-}
-
-const char* status_name(Status s) {
-  switch (s) {
-    case Status::kOk:
-      return "ok";
-    case Status::kUnsupported:
-      return "unsupported";
-    case Status::kOom:
-      return "oom";
-    case Status::kTimeout:
-      return "timeout";
-    case Status::kError:
-      return "error";
-  }
-  return "error";
-}
-
-int Driver::device_count(DeviceType device, std::string* why) const {
-  if (device == DeviceType::kCpu) return 1;
-  if (why != nullptr) *why = fmt::format("the {} driver runs on the CPU only", name());
-  return 0;
-}
-
-std::string Driver::describe_device(DeviceType device, int index) const {
-  return device == DeviceType::kCpu ? std::string("cpu") : fmt::format("cuda:{} (not used by {})", index, name());
-}
-
-std::unique_ptr<GradientReducer> Driver::make_reducer(DeviceType, int, const RankGroup&, Deadline) const {
-  return nullptr;
-}
-
-Support Driver::supports_precision(const Workload&, DeviceType, Precision precision) const {
-  if (precision == Precision::kFp32) return Support::yes();
-  return Support::no(fmt::format("{} driver: only fp32 is implemented, not {}", name(), precision_name(precision)));
-}
-
-ComputeIsa Driver::compute_isa(DeviceType, Precision) const { return {}; }
-namespace {
-
-/// The host's memory bandwidth as STREAM's triad measures it, a[i] = b[i] + s c[i] over the
-/// case's threads (each a contiguous third of the arrays, touched first by its own thread so that
-/// its pages lie on its NUMA node): every CPU backend reads and writes the same memory.
-class HostTriad final : public PeakKernel {
- public:
-  HostTriad(int64_t n, int threads) : n_(n), threads_(threads), a_(n), b_(n), c_(n) {
-    for_each_part([this](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) a_[i] = 0, b_[i] = 1, c_[i] = 2;
-    });
-  }
-  void run() override {
-    for_each_part([this](int64_t begin, int64_t end) {
-      float* a = a_.data();
-      const float* b = b_.data();
-      const float* c = c_.data();
-      for (int64_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
-    });
-  }
-  void synchronize() override {}
-  double work() const override { return 3.0 * sizeof(float) * static_cast<double>(n_); }
-  std::string describe() const override {
-    // Arrays that fit in the last-level cache measure the cache, not the memory: say which.
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    const double total = 3.0 * sizeof(float) * static_cast<double>(n_);
-    const std::string cache =
-        l3 <= 0 ? std::string("L3 size unknown")
-        : total > static_cast<double>(l3)
-            ? fmt::format("{:.0f} MiB in all, more than the {} MiB L3", total / 1048576.0, l3 >> 20)
-            : fmt::format("{:.0f} MiB in all, within the {} MiB L3: may be a cache bandwidth", total / 1048576.0,
-                          l3 >> 20);
-    return fmt::format("host triad a = b + s*c, float32, {} elements per array ({}), {} std::thread(s)", n_, cache,
-                       threads_);
-  }
-
- private:
-  template <class F>
-  void for_each_part(const F& f) {
-    std::vector<std::thread> team;
-    for (int t = 1; t < threads_; ++t) team.emplace_back([&, t] { f(n_ * t / threads_, n_ * (t + 1) / threads_); });
-    f(0, n_ / threads_);
-    for (std::thread& th : team) th.join();
-  }
-  int64_t n_;
-  int threads_;
-  std::vector<float> a_, b_, c_;
-};
-
-}  // namespace
-
-Support Driver::supports_peak(PeakKind kind, DeviceType device, Precision precision) const {
-  if (kind == PeakKind::kStream && device == DeviceType::kCpu && precision == Precision::kFp32) return Support::yes();
-  return Support::no(fmt::format("{} driver: no {} peak on {} in {}", name(),
-                                 kind == PeakKind::kGemm ? "GEMM" : "stream",
-                                 device == DeviceType::kCpu ? "cpu" : "cuda", precision_name(precision)));
-}
-
-std::unique_ptr<PeakKernel> Driver::make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const {
-  // Not the virtual one: a driver answers for its own kernels and hands the rest to this one.
-  const Support s = Driver::supports_peak(kind, ctx.device, ctx.precision);
-  if (!s.ok) throw std::invalid_argument(s.reason);
-  return std::make_unique<HostTriad>(n, std::max(1, ctx.threads));
-}
-
-Support Driver::supports_denormals(DeviceType, Denormals mode) const {
-  if (mode == Denormals::kIeee) return Support::yes();
-  return Support::no(fmt::format("{} driver: denormals are kept (IEEE); it cannot flush them", name()));
-}
-
-Support Driver::device_available(DeviceType device) const {
-  if (device == DeviceType::kCpu) return Support::yes();
-  return Support::no(fmt::format("the {} driver runs on the CPU only", name()));
-}
-
-Support precision_support(const Driver& driver, const Workload& w, DeviceType device, Precision precision,
-                          bool allow_emulation) {
-  Support s = driver.supports_precision(w, device, precision);
-  if (!s.ok) return s;
-  const ComputeIsa isa = driver.compute_isa(device, precision);
-  if (isa.native || allow_emulation) return s;
-  return Support::no(fmt::format("{} driver: {} on {} is emulated, not native: it needs {} (--allow-emulation runs it)",
-                                 driver.name(), precision_name(precision), isa.isa.empty() ? "this CPU" : isa.isa,
-                                 isa.native_needs.empty() ? "another instruction set" : isa.native_needs));
-}
 
 namespace {
 
@@ -215,6 +53,94 @@ class MissingDriver final : public Driver {
   std::string name_;
   DeviceType device_;
   std::string why_;
+};
+
+/// Where a driver module is: in lib/dlscale beside an installed dlscale's bin folder, else where
+/// the build put it. (A path the loader cannot open gives its reason through dlerror().)
+std::string module_path(const std::string& file) {
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    std::string installed(exe);
+    installed = installed.substr(0, installed.rfind('/') + 1) + DLSCALE_DRIVER_MODULES_FROM_BINDIR + "/" + file;
+    if (access(installed.c_str(), R_OK) == 0) return installed;
+  }
+  return std::string(DLSCALE_DRIVER_MODULES_BUILT) + "/" + file;
+}
+
+/// A driver in a module, loaded the first time anything but its name and default device is asked
+/// of it (thread-safe) and kept loaded to the end of the process. A module that cannot be loaded
+/// (a library it needs is missing on this host, say) leaves a stand-in that supports nothing and
+/// gives the loader's reason, as a driver this build lacks does.
+class ModuleDriver final : public Driver {
+ public:
+  ModuleDriver(std::string name, DeviceType device, std::string file)
+      : name_(std::move(name)), device_(device), file_(std::move(file)) {}
+  std::string_view name() const override { return name_; }
+  DeviceType default_device() const override { return device_; }
+  Support supports(const Workload& w, DeviceType device) const override { return loaded().supports(w, device); }
+  Support supports_precision(const Workload& w, DeviceType device, Precision precision) const override {
+    return loaded().supports_precision(w, device, precision);
+  }
+  ComputeIsa compute_isa(DeviceType device, Precision precision) const override {
+    return loaded().compute_isa(device, precision);
+  }
+  Support supports_denormals(DeviceType device, Denormals mode) const override {
+    return loaded().supports_denormals(device, mode);
+  }
+  Support device_available(DeviceType device) const override { return loaded().device_available(device); }
+  int device_count(DeviceType device, std::string* why) const override { return loaded().device_count(device, why); }
+  std::string describe_device(DeviceType device, int index) const override {
+    return loaded().describe_device(device, index);
+  }
+  std::unique_ptr<GradientReducer> make_reducer(DeviceType device, int device_index, const RankGroup& ranks,
+                                                Deadline deadline) const override {
+    return loaded().make_reducer(device, device_index, ranks, deadline);
+  }
+  std::unique_ptr<Model> create(const Workload& w, const DriverContext& ctx) const override {
+    return loaded().create(w, ctx);
+  }
+  Support supports_peak(PeakKind kind, DeviceType device, Precision precision) const override {
+    return loaded().supports_peak(kind, device, precision);
+  }
+  std::unique_ptr<PeakKernel> make_peak_kernel(PeakKind kind, int64_t n, const DriverContext& ctx) const override {
+    return loaded().make_peak_kernel(kind, n, ctx);
+  }
+  /// Only once loaded: the libraries of a driver that nothing used were never in the process.
+  std::map<std::string, std::string> versions() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return driver_ != nullptr ? driver_->versions() : std::map<std::string, std::string>{};
+  }
+
+ private:
+  const Driver& loaded() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (driver_ == nullptr) driver_ = load();
+    return *driver_;
+  }
+  std::unique_ptr<Driver> load() const {
+    const std::string path = module_path(file_);
+    // Never closed: its models, reducers and the libraries' own threads may outlive any caller.
+    void* module = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    const char* error = module == nullptr ? dlerror() : nullptr;
+    if (module != nullptr) {
+      using Create = Driver* (*)();
+      if (auto create = reinterpret_cast<Create>(dlsym(module, DLSCALE_DRIVER_MODULE_ENTRY)); create != nullptr) {
+        return std::unique_ptr<Driver>(create());
+      }
+      error = dlerror();
+    }
+    return std::make_unique<MissingDriver>(
+        name_, device_,
+        fmt::format("the {} driver could not be loaded ({})", name_, error != nullptr ? error : path.c_str()));
+  }
+
+  std::string name_;
+  DeviceType device_;
+  std::string file_;
+  mutable std::mutex mutex_;
+  mutable std::unique_ptr<Driver> driver_;
 };
 
 const Driver* named(const std::vector<std::unique_ptr<Driver>>& drivers, std::string_view name) {
@@ -248,7 +174,7 @@ std::vector<std::string> Registry::names() const {
 void register_drivers(Registry& registry) {
   register_reference(registry);  // no dependencies: always compiled in
 #ifdef DLSCALE_WITH_TORCH
-  register_libtorch(registry);
+  registry.add(std::make_unique<ModuleDriver>("libtorch", DeviceType::kCpu, "dlscale-libtorch.so"));
 #else
   registry.add_missing("libtorch", DeviceType::kCpu,
                        "this build of dlscale has no libtorch driver (it was configured without LibTorch)");
@@ -260,7 +186,7 @@ void register_drivers(Registry& registry) {
                        "this build of dlscale has no onednn driver (it was configured without oneDNN)");
 #endif
 #ifdef DLSCALE_WITH_CUDA
-  register_cuda(registry);
+  registry.add(std::make_unique<ModuleDriver>("cuda", DeviceType::kCuda, "dlscale-cuda.so"));
 #else
   registry.add_missing("cuda", DeviceType::kCuda,
                        "this build of dlscale has no cuda driver (it was configured without CUDA, cuDNN and NCCL)");

@@ -248,18 +248,26 @@ elif [ "$build_status" -ne 0 ]; then
   fail "the build fails (above)"
 fi
 
-step "checking which libraries dlscale loads"
-ldd "$build/dlscale" > "$out/ldd.txt"
-! grep 'not found' "$out/ldd.txt" || fail "dlscale has unresolved libraries (above; all of ldd in $out/ldd.txt)"
+step "checking which libraries dlscale and its driver modules load"
+# dlscale links MPI and HDF5; the LibTorch and CUDA drivers are modules (lib/dlscale/*.so) that
+# link the CUDA libraries. One ldd listing per file, "== FILE" before each.
+for file in "$build/dlscale" "$build"/lib/dlscale/*.so; do
+  echo "== $file"
+  ldd "$file"
+done > "$out/ldd.txt"
+! grep 'not found' "$out/ldd.txt" || fail "dlscale or a driver module has unresolved libraries (above; all of ldd in $out/ldd.txt)"
+# loaded SONAME: every file that loads it, as "FILE PATH" lines
+loaded() { awk -v s="$1" '$1 == "==" {file = $2} $1 == s {print file, $3}' "$out/ldd.txt"; }
 for soname in "${!want[@]}"; do
-  got=$(awk -v s="$soname" '$1 == s {print $3}' "$out/ldd.txt")
-  [ -n "$got" ] || fail "dlscale does not load $soname"
-  [ "$(readlink -f "$got")" = "${want[$soname]}" ] ||
-    fail "dlscale loads $soname from $got, PyTorch's is ${want[$soname]}: two copies in one process"
+  [ -n "$(loaded "$soname")" ] || fail "neither dlscale nor a driver module loads $soname"
+  while read -r file got; do
+    [ "$(readlink -f "$got")" = "${want[$soname]}" ] ||
+      fail "$file loads $soname from $got, PyTorch's is ${want[$soname]}: two copies in one process"
+  done < <(loaded "$soname")
   echo "one copy: $soname -> ${want[$soname]}"
 done
 for soname in libmpi.so.40 libhdf5_openmpi.so.103; do
-  got=$(awk -v s="$soname" '$1 == s {print $3}' "$out/ldd.txt")
+  got=$(loaded "$soname" | awk -v f="$build/dlscale" '$1 == f {print $2}')
   case "$(readlink -f "$got")" in "$prefix"/*) echo "bundle: $soname -> $got" ;;
     *) fail "dlscale loads $soname from '${got}', not from the bundle in $prefix" ;; esac
 done

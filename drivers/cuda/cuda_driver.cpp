@@ -12,7 +12,7 @@
 // another size (an evaluation's last, shorter batch, say) rebuilds it; what must outlive a
 // rebuild lives in the model: parameters, gradients, batch-norm running statistics, Adam's
 // moments, the algorithm choices.
-#include "drivers/cuda/cuda_driver.h"
+#include "drivers/driver_module.h"
 
 #include <algorithm>
 #include <cmath>
@@ -642,6 +642,6 @@ class CudaDriver final : public Driver {
 
 }  // namespace
 
-void register_cuda(Registry& registry) { registry.add(std::make_unique<CudaDriver>()); }
+DLSCALE_DRIVER_MODULE(CudaDriver)
 
 }  // namespace dlscale

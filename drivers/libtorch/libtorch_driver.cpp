@@ -10,7 +10,7 @@
 // parameterised layer (convolutions, batch norm, embedding, LSTM) uses stock autograd with its
 // .grad preset to the view, which autograd accumulates into in place; those views are zeroed
 // before each backward pass (they are small next to the layers' compute).
-#include "drivers/libtorch/libtorch_driver.h"
+#include "drivers/driver_module.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -660,6 +660,6 @@ class LibTorchDriver final : public Driver {
 
 }  // namespace
 
-void register_libtorch(Registry& registry) { registry.add(std::make_unique<LibTorchDriver>()); }
+DLSCALE_DRIVER_MODULE(LibTorchDriver)
 
 }  // namespace dlscale

@@ -14,6 +14,11 @@ int info_command(const MpiContext& mpi) {
   register_drivers(drivers);
   const std::vector<RankInfo> table = gather_rank_table(mpi.world(), mpi.info());
   if (mpi.rank() != 0) return 0;
+  // What rank 0 sees (CUDA_VISIBLE_DEVICES applied); scripts and tests read the count from the
+  // line below. Asking every driver loads each one's libraries, so that the software list names
+  // all their versions.
+  std::string why;
+  const int gpus = visible_gpus(drivers, &why);
   const auto print_attrs = [](const char* title, const Attrs& attrs) {
     fmt::print("{}\n", title);
     for (const auto& [name, value] : attrs) {
@@ -43,9 +48,6 @@ int info_command(const MpiContext& mpi) {
     fmt::print("  {:<20} {} rank{}  {}\n", r.host, ranks, ranks == 1 ? "" : "s",
                r.network.empty() ? "(no interface but the loopback)" : r.network);
   }
-  // What rank 0 sees (CUDA_VISIBLE_DEVICES applied); scripts and tests read the count from here.
-  std::string why;
-  const int gpus = visible_gpus(drivers, &why);
   fmt::print("\nGPUs: {} visible{}\n", gpus, gpus == 0 ? fmt::format(" ({})", why) : "");
   for (int g = 0; g < gpus; ++g) fmt::print("  {}\n", describe_gpu(drivers, g));
   for (const std::string& w : provenance_warnings(detect_loaded_math()))

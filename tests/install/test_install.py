@@ -53,8 +53,9 @@ class InstalledTree(unittest.TestCase):
     def p(self, *parts):
         return os.path.join(self.prefix, *parts)
 
-    def run_here(self, cmd, timeout=300):
-        return subprocess.run(cmd, cwd=self.elsewhere, env=self.env, capture_output=True, text=True, timeout=timeout)
+    def run_here(self, cmd, timeout=300, env=None):
+        return subprocess.run(cmd, cwd=self.elsewhere, env=env or self.env, capture_output=True, text=True,
+                              timeout=timeout)
 
     def test_layout(self):
         for path in (("bin", "dlscale"), ("bin", "dlscale-report"), ("share", "dlscale", "slurm", "study"),
@@ -107,6 +108,25 @@ class InstalledTree(unittest.TestCase):
         check = self.run_here([self.p("libexec", "dlscale", "dlscale-blas-check"), path.group(1)])
         self.assertEqual(check.returncode, 0, check.stderr)
         self.assertRegex(proc.stdout, r"blas_core_reason +selected by dlscale .* agreed with float64")
+
+    def test_the_installed_driver_modules(self):
+        """Every driver module of the build is installed, and the installed dlscale loads its own
+        copy (not the build tree's, which it would fall back on) when a case needs it."""
+        built = sorted(os.listdir(os.path.join(BUILD, "lib", "dlscale")))
+        # lib/dlscale, or lib/<multiarch>/dlscale where the build was configured for /usr
+        installed_dir = next(os.path.join(root, "dlscale") for root, dirs, _ in os.walk(self.p("lib"))
+                             if "dlscale" in dirs)
+        self.assertEqual(sorted(os.listdir(installed_dir)), built)
+        if "dlscale-libtorch.so" not in built:
+            self.skipTest("this build has no LibTorch driver")
+        proc = self.run_here([self.p("bin", "dlscale"), "run", "-w", "mnist_fnn:width=16", "-d", "libtorch",
+                              "--batch", "4", "--warmup", "1", "--iterations", "1", "--format", "json",
+                              "--out", os.path.join(self.elsewhere, "module.h5")],
+                             env=dict(self.env, LD_DEBUG="files"))
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        self.assertEqual(json.loads(proc.stdout.splitlines()[0])["status"], "ok")
+        opened = re.findall(r"file=(\S*dlscale-libtorch\.so) \[0\];\s+dynamically loaded", proc.stderr)
+        self.assertEqual([os.path.normpath(p) for p in opened], [os.path.join(installed_dir, "dlscale-libtorch.so")])
 
     def test_two_rank_run_and_report(self):
         out = os.path.join(self.elsewhere, "installed.h5")
