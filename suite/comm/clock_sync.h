@@ -29,13 +29,20 @@ struct ClockSyncLimits {
   double good_bound_s = 50e-6, max_seconds = 0.5;
 };
 
-/// Every rank of `comm` (collective in effect: point-to-point messages only, each rank in turn
-/// with rank 0): its clock's offset to rank 0's. Of the round trips the shortest is kept; the
-/// offset assumes its two legs took equally long, so it is off by at most half that round trip,
-/// the bound. On an idle node 20 round trips give a bound of microseconds to tens of them; on a
-/// node whose cores are all busy most round trips wait for a core, so a rank goes on (within
-/// `limits`) until one did not. Rank 0 gets offset 0 and bound 0.
+/// Every rank of `comm` (collective): its clock's offset to rank 0's. Ranks on one host share its
+/// clock, so only each host's first rank measures, and its host-mates take its result (rank 0's
+/// host-mates: offset 0, bound 0). Those first ranks ping-pong in pairs, all pairs of a round at
+/// once, up a binomial tree of the hosts rooted at rank 0: ceil(log2 hosts) rounds, whatever the
+/// number of ranks. Of a pair's round trips the shortest is kept; the offset assumes its two
+/// legs took equally long, so it is off by at most half that round trip; a host's offset and
+/// bound are the sums along its path to rank 0's host. On an idle node 20 round trips give a
+/// bound of microseconds to tens of them; on a node whose cores are all busy most round trips
+/// wait for a core, so a pair goes on (within `limits`) until one did not.
 ClockOffset measure_clock_offset(MPI_Comm comm, const ClockSyncLimits& limits = {});
+
+/// The tree of measure_clock_offset with every rank of `comm` taken as a host of its own
+/// (collective): its hosts' first ranks call it on a communicator of their own.
+ClockOffset measure_clock_offset_tree(MPI_Comm comm, const ClockSyncLimits& limits = {});
 
 /// How measure_clock_offset measures with `limits`, in words, for the record.
 std::string describe_clock_sync(const ClockSyncLimits& limits = {});

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -210,19 +211,43 @@ std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine) {
 }
 
 std::vector<std::string> shared_core_warnings(const std::vector<RankInfo>& table) {
-  std::vector<std::string> warnings;
-  for (size_t a = 0; a < table.size(); ++a) {
-    const std::vector<int> ca = parse_cpu_list(table[a].cpu_affinity);
-    for (size_t b = a + 1; b < table.size(); ++b) {
-      if (table[a].host != table[b].host) continue;
-      const std::vector<int> cb = parse_cpu_list(table[b].cpu_affinity);
-      std::vector<int> common;
-      std::set_intersection(ca.begin(), ca.end(), cb.begin(), cb.end(), std::back_inserter(common));
-      if (!common.empty()) {
-        warnings.push_back(fmt::format("ranks {} and {} on {} share CPUs {}: their timings interfere", table[a].rank,
-                                       table[b].rank, table[a].host, format_cpu_list(common)));
+  // Per host, the ranks on each CPU; ranks linked by a CPU they share form one group, named once
+  // with the CPUs shared (linear in the CPU lists: one host's 32 ranks on 2 cores give one line,
+  // not one per pair).
+  std::map<std::string, std::map<int, std::vector<size_t>>> ranks_on_cpu;  // host -> cpu -> rows
+  for (size_t i = 0; i < table.size(); ++i) {
+    for (int cpu : parse_cpu_list(table[i].cpu_affinity)) ranks_on_cpu[table[i].host][cpu].push_back(i);
+  }
+  std::vector<size_t> group(table.size());  // union-find over rows: each row's group's first row
+  for (size_t i = 0; i < group.size(); ++i) group[i] = i;
+  const auto root = [&group](size_t i) {
+    while (group[i] != i) i = group[i] = group[group[i]];
+    return i;
+  };
+  for (const auto& [host, cpus] : ranks_on_cpu) {
+    for (const auto& [cpu, rows] : cpus) {
+      for (size_t row : rows) {
+        const size_t a = root(rows.front()), b = root(row);
+        group[std::max(a, b)] = std::min(a, b);
       }
     }
+  }
+  std::map<size_t, std::pair<std::vector<int>, std::vector<int>>> shared;  // group -> ranks, CPUs shared
+  for (size_t i = 0; i < table.size(); ++i) shared[root(i)].first.push_back(table[i].rank);
+  for (const auto& [host, cpus] : ranks_on_cpu) {
+    for (const auto& [cpu, rows] : cpus) {
+      if (rows.size() > 1) shared[root(rows.front())].second.push_back(cpu);
+    }
+  }
+  std::vector<std::string> warnings;
+  for (auto& [first, ranks_cpus] : shared) {
+    auto& [ranks, cpus] = ranks_cpus;
+    if (ranks.size() < 2) continue;
+    std::sort(ranks.begin(), ranks.end());
+    std::sort(cpus.begin(), cpus.end());
+    const std::string who = ranks.size() == 2 ? fmt::format("{} and {}", ranks[0], ranks[1]) : format_cpu_list(ranks);
+    warnings.push_back(fmt::format("ranks {} on {} share CPUs {}: their timings interfere", who, table[first].host,
+                                   format_cpu_list(cpus)));
   }
   return warnings;
 }

@@ -85,7 +85,8 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
 /// Every rank's RankInfo, on rank 0 (empty elsewhere).
 std::vector<RankInfo> gather_rank_table(MPI_Comm comm, const RankInfo& mine);
-/// Pairs of ranks on the same host whose CPU sets overlap, as readable warnings.
+/// Ranks on the same host whose CPU sets overlap, as readable warnings: one per group of ranks
+/// linked by shared CPUs ("ranks 0 and 1 on h share CPUs 0-3", "ranks 0-31 on h share CPUs 0-1").
 std::vector<std::string> shared_core_warnings(const std::vector<RankInfo>& table);
 
 /// The maximum of `value` over all ranks.
