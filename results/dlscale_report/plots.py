@@ -453,6 +453,9 @@ def time_to_target_plots(rows, outdir):
 
 # ---------------------------------------------------------------- ranks
 
+HEATMAP_ROWS = 64
+
+
 def rank_heatmaps(cases, outdir, limit=None):
     """One heat map (rank × iteration, ms) per ok case; the straggler row outlined."""
     out = []
@@ -465,12 +468,16 @@ def rank_heatmaps(cases, outdir, limit=None):
         medians = rank_medians(t)
         slow = medians.index(max(medians))
         ranks, iters = t.shape
-        fig, ax = plt.subplots(figsize=(min(12, 3 + 0.18 * iters), 1.4 + 0.3 * ranks))
+        # A row of its own per rank up to HEATMAP_ROWS ranks; beyond, the figure keeps that height
+        # (a rank a pixel row or less) and labels a few ranks and the straggler.
+        fig, ax = plt.subplots(figsize=(min(12, 3 + 0.18 * iters), 1.4 + 0.3 * min(ranks, HEATMAP_ROWS)))
         im = ax.imshow(t * 1e3, aspect="auto", interpolation="nearest", cmap="viridis",
                        extent=(0.5, iters + 0.5, ranks - 0.5, -0.5))
         ax.add_patch(Rectangle((0.5, slow - 0.5), iters, 1, fill=False, ec="red", lw=2))
-        ax.set_yticks(range(ranks))
-        ax.set_yticklabels([f"{r}{' straggler' if r == slow else ''}" for r in range(ranks)])
+        labelled = range(ranks) if ranks <= HEATMAP_ROWS else sorted(
+            {r for r in range(0, ranks, -(-ranks // 16)) if abs(r - slow) > ranks // 40} | {slow})
+        ax.set_yticks(list(labelled))
+        ax.set_yticklabels([f"{r}{' straggler' if r == slow else ''}" for r in labelled])
         ax.set_xlabel("timed iteration")
         ax.set_ylabel("rank")
         ax.grid(False)
@@ -625,10 +632,11 @@ REDUCTION_COLORS = ("#8172B2", "#B3A8D9")   # buckets alternate, so that neighbo
 WAIT_COLOR = "#9A9A9A"
 
 
-def timeline_plot(case, ce, hosts, label, outdir):
-    """The median iteration of `case` (timeline.case_events `ce`), one pair of rows per rank:
-    compute (the phases) and communication (each bucket's reduction, grey where it waited for the
-    slowest rank); arrows from each bucket's ready point to its reduction."""
+def timeline_plot(case, ce, label, outdir):
+    """The median iteration of `case` (timeline.timeline_events `ce`), one pair of rows per rank
+    (or per host, beyond ce's row limit): compute (the phases) and communication (each bucket's
+    reduction, grey where it waited for the slowest rank); arrows from each bucket's ready point
+    to its reduction."""
     from .timeline import COMMUNICATION, PHASE_EVENTS, WAIT, median_iteration
     iteration = median_iteration(case)
     events, flows = ce.of_iteration(iteration)
@@ -658,14 +666,16 @@ def timeline_plot(case, ce, hosts, label, outdir):
                     arrowprops={"arrowstyle": "->", "color": "#333", "lw": 0.6})
     ticks = [y(r, lane) for r in range(ce.ranks) for lane in ("compute", COMMUNICATION)]
     ax.set_yticks(ticks)
-    ax.set_yticklabels([f"rank {r}{f' ({hosts[r]})' if hosts[r] else ''} · {lane}" if lane == "compute"
-                        else "communication" for r in range(ce.ranks) for lane in ("compute", COMMUNICATION)])
+    ax.set_yticklabels([f"{ce.names[r]} · {lane}" if lane == "compute" else "communication"
+                        for r in range(ce.ranks) for lane in ("compute", COMMUNICATION)])
     ax.set_ylim(2 * ce.ranks - 0.5, -0.5)
     ax.set_xlabel(f"ms from the iteration's first step start (rank 0's clock; ranks' offsets within "
                   f"{ce.bound_s * 1e3:.3g} ms)")
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
-    ax.set_title(_wrap(f"{label}: timed iteration {iteration + 1} of {ce.iterations} (the median step)", 110))
+    grouped = "" if ce.ranks == ce.case_ranks else f"; {ce.case_ranks} ranks by host: each row their envelope"
+    ax.set_title(_wrap(f"{label}: timed iteration {iteration + 1} of {ce.iterations} (the median step{grouped})",
+                       110))
     # Under the axis label, whatever the figure's height: about 0.5 inch below the axes.
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.55 * ce.ranks + 0.3)), ncol=4, frameon=False)
     name = f"timeline_{case.index:04d}.png"

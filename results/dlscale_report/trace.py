@@ -11,57 +11,60 @@
                             under its host, a location per lane, the same regions as enter/leave
                             events; written with python3-otf2, skipped with one line without it.
 
+A case of more than timeline.ROW_LIMIT ranks is shown per host in both (timeline.host_rows,
+grouped_events): a process or location group per host, its steps and buckets the envelope of its
+ranks', its phases their medians. --per-rank still writes each rank's own JSON file.
+
 Timestamps: microseconds (JSON) or nanoseconds (OTF2) from the case's earliest step start, on the
 case's rank 0's clock (timeline.py).
 """
 
+import dataclasses
 import json
 import os
 
-from .timeline import COMMUNICATION, COMPUTE, LANES, case_events
+from .timeline import COMMUNICATION, COMPUTE, LANES, ROW_LIMIT, case_events, timeline_events
 
 TRACE_FORMAT = "dlscale timeline"
 OTF2_PACKAGE = "python3-otf2"
+OTF2_CHUNK = 256 * 1024
 
 
 def _us(seconds):
     return round(seconds * 1e6, 3)
 
 
-def _process_name(rank, host):
-    return f"rank {rank} ({host})" if host else f"rank {rank}"
-
-
 def chrome_trace(case, hosts, backend, ce=None, rank=None):
-    """The Chrome trace-event document of `case` (all ranks, or only `rank`); `hosts`: the host of
-    each case rank."""
-    ce = ce or case_events(case)
-    ranks = range(ce.ranks) if rank is None else [rank]
+    """The Chrome trace-event document of `case` (every row of `ce`, timeline_events by default,
+    or only `rank`'s, of the per-rank events); `hosts`: the host of each case rank."""
+    ce = ce or timeline_events(case, hosts)
+    rows = range(ce.ranks) if rank is None else [rank]
+    wanted = set(rows)
     events = []
-    for r in ranks:
-        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
-                       "args": {"name": _process_name(r, hosts[r])}})
+    for r in rows:
+        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": ce.names[r]}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
         for tid, lane in enumerate(LANES):
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": lane}})
     for e in ce.events:
-        if e.rank in ranks:
+        if e.rank in wanted:
             events.append({"ph": "X", "name": e.name, "cat": e.lane, "pid": e.rank, "tid": LANES.index(e.lane),
                            "ts": _us(e.start_s), "dur": _us(e.dur_s),
                            "args": {"iteration": e.iteration + 1, **e.args}})
     for n, f in enumerate(ce.flows):
-        if f.rank in ranks:
+        if f.rank in wanted:
             common = {"name": "bucket ready", "cat": "bucket", "id": n, "pid": f.rank}
             events.append({**common, "ph": "s", "tid": LANES.index(COMPUTE), "ts": _us(f.ready_s)})
             events.append({**common, "ph": "f", "bp": "e", "tid": LANES.index(COMMUNICATION),
                            "ts": _us(f.reduction_start_s)})
-    info = {"backend": backend, "rank": 0 if rank is None else rank, "world_size": ce.ranks}
+    info = {"backend": backend, "rank": 0 if rank is None else rank, "world_size": ce.case_ranks}
     if rank is None:
-        info["ranks"] = list(range(ce.ranks))
+        info["ranks"] = list(range(ce.case_ranks))
     return {"traceEvents": events, "displayTimeUnit": "ms", "distributedInfo": info,
             "otherData": {"format": TRACE_FORMAT, "file": case.file, "case": case.name,
                           "workload": case.attrs.get("workload"), "driver": case.attrs.get("driver"),
                           "bucket_mb": case.attrs.get("bucket_mb"), "hosts": sorted(set(hosts)),
+                          "layout": "rank" if ce.ranks == ce.case_ranks else "host",
                           "clock": "case rank 0's monotonic clock; the other ranks' mapped onto it by "
                                    "ping-pong offsets",
                           "clock_bound_us": _us(ce.bound_s), "clock_drift_us": _us(ce.drift_s)}}
@@ -77,24 +80,30 @@ def otf2_missing():
 
 
 def write_otf2(case, hosts, path, ce=None):
-    """The OTF2 archive of `case` at `path` (a folder, with traces.otf2 in it)."""
+    """The OTF2 archive of `case` at `path` (a folder, with traces.otf2 in it): a location group
+    per row of `ce` (timeline_events by default) under its host."""
     import otf2
     from otf2.enums import LocationType
-    ce = ce or case_events(case)
+    ce = ce or timeline_events(case, hosts)
+    lanes = {}                                      # (row, lane) -> its events, in ce's order
+    for e in ce.events:
+        lanes.setdefault((e.rank, e.lane), []).append(e)
     os.makedirs(path, exist_ok=True)
-    with otf2.writer.open(path, timer_resolution=1_000_000_000) as archive:
+    # OTF2's smallest chunks (256 KiB): it holds a chunk of events and one of definitions per
+    # location in memory, 5 MiB each by default, 2.5 GB for the 512 locations of 256 rows.
+    with otf2.writer.open(path, timer_resolution=1_000_000_000, chunk_size_events=OTF2_CHUNK,
+                          chunk_size_definitions=OTF2_CHUNK) as archive:
         defs = archive.definitions
         machine = defs.system_tree_node("machine")
-        nodes = {h: defs.system_tree_node(h or "host", parent=machine) for h in dict.fromkeys(hosts)}
+        nodes = {h: defs.system_tree_node(h or "host", parent=machine) for h in dict.fromkeys(ce.hosts)}
         regions = {}
         for r in range(ce.ranks):
-            group = defs.location_group(_process_name(r, hosts[r]), system_tree_parent=nodes[hosts[r]])
+            group = defs.location_group(ce.names[r], system_tree_parent=nodes[ce.hosts[r]])
             for lane in LANES:
-                mine = [e for e in ce.events if e.rank == r and e.lane == lane]
-                if not mine:
+                if (r, lane) not in lanes:
                     continue
                 writer = archive.event_writer(lane, group=group, type=LocationType.CPU_THREAD)
-                _write_lane(writer, mine, regions, defs)
+                _write_lane(writer, lanes[(r, lane)], regions, defs)
     return path
 
 
@@ -133,18 +142,28 @@ def _write_lane(writer, events, regions, defs):
 
 def write_case_traces(case, hosts, backend, outdir, per_rank=False):
     """Every file of `case`'s timeline in `outdir`: (paths written, notes)."""
-    ce = case_events(case)
+    ce = timeline_events(case, hosts)
     stem = os.path.join(outdir, f"case-{case.name}")
     paths, notes = [], []
     path = f"{stem}.json"
     with open(path, "w") as f:
         json.dump(chrome_trace(case, hosts, backend, ce), f)
     paths.append(path)
+    if ce.ranks < ce.case_ranks:
+        notes.append(f"case {case.name}: {ce.case_ranks} ranks shown as {ce.ranks} rows of hosts "
+                     f"(more than {ROW_LIMIT} ranks){'' if per_rank else '; --per-rank writes each rank its own file'}")
     if per_rank:
-        for r in range(ce.ranks):
+        every = ce if ce.ranks == ce.case_ranks else case_events(case, hosts)
+        events, flows = {}, {}             # each rank's, sorted out once rather than once per file
+        for e in every.events:
+            events.setdefault(e.rank, []).append(e)
+        for fl in every.flows:
+            flows.setdefault(fl.rank, []).append(fl)
+        for r in range(every.ranks):
             path = f"{stem}-rank-{r}.json"
+            mine = dataclasses.replace(every, events=events.get(r, []), flows=flows.get(r, []))
             with open(path, "w") as f:
-                json.dump(chrome_trace(case, hosts, backend, ce, rank=r), f)
+                json.dump(chrome_trace(case, hosts, backend, mine, rank=r), f)
             paths.append(path)
     missing = otf2_missing()
     if missing:

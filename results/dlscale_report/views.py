@@ -65,12 +65,16 @@ def _cases(study, ctx):
                     empty="the files hold no timing case")]
 
 
+# A timeline figure of more ranks shows their hosts (timeline.host_rows): two lanes a row.
+FIGURE_ROWS = 16
+
+
 def _timelines(study, ctx):
     """The median iteration of every case with a timeline (--phases), in the order of the scaling
     series, then the cases of no series."""
     from .scaling import build_series, scaling_modes
     from .study import describe
-    from .timeline import case_events, has_timeline
+    from .timeline import has_timeline, timeline_events
     series = [s for m in scaling_modes(study.cases) for s in build_series(study.cases, m)[0]]
     cases, seen = [], set()
     for case in [c for s in series for c in s.cases] + study.cases:
@@ -80,8 +84,11 @@ def _timelines(study, ctx):
     drawn = cases if ctx.limit is None else cases[:ctx.limit]
 
     def figures(outdir):
-        return [f for case in drawn for f in _plots().timeline_plot(case, case_events(case), study.case_hosts(case),
-                                                                 describe(case), outdir)]
+        figures = []
+        for case in drawn:
+            ce = timeline_events(case, study.case_hosts(case), limit=FIGURE_ROWS)
+            figures += _plots().timeline_plot(case, ce, describe(case), outdir)
+        return figures
     return [Section("timelines", "timelines", [], always=bool(cases),
                     empty="no case that trained with --phases recorded one",
                     intro="The median iteration of each --phases case, every rank on rank 0's clock: what each "

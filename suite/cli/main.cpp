@@ -313,7 +313,11 @@ int main(int argc, char** argv) {
   try {
     dlscale::MpiContext mpi(MPI_COMM_WORLD);
     dlscale::set_crash_context(mpi.rank(), mpi.host(), "set-up", "");
-    return dispatch(mpi, argc, argv);
+    const int status = dispatch(mpi, argc, argv);
+    // The results file could not be written (a full disk) and every rank has said so: HDF5 may
+    // crash closing that file in MPI_Finalize, which must not replace the line and the status.
+    if (status == dlscale::exit_code(dlscale::ExitCode::kWriteFailed)) dlscale::end_crashes_with(status);
+    return status;
   } catch (const std::exception& e) {
     // Unexpected failures outside a case: say what happened, then take the whole job down so
     // that no rank waits forever in a collective.

@@ -39,6 +39,8 @@ std::atomic<int> g_current{-1};
 std::mutex g_update;
 
 struct sigaction g_previous[NSIG];
+// end_crashes_with's exit status; -1: crashes are reported.
+std::atomic<int> g_crash_exit{-1};
 // Where the handler runs when the main thread's stack is what overflowed.
 alignas(16) char g_alternate_stack[64 * 1024];
 
@@ -194,6 +196,7 @@ void add_fault(Line& out, int signal, const siginfo_t* info, const void* context
 }
 
 extern "C" void report_crash(int signal, siginfo_t* info, void* context) {
+  if (const int status = g_crash_exit.load(std::memory_order_acquire); status >= 0) _exit(status);
   const int current = g_current.load(std::memory_order_acquire);
   const Context* c = current >= 0 ? &g_context[current] : nullptr;
   Line line;
@@ -254,6 +257,8 @@ void install_crash_report() {
     }
   });
 }
+
+void end_crashes_with(int exit_status) { g_crash_exit.store(exit_status, std::memory_order_release); }
 
 void set_crash_context(int rank, const std::string& host, const std::string& doing, const std::string& hint) {
   const std::lock_guard<std::mutex> lock(g_update);

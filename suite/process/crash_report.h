@@ -20,4 +20,10 @@ void install_crash_report();
 /// call it; a crash in the middle of a call prints the context before it.
 void set_crash_context(int rank, const std::string& host, const std::string& doing, const std::string& hint);
 
+/// From now on a crash ends the process at once with `exit_status`, without a line: for the
+/// libraries' clean-up after dlscale has reported a failure of its own, whose line and exit
+/// status must stay what the user reads (HDF5 crashes in MPI_Finalize when it closes a file whose
+/// close failed on a full disk, docs/running.md#exit-codes).
+void end_crashes_with(int exit_status);
+
 }  // namespace dlscale

@@ -92,5 +92,48 @@ class EventsTest(unittest.TestCase):
         self.assertEqual(median_iteration(types.SimpleNamespace(iter_time_s=steps)), 3)
 
 
+class HostRowsTest(unittest.TestCase):
+    """Beyond a row limit a timeline shows hosts, each row the envelope of its ranks."""
+
+    def test_rows_per_rank_then_per_host_then_per_run_of_hosts(self):
+        hosts = ["a"] * 4 + ["b"] * 4
+        self.assertEqual(timeline.host_rows(hosts, limit=8), [(f"rank {r} ({h})", [r]) for r, h in enumerate(hosts)])
+        self.assertEqual(timeline.host_rows(hosts, limit=4), [("a: ranks 0-3", [0, 1, 2, 3]),
+                                                              ("b: ranks 4-7", [4, 5, 6, 7])])
+        six = [f"h{k}" for k in range(6) for _ in range(2)]     # 6 hosts of 2 ranks, 3 rows
+        rows = timeline.host_rows(six, limit=3)
+        self.assertEqual([members for _, members in rows], [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]])
+        self.assertEqual(rows[0][0], "h0..h1 (2 hosts): ranks 0-3")
+        # Ranks of a host need not be consecutive (mpirun --map-by node).
+        self.assertEqual(timeline.host_rows(["a", "b", "a", "b"], limit=2), [("a: ranks 0,2", [0, 2]),
+                                                                            ("b: ranks 1,3", [1, 3])])
+
+    def test_a_host_row_is_the_envelope_of_its_ranks(self):
+        # Both ranks start at rank 0's 1000.0 and take 4 s; phases 1+2+0.5+0.5 and 1+1+1.5+0.5.
+        ce = timeline.grouped_events(two_ranks(bucketed=True), [("h: ranks 0-1", [0, 1])], ["h", "h"])
+        self.assertEqual((ce.ranks, ce.case_ranks, ce.names, ce.hosts, ce.flows), (1, 2, ["h: ranks 0-1"], ["h"], []))
+        compute = [(e.name, e.start_s, e.dur_s) for e in ce.events if e.lane == COMPUTE]
+        expected = [("step 1", 0.0, 4.0), ("forward", 0.0, 1.0), ("backward", 1.0, 1.5),
+                    ("all-reduce (exposed)", 2.5, 1.0), ("update", 3.5, 0.5)]
+        for got, want in zip(compute, expected):
+            self.assertEqual(got[0], want[0])
+            self.assertAlmostEqual(got[1], want[1], places=9)
+            self.assertAlmostEqual(got[2], want[2], places=9)
+        step = next(e for e in ce.events if e.name == "step 1")
+        self.assertEqual((step.args["ranks"], step.args["slowest_rank"]), (2, 0))
+        # Buckets in reduction order: the second first, from the first rank's start to the last's end.
+        reductions = [(e.name, round(e.start_s, 9), round(e.end_s, 9)) for e in ce.events if e.lane == COMMUNICATION]
+        self.assertEqual(reductions, [("bucket 1 of 2", 1.5, 2.6), ("bucket 2 of 2", 2.6, 3.5)])
+
+    def test_timeline_events_switches_at_the_limit(self):
+        case = two_ranks(bucketed=False)
+        self.assertEqual(timeline.timeline_events(case, ["h", "h"], limit=2).names, ["rank 0 (h)", "rank 1 (h)"])
+        grouped = timeline.timeline_events(case, ["h", "h"], limit=1)
+        self.assertEqual((grouped.names, grouped.case_ranks), (["h: ranks 0-1"], 2))
+        # Without buckets the communication lane is the exposed all-reduce's envelope.
+        (reduction,) = [e for e in grouped.events if e.lane == COMMUNICATION]
+        self.assertEqual(reduction.name, "all-reduce")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,6 +1,7 @@
 // The crash report's line (suite/process/crash_report.h), from real faults in a child process
 // (GoogleTest's death tests): what crashed, where, and where a call through a null pointer came
-// from, in the form addr2line takes.
+// from, in the form addr2line takes; and no line, but dlscale's own exit status, once dlscale has
+// reported a failure of its own.
 #include <gtest/gtest.h>
 
 #include "suite/process/crash_report.h"
@@ -49,6 +50,20 @@ TEST(CrashReport, BeforeAnyContextTheLineStillNamesTheSignal) {
         std::abort();
       },
       "dlscale: crashed: SIGABRT\n");
+}
+
+TEST(CrashReport, AfterAFailureOfItsOwnACrashEndsTheProcessWithItsStatusAndNoLine) {
+  // dlscale has printed its line about a full disk and returns 5; HDF5 then crashes closing the
+  // file in MPI_Finalize: the status stays 5 and nothing is added to the line.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_crash_report();
+        set_crash_context(0, "login1", "set-up", "");
+        end_crashes_with(5);
+        store_at(reinterpret_cast<int*>(16));
+      },
+      ::testing::ExitedWithCode(5), "^$");
 }
 
 }  // namespace
