@@ -233,11 +233,7 @@ def grouped_events(case, rows, hosts):
     CaseEvents.hosts the host of each row's first rank."""
     tl, phases, steps = case.timeline, case.phase_time_s, case.iter_time_s
     ranks, iterations = steps.shape
-    a0, a1 = tl.clock_at_s[:, 0:1], tl.clock_at_s[:, 1:2]
-    o0, o1 = tl.clock_offset_s[:, 0:1], tl.clock_offset_s[:, 1:2]
-    span = np.where(a1 != a0, a1 - a0, 1.0)
-    slope = np.where(a1 != a0, (o1 - o0) / span, 0.0)
-    starts = tl.step_start_s + o0 + slope * (tl.step_start_s - a0)   # every rank, rank 0's clock
+    starts = np.stack([tl.on_rank0(r, tl.step_start_s[r]) for r in range(ranks)])   # rank 0's clock
     t0 = float(starts.min())
     starts = starts - t0
     ends = starts + steps

@@ -32,6 +32,10 @@ class CaseMode {
 /// Timing mode: warm-up and timed steps, per-rank samples, utilisation, and with --phases on
 /// more than one rank the all-reduce microbenchmark and the projection (suite/case/timing_mode.cpp).
 /// `reduction_skipped`: the fault-injection hook's one skipped reduction was taken.
+/// The summary of a timing case that succeeded, from its gathered samples (docs/metrics.md):
+/// what `dlscale-report check` recomputes.
+StepSummary step_summary(const StepSamples& steps, const ResolvedCase& c);
+
 std::unique_ptr<CaseMode> make_timing_mode(const CaseContext& ctx, const PeakLookup& peaks, bool& reduction_skipped);
 
 /// Accuracy mode: repeats of epochs over real data (suite/case/accuracy_mode.h).

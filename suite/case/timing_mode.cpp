@@ -406,23 +406,7 @@ CaseProjection case_projection(const ResolvedCase& c, const AllreduceResult& acr
 }
 
 void TimingMode::summarise(CaseResult& r, std::vector<RankUtilisation> meters) const {
-  const int ranks = spec_.ranks;
-  const auto iters = static_cast<int>(r.steps.iterations);
-  StepSummary s;
-  s.stats = step_stats(r.steps.iter_time_s, ranks, iters);
-  s.samples_per_s = static_cast<double>(spec_.global_batch()) / s.stats.median;
-  s.achieved_flops = ctx_.c.train_flops_per_step / s.stats.median;
-  if (!r.steps.exposed_allreduce_s.empty()) {
-    s.exposed_allreduce_median_s = median(slowest_rank(r.steps.exposed_allreduce_s, ranks, iters, 1, {0}));
-    s.exposed_allreduce_least_median_s = median(least_over_ranks(r.steps.exposed_allreduce_s, ranks, iters));
-  }
-  if (spec_.phases) {
-    std::array<double, kPhaseCount> phase{};
-    for (int k = 0; k < kPhaseCount; ++k) {
-      phase[static_cast<size_t>(k)] = median(slowest_rank(r.steps.phase_time_s, ranks, iters, kPhaseCount, {k}));
-    }
-    s.phase_median_s = phase;
-  }
+  StepSummary s = step_summary(r.steps, ctx_.c);
   r.utilisation = case_utilisation(ctx_.c, peaks_, std::move(meters), s.achieved_flops);
   r.summary = s;
 }
@@ -454,6 +438,27 @@ void TimingMode::record(PreparedCase& p, CaseResult& r) {
 }
 
 }  // namespace
+
+StepSummary step_summary(const StepSamples& steps, const ResolvedCase& c) {
+  const int ranks = c.spec.ranks;
+  const auto iters = static_cast<int>(steps.iterations);
+  StepSummary s;
+  s.stats = step_stats(steps.iter_time_s, ranks, iters);
+  s.samples_per_s = static_cast<double>(c.spec.global_batch()) / s.stats.median;
+  s.achieved_flops = c.train_flops_per_step / s.stats.median;
+  if (!steps.exposed_allreduce_s.empty()) {
+    s.exposed_allreduce_median_s = median(slowest_rank(steps.exposed_allreduce_s, ranks, iters, 1, {0}));
+    s.exposed_allreduce_least_median_s = median(least_over_ranks(steps.exposed_allreduce_s, ranks, iters));
+  }
+  if (c.spec.phases) {
+    std::array<double, kPhaseCount> phase{};
+    for (int k = 0; k < kPhaseCount; ++k) {
+      phase[static_cast<size_t>(k)] = median(slowest_rank(steps.phase_time_s, ranks, iters, kPhaseCount, {k}));
+    }
+    s.phase_median_s = phase;
+  }
+  return s;
+}
 
 std::unique_ptr<CaseMode> make_timing_mode(const CaseContext& ctx, const PeakLookup& peaks, bool& reduction_skipped) {
   return std::make_unique<TimingMode>(ctx, peaks, reduction_skipped);

@@ -23,8 +23,8 @@
 #include "io/results_file.h"
 #include "suite/case/case_result.h"
 #include "suite/case/resolved_case.h"
+#include "suite/case/run_mode.h"
 #include "suite/comm/mpi_context.h"
-#include "suite/meters/statistics.h"
 #include "suite/process/stop_signals.h"
 #include "suite/record/provenance.h"
 #include "suite/record/reporters.h"
@@ -43,8 +43,8 @@ int positive(const char* text, const char* what) {
   return static_cast<int>(v);
 }
 
-int write(const std::string& out, int ranks, int iterations, int per_host, int buckets) {
-  std::vector<std::string> hosts;
+/// The rank table of `ranks` ranks, `per_host` to a host named nodeNNNNN.
+std::vector<RankInfo> rank_table_of(int ranks, int per_host) {
   std::vector<RankInfo> table;
   for (int r = 0; r < ranks; ++r) {
     RankInfo info;
@@ -57,47 +57,17 @@ int write(const std::string& out, int ranks, int iterations, int per_host, int b
     info.threads = 8;
     info.network = "ib0 (100000 Mbit/s)";
     info.blas = "SkylakeX";
-    hosts.push_back(info.host);
     table.push_back(info);
   }
-  Registry drivers;
-  register_drivers(drivers);
-  CaseSpec spec;
-  spec.workload = "resnet50";
-  spec.driver = "reference";
-  spec.batch = 32;
-  spec.warmup = 1;
-  spec.iterations = iterations;
-  spec.seed = 42;
-  spec.phases = true;
-  spec.ranks = ranks;
-  spec.bucket_mb = 25;
-  spec.bucket_mb_defaulted = false;
-  const std::vector<ResolvedCase> cases = resolve_cases({spec}, drivers, 8, hosts);
-  const ResolvedCase& c = cases.front();
+  return table;
+}
 
-  ResultsFile file = ResultsFile::create(out, true);
-  {
-    ResultsFile::Update update = file.update();
-    write_provenance(update, table, drivers, ranks,
-                     fmt::format("dlscale_synthetic_results {} {} {}", out, ranks, iterations), "", false);
-    update.commit();
-  }
-
-  // Steps of about 0.3 s, 60% forward and backward, the exposed all-reduce growing with the
-  // ranks' spread, buckets handed over during backward; a host's clock off by up to 5 ms.
+/// Steps of about 0.21 s (forward, backward, exposed all-reduce, update), buckets handed over
+/// during backward and reduced within the step, a host's clock off by up to 5 ms.
+StepSamples synthetic_samples(int ranks, int iterations, int per_host, int buckets) {
   std::mt19937_64 random(42);
   std::uniform_real_distribution<double> jitter(0.95, 1.05);
-  CaseResult r;
-  r.c = &c;
-  r.started_utc = "2026-01-01T00:00:00Z";
-  r.outcome = {Status::kOk, ""};
-  r.overlap = true;
-  r.progress_thread = true;
-  r.allreduce_mechanism = "mpi_buckets_thread";
-  r.allreduce_buckets = buckets;
-  r.memory.assign(static_cast<size_t>(ranks), RankMemory{8LL << 30, 0});
-  StepSamples& s = r.steps;
+  StepSamples s;
   s.iterations = iterations;
   s.buckets = buckets;
   s.bucket_bytes.assign(static_cast<size_t>(buckets), 25e6);
@@ -142,20 +112,46 @@ int write(const std::string& out, int ranks, int iterations, int per_host, int b
   }
   for (int i = 0; i < iterations; ++i) s.loss.push_back(2.3 - 0.001 * i);
   s.timeline = t;
-  StepSummary summary;
-  summary.stats = step_stats(s.iter_time_s, ranks, iterations);
-  summary.samples_per_s = static_cast<double>(spec.global_batch()) / summary.stats.median;
-  summary.achieved_flops = c.train_flops_per_step / summary.stats.median;
-  // As the harness summarises a case (suite/case/timing_mode.cpp), which `dlscale-report check`
-  // recomputes.
-  summary.exposed_allreduce_median_s = median(slowest_rank(s.exposed_allreduce_s, ranks, iterations, 1, {0}));
-  summary.exposed_allreduce_least_median_s = median(least_over_ranks(s.exposed_allreduce_s, ranks, iterations));
-  std::array<double, kPhaseCount> phase{};
-  for (int k = 0; k < kPhaseCount; ++k) {
-    phase[static_cast<size_t>(k)] = median(slowest_rank(s.phase_time_s, ranks, iterations, kPhaseCount, {k}));
+  return s;
+}
+
+int write(const std::string& out, int ranks, int iterations, int per_host, int buckets) {
+  const std::vector<RankInfo> table = rank_table_of(ranks, per_host);
+  std::vector<std::string> hosts;
+  for (const RankInfo& info : table) hosts.push_back(info.host);
+  Registry drivers;
+  register_drivers(drivers);
+  CaseSpec spec;
+  spec.workload = "resnet50";
+  spec.driver = "reference";
+  spec.batch = 32;
+  spec.warmup = 1;
+  spec.iterations = iterations;
+  spec.seed = 42;
+  spec.phases = true;
+  spec.ranks = ranks;
+  spec.bucket_mb = 25;
+  spec.bucket_mb_defaulted = false;
+  const std::vector<ResolvedCase> cases = resolve_cases({spec}, drivers, 8, hosts);
+
+  ResultsFile file = ResultsFile::create(out, true);
+  {
+    ResultsFile::Update update = file.update();
+    write_provenance(update, table, drivers, ranks,
+                     fmt::format("dlscale_synthetic_results {} {} {}", out, ranks, iterations), "", false);
+    update.commit();
   }
-  summary.phase_median_s = phase;
-  r.summary = summary;
+  CaseResult r;
+  r.c = &cases.front();
+  r.started_utc = "2026-01-01T00:00:00Z";
+  r.outcome = {Status::kOk, ""};
+  r.overlap = true;
+  r.progress_thread = true;
+  r.allreduce_mechanism = "mpi_buckets_thread";
+  r.allreduce_buckets = buckets;
+  r.memory.assign(static_cast<size_t>(ranks), RankMemory{8LL << 30, 0});
+  r.steps = synthetic_samples(ranks, iterations, per_host, buckets);
+  r.summary = step_summary(r.steps, cases.front());  // as dlscale summarises; `check` recomputes it
   r.allocator = "glibc";
   r.group = "0000";
   r.wall_s = 0.3 * iterations;
