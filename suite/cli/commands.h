@@ -50,6 +50,11 @@ struct AllreduceArgs {
 };
 
 int run_command(const MpiContext& mpi, const RunArgs& args);
+/// The cases `args` asks for on `world_size` ranks, defaults assigned and checked as `run` checks
+/// them before anything runs (throws UsageError); `suite_name`: the built-in suite they come
+/// from, else empty.
+std::vector<CaseSpec> requested_cases(const RunArgs& args, const Registry& drivers, int world_size,
+                                      std::string& suite_name);
 int allreduce_command(const MpiContext& mpi, const AllreduceArgs& args);
 int peak_command(const MpiContext& mpi, const PeakArgs& args);
 /// The catalog, drivers and suites; with `json_workload`, that workload's full definition as JSON.

@@ -10,6 +10,26 @@
 
 namespace dlscale {
 
+std::string one_line(const std::string& text) {
+  std::string line;
+  line.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      line += fmt::format("\\x{:02x}", c);
+    } else {
+      line += ch;
+    }
+  }
+  return line;
+}
+
 bool report_usage_error(MPI_Comm comm, const std::string& message) {
   int rank = 0, size = 1;
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
@@ -19,7 +39,7 @@ bool report_usage_error(MPI_Comm comm, const std::string& message) {
   DLSCALE_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == size) return false;
   if (rank == first) {
-    fmt::print(stderr, "dlscale: error: {}\n", message);
+    fmt::print(stderr, "dlscale: error: {}\n", one_line(message));
     std::fflush(stderr);
   }
   return true;

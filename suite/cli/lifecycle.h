@@ -19,7 +19,11 @@
 
 namespace dlscale {
 
-/// Prints `message` as one "dlscale: error: …" line from the first rank that has one and returns
+/// `text` with its control characters written out (\n, \r, \t, \xHH): a message that quotes
+/// what a user typed stays one line whatever was typed.
+std::string one_line(const std::string& text);
+
+/// Prints `message` as one "dlscale: error: …" line (one_line) from the first rank that has one and returns
 /// true on every rank when any rank has one. Collective over `comm`.
 bool report_usage_error(MPI_Comm comm, const std::string& message);
 

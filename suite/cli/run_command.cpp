@@ -145,16 +145,26 @@ void check_suite_fits(const std::vector<CaseSpec>& specs, const std::string& sui
                   suite_name, most, world_size, most, args.command_line));
 }
 
+}  // namespace
+
+std::vector<CaseSpec> requested_cases(const RunArgs& args, const Registry& drivers, int world_size,
+                                      std::string& suite_name) {
+  std::vector<CaseSpec> specs = expand(requested_matrices(args, suite_name), world_size);
+  check_suite_fits(specs, suite_name, args, world_size);
+  assign_defaults(specs, drivers);
+  validate_request(specs, drivers, world_size);
+  return specs;
+}
+
+namespace {
+
 /// Resolves the request into cases and checks everything a user can get wrong (throws
 /// UsageError). Rank 0 takes the results file's lock (and checks what --resume continues) before
 /// anything that can wait or take long (data, devices, other ranks), so that a second writer is
 /// refused at once; nothing is written before the first commit.
 void plan_run(const MpiContext& mpi, const RunArgs& args, const Registry& drivers, RunPlan& plan) {
   std::string suite_name;
-  std::vector<CaseSpec> specs = expand(requested_matrices(args, suite_name), mpi.size());
-  check_suite_fits(specs, suite_name, args, mpi.size());
-  assign_defaults(specs, drivers);
-  validate_request(specs, drivers, mpi.size());
+  const std::vector<CaseSpec> specs = requested_cases(args, drivers, mpi.size(), suite_name);
   plan.cases = resolve_cases(specs, drivers, mpi.default_threads(), mpi.hosts());
   plan.out_path = args.out.value_or(default_out(args, suite_name));
   plan.skip.assign(specs.size(), 0);

@@ -120,6 +120,9 @@ c("run", "--config", "m.toml", files=T('workload = "mnist_fnn"\nbucket_mb = -1\n
 c("run", "--config", "m.toml", files=T('workload = "mnist_fnn"\nbatch = 0\n'), names=["m.toml:2: batch must be"])
 c("run", "-w", W, "--out", "fifo.h5", "--overwrite", files={"fifo.h5": FIFO}, names=["fifo.h5: not a regular file"])
 c("run", "-w", W, "--out", "fifo.h5", "--resume", files={"fifo.h5": FIFO}, names=["fifo.h5: not a regular file"])
+# control characters in what is quoted stay one line: written out as \n, \t, \x1b
+c("run", "-w", "mnist_fnn\nresnet50", names=["mnist_fnn\\nresnet50"])
+c("run", "-w", W, "--data", "mnist:/no\tsuch\x1b[2J", names=["mnist:/no\\tsuch\\x1b[2J"])
 
 
 
