@@ -464,6 +464,16 @@ void MatrixOverrides::apply(MatrixSpec& m) const {
   for (const Axis* axis : given) axis->copy(values, m);
 }
 
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+./:,@%") ==
+                        std::string::npos) {
+    return s;
+  }
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 std::string CaseSpec::command() const {
   std::vector<const Axis*> order;
   for (const Axis& a : axes()) order.push_back(&a);
@@ -473,7 +483,7 @@ std::string CaseSpec::command() const {
   for (const Axis* a : order) {
     if (!a->in_command(*this)) continue;
     const std::string flag(a->flag, std::find(a->flag, a->flag + std::strlen(a->flag), ','));
-    cmd += a->flag_only ? " " + flag : fmt::format(" {} {}", flag, a->print(*this));
+    cmd += a->flag_only ? " " + flag : fmt::format(" {} {}", flag, shell_quote(a->print(*this)));
   }
   return cmd;
 }

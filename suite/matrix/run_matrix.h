@@ -185,6 +185,10 @@ struct MatrixOverrides {
   void apply(MatrixSpec& m) const;
 };
 
+/// `s` as one word for a POSIX shell: as it is when it holds only characters no shell treats
+/// specially, else in single quotes.
+std::string shell_quote(const std::string& s);
+
 /// Splits a comma-separated workload list where a workload may carry several overrides:
 /// "fcn5:features=64,width=32,mnist_fnn" -> {"fcn5:features=64,width=32", "mnist_fnn"} (an
 /// item with '=' but no ':' continues the previous workload's overrides).

@@ -348,6 +348,16 @@ TEST(RunMatrix, CommandLineRerunsTheCase) {
             "--warmup 0 --iterations 2 --seed 0 --phases");
 }
 
+TEST(RunMatrix, CommandLineQuotesWhatAShellWouldSplit) {
+  // The line is printed for users to paste: a value with spaces or shell characters is one word.
+  CaseSpec c = good_case();
+  c.data = "mnist:/data/my digits/it's";
+  EXPECT_NE(c.command().find(" --data 'mnist:/data/my digits/it'\\''s'"), std::string::npos) << c.command();
+  EXPECT_EQ(shell_quote("mnist:/data/digits"), "mnist:/data/digits");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("a;b"), "'a;b'");
+}
+
 TEST(RunMatrix, BucketsOf25MbByDefaultNamedInEveryKeyOfSeveralRanks) {
   const auto cases = expand(parse_matrix_toml("workload = \"fcn5\"\nranks = [1, 2]\n", "b.toml"), 2);
   ASSERT_EQ(cases.size(), 2u);
