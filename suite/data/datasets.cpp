@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "io/token_file.h"
+#include "suite/process/read_guard.h"
 #include "workloads/catalog.h"
 #include "workloads/data/cifar10.h"
 #include "workloads/data/imdb.h"
@@ -91,6 +92,9 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec) {
   }
   if (kind == "imdb") return open_imdb(spec, rest);
   if (kind == "tokens") {
+    // A damaged file can stop HDF5 inside one call for ever: the guard then ends the job, naming
+    // the file, as bad input.
+    const ReadGuard reading(fmt::format("dlscale: error: --data {}", spec), read_stall_seconds());
     TokenData data = read_token_file(rest);
     return std::make_unique<TokenDataset>("tokens:" + rest, std::move(data.tokens), std::move(data.labels), data.vocab,
                                           data.seq_len, data.label_per_step);

@@ -10,24 +10,23 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
 
 #include "io/hdf5_progress.h"
+#include "suite/errors.h"
 #include "suite/process/watchdog.h"
 
 namespace dlscale {
 
 /// The seconds without progress a ReadGuard allows: DLSCALE_READ_STALL_S, else 120 (reading a
-/// case takes milliseconds). Throws std::invalid_argument naming a value that is not a number
-/// of seconds > 0.
+/// case takes milliseconds). Throws UsageError naming a value that is not a number of seconds > 0.
 inline double read_stall_seconds() {
   const char* text = std::getenv("DLSCALE_READ_STALL_S");
   if (text == nullptr) return 120;
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
   if (end == text || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds)) {
-    throw std::invalid_argument(std::string("DLSCALE_READ_STALL_S '") + text + "': not a number of seconds > 0");
+    throw UsageError(std::string("DLSCALE_READ_STALL_S '") + text + "': not a number of seconds > 0");
   }
   return seconds;
 }

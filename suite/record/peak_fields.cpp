@@ -9,6 +9,7 @@
 #include "suite/errors.h"
 #include "suite/matrix/run_matrix.h"
 #include "suite/meters/wall_clock.h"
+#include "suite/process/read_guard.h"
 
 namespace dlscale {
 
@@ -65,6 +66,9 @@ GroupRecord peak_group(const std::vector<PeakRow>& rows, const std::string& sour
 }
 
 std::vector<PeakRow> read_peak_file(const std::string& path, std::string* where) {
+  // A damaged file can stop HDF5 inside one call for ever: the guard then ends the job, naming
+  // the file, as bad input.
+  const ReadGuard reading(fmt::format("dlscale: error: --peak {}", path), read_stall_seconds());
   try {
     const ResultsFile f = ResultsFile::open(path, false);
     const std::vector<std::string> groups = f.group_names("peak");

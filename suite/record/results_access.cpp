@@ -42,15 +42,6 @@ const char* file_kind(mode_t mode) {
   return "not a plain file";
 }
 
-/// DLSCALE_READ_STALL_S, a bad value of which is bad input.
-double read_stall_limit() {
-  try {
-    return read_stall_seconds();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
-
 }  // namespace
 
 ResultsFile open_results(const std::string& path, bool overwrite, bool resume, bool default_path, int world_size) {
@@ -77,7 +68,7 @@ ResultsFile open_results(const std::string& path, bool overwrite, bool resume, b
       if (!exists) throw UsageError(fmt::format("--resume: {} does not exist", path));
       // A damaged file can stop HDF5 inside one call for ever: the guard then ends the job,
       // naming the file, as bad input.
-      const ReadGuard reading(fmt::format("dlscale: error: --resume: {}", path), read_stall_limit());
+      const ReadGuard reading(fmt::format("dlscale: error: --resume: {}", path), read_stall_seconds());
       ResultsFile f = ResultsFile::open(path, true);
       f.check_complete();
       RootRecord root;
