@@ -2,7 +2,10 @@
 // handles and checked calls.
 #include "io/token_file.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include "io/h5.h"
@@ -50,8 +53,27 @@ std::vector<int64_t> read_int_dataset(hid_t file, const std::string& path, const
   }
   dims->assign(static_cast<size_t>(rank), 0);
   DLSCALE_CHECK_H5(H5Sget_simple_extent_dims(space.get(), dims->data(), nullptr));
+  // What a damaged header announces is checked before anything is allocated for it: a count
+  // that overflows or needs more memory than the machine has, or, stored uncompressed, more
+  // bytes than the file holds for it.
+  const std::string announced = path + ": /" + name + " announces " + dims_text(*dims) + " values";
   hsize_t n = 1;
-  for (hsize_t d : *dims) n *= d;
+  for (hsize_t d : *dims) {
+    if (d != 0 && n > std::numeric_limits<hsize_t>::max() / d) throw std::invalid_argument(announced + ": too many");
+    n *= d;
+  }
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (static_cast<double>(n) * sizeof(int64_t) > memory) {
+    throw std::invalid_argument(announced + ", more than this machine's memory holds as int64");
+  }
+  h5::PropList create(DLSCALE_CHECK_H5(H5Dget_create_plist(ds.get())));
+  const size_t stored_per_value = H5Tget_size(type.get());
+  if (stored_per_value == 0) throw h5::H5Error("H5Tget_size(" + path + ": /" + name + ") failed");
+  if (DLSCALE_CHECK_H5(H5Pget_nfilters(create.get())) == 0 &&
+      static_cast<double>(H5Dget_storage_size(ds.get())) < static_cast<double>(n) * stored_per_value) {
+    throw std::invalid_argument(announced + " of " + std::to_string(stored_per_value) + " bytes, and the file holds " +
+                                std::to_string(H5Dget_storage_size(ds.get())) + " bytes of them: it is damaged");
+  }
   std::vector<int64_t> data(n);
   if (n > 0) DLSCALE_CHECK_H5(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
   return data;

@@ -441,6 +441,8 @@ TEST(TokenDataset, RejectsBadFilesNamingThem) {
     h5::Dataspace space(DLSCALE_CHECK_H5(H5Screate_simple(1, dims, nullptr)));
     h5::Dataset ds(DLSCALE_CHECK_H5(
         H5Dcreate2(f.get(), "labels", H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    const int32_t labels[2] = {0, 1};
+    DLSCALE_CHECK_H5(H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels));
   }
   expect_invalid([&] { open_dataset("tokens:" + path); }, {path, "/labels is [2]", "/tokens is [3, 4]"});
 }
@@ -471,6 +473,35 @@ TEST(TokenDataset, Int32FilesAreAccepted) {
   EXPECT_FALSE(d.label_per_step);
   EXPECT_EQ(d.tokens, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(d.labels, (std::vector<int64_t>{1, 0}));
+}
+
+TEST(TokenDataset, RefusesSizesTheFileCannotHold) {
+  // A damaged header may announce any dims: nothing is allocated for them until they are
+  // checked against the machine's memory and, stored unfiltered, against the bytes the file has.
+  TempDir dir;
+  const std::string path = dir.file("announced.h5");
+  h5::silence_error_printing();
+  const auto announce = [&](hsize_t rows) {
+    h5::File f(DLSCALE_CHECK_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
+    const hsize_t tdims[2] = {rows, 4}, ldims[1] = {rows}, tchunk[2] = {1, 4}, lchunk[1] = {1};
+    h5::Dataspace ts(DLSCALE_CHECK_H5(H5Screate_simple(2, tdims, nullptr)));
+    h5::Dataspace ls(DLSCALE_CHECK_H5(H5Screate_simple(1, ldims, nullptr)));
+    h5::PropList tcreate(DLSCALE_CHECK_H5(H5Pcreate(H5P_DATASET_CREATE)));
+    h5::PropList lcreate(DLSCALE_CHECK_H5(H5Pcreate(H5P_DATASET_CREATE)));
+    DLSCALE_CHECK_H5(H5Pset_chunk(tcreate.get(), 2, tchunk));
+    DLSCALE_CHECK_H5(H5Pset_chunk(lcreate.get(), 1, lchunk));
+    // Chunked and never written: the header has the dims, the file none of the values.
+    h5::Dataset td(DLSCALE_CHECK_H5(
+        H5Dcreate2(f.get(), "tokens", H5T_STD_I64LE, ts.get(), H5P_DEFAULT, tcreate.get(), H5P_DEFAULT)));
+    h5::Dataset ld(DLSCALE_CHECK_H5(
+        H5Dcreate2(f.get(), "labels", H5T_STD_I64LE, ls.get(), H5P_DEFAULT, lcreate.get(), H5P_DEFAULT)));
+    h5::set_attr(f.get(), "vocab", int64_t{7});
+  };
+  announce(hsize_t{1} << 60);
+  expect_invalid([&] { open_dataset("tokens:" + path); }, {path, "/tokens announces", "more than this machine's memory"});
+  announce(1000);
+  expect_invalid([&] { open_dataset("tokens:" + path); },
+                 {path, "/tokens announces [1000, 4] values of 8 bytes", "holds 0 bytes of them", "damaged"});
 }
 
 // IMDB: a tiny aclImdb-shaped directory. Vocabulary ranks the=1 … café=7 give ids 4 … 10.

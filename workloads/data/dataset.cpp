@@ -3,6 +3,7 @@
 #include "workloads/data/dataset.h"
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +135,9 @@ TokenDataset::TokenDataset(std::string name, std::vector<int64_t> tokens, std::v
     }
     if (!label_per_step_ && l < 0) {
       throw std::invalid_argument(fmt::format("{}: label {} of sequence {} is negative", name_, l, i));
+    }
+    if (!label_per_step_ && l == std::numeric_limits<int64_t>::max()) {
+      throw std::invalid_argument(fmt::format("{}: label {} of sequence {} is too large for a class", name_, l, i));
     }
     if (!label_per_step_) num_classes_ = std::max(num_classes_, l + 1);
   }
