@@ -163,13 +163,23 @@ def _plots_missing(args):
     return None
 
 
+# The warnings of the command being run (_warn_damaged), printed by run() once the command has done
+# its work; one that then fails ends with its one error line, the warnings folded into it.
+_warnings = []
+
+
 def _warn_damaged(files):
     """One line per file that has damaged groups: they are left out, the rest is reported."""
     from .schema import describe_damaged
     for f in files:
         if f.damaged:
-            print(f"{PROG}: warning: {f.path}: damaged, skipped: {describe_damaged(f.damaged)}; "
-                  f"{len(f.cases) + len(f.accuracy)} case(s) read", file=sys.stderr)
+            _warnings.append(f"{f.path}: damaged, skipped: {describe_damaged(f.damaged)}; "
+                             f"{len(f.cases) + len(f.accuracy)} case(s) read")
+
+
+def _failed(message):
+    """The one error line of a command that failed, naming the damaged groups it skipped, if any."""
+    return _error(f"{message} ({'; '.join(_warnings)})" if _warnings else message)
 
 
 def _inputs(args):
@@ -384,24 +394,32 @@ def run(argv=None, reading=None):
         return _error(missing)
     from . import schema
     from .schema import ReportError
+    import numpy as np
     schema.reading = reading
+    _warnings.clear()
     try:
-        return _run(args)
+        # IEEE arithmetic: a zero time or a huge one gives inf or NaN in the tables (and the
+        # figures), never numpy's RuntimeWarning lines on stderr.
+        with np.errstate(all="ignore"):
+            code = _run(args)
     except ReportError as e:
-        return _error(e)
+        return _failed(e)
     except BrokenPipeError:
         # `dlscale-report ... | head`: the reader left; not an error of ours. Point stdout
         # at /dev/null so that the interpreter's final flush does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        code = 0
     except OSError as e:
         # Reading errors became ReportError in schema.py; this is writing -o DIR.
-        return _error(f"cannot write output: {e}")
+        return _failed(f"cannot write output: {e}")
     except Exception as e:     # noqa: BLE001  (the last resort: one line, never a traceback)
         # schema.py turns what h5py raises for a damaged file into ReportError or a skipped
         # group; anything that still gets here is unexpected, from one of the inputs.
-        return _error(f"{_inputs(args)}: unexpected {type(e).__name__} "
-                      f"({' '.join(str(e).split()) or 'no message'}); please report it with the file")
+        return _failed(f"{_inputs(args)}: unexpected {type(e).__name__} "
+                       f"({' '.join(str(e).split()) or 'no message'}); please report it with the file")
+    for line in _warnings:
+        print(f"{PROG}: warning: {line}", file=sys.stderr)
+    return code
 
 
 # What a library dies of inside the process: HDF5 1.10 on some damaged files (a bit flipped in

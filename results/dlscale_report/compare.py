@@ -12,7 +12,7 @@ contended (docs/metrics.md) is marked in its row and named in a note.
 
 from .conditions import contended, contention_text
 from .mannwhitney import mann_whitney
-from .stats import case_stats, step_times
+from .stats import _div, case_stats, step_times
 from .study import case_ref, dedupe, describe, hosts_count, match_key, placement_of
 from .tables import Column, Table, key_cell, ms, ratio
 
@@ -58,7 +58,7 @@ def compare_rows(cases_a, cases_b):
             test = mann_whitney(xb, xa)
             row.update(n_a=len(xa), n_b=len(xb), median_a_ms=sa["step_median_s"] * 1e3,
                        median_b_ms=sb["step_median_s"] * 1e3,
-                       ratio_b_a=sb["step_median_s"] / sa["step_median_s"],
+                       ratio_b_a=_div(sb["step_median_s"], sa["step_median_s"]),  # A's median may be 0
                        u_b=test.u, p_value=test.p,
                        test_method=f"{test.method} ({test.implementation})")
         rows.append(row)

@@ -6,6 +6,7 @@ directory and returns [(path, caption)]. matplotlib is imported here only, so
 `summary` and `check` keep working on machines without it.
 """
 
+import math
 import os
 import textwrap
 
@@ -500,13 +501,22 @@ def allreduce_plot(benchmarks, outdir):
     from .allreduce import label
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     several = len({ar.file for ar in benchmarks}) > 1
+    shown = {ax1: 0, ax2: 0}
     for ar, color in zip(benchmarks, _colors(len(benchmarks))):
         for ax, bw in ((ax1, ar.algbw_gbps), (ax2, ar.busbw_gbps)):
-            # A log axis cannot show 0 (busbw is 0 on one rank); leave such points out.
-            pts = [(n, b) for n, b in zip(ar.bytes.tolist(), bw.tolist()) if n > 0 and b > 0]
+            # A log axis cannot show 0 (busbw is 0 on one rank) or inf (a time of 0); leave such
+            # points out.
+            pts = [(n, b) for n, b in zip(ar.bytes.tolist(), bw.tolist()) if n > 0 and 0 < b < math.inf]
             ax.plot([n for n, _ in pts], [b for _, b in pts], "o-", color=color, ms=3,
                     label=label(ar, several))
+            shown[ax] += len(pts)
     for ax, what in ((ax1, "algbw"), (ax2, "busbw")):
+        if not shown[ax]:
+            # Nothing to draw (every benchmark on one rank: busbw 0): matplotlib refuses log axes
+            # without a positive value.
+            ax.text(0.5, 0.5, f"no {what} above 0", ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(f"all-reduce {what}")
+            continue
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("message size (bytes, log2)")

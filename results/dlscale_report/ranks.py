@@ -6,9 +6,7 @@ the median, mean and maximum of its own iteration times; the straggler is the
 rank with the largest median (ties: the lowest rank), as in straggler_ratio.
 """
 
-import math
-
-from .stats import median, rank_medians, straggler_ratio
+from .stats import mean, median, rank_medians, straggler_ratio
 from .study import describe
 from .tables import Column, Table, key_cell, ms, ratio
 
@@ -69,7 +67,7 @@ def rank_rows(cases, hosts_for):
             rows.append({"file": case.file, "case": case.name, "label": describe(case),
                          "rank": r, "world_rank": world[r], "host": hosts.get(world[r], ""),
                          "median_ms": median(samples) * 1e3,
-                         "mean_ms": math.fsum(samples) / len(samples) * 1e3,
+                         "mean_ms": mean(samples) * 1e3,
                          "max_ms": max(samples) * 1e3, "straggler": int(r == slow),
                          "straggler_ratio": ratio_})
     return rows

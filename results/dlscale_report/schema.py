@@ -148,6 +148,68 @@ def attrs_dict(obj):
     return {key: decode(value) for key, value in obj.attrs.items()}
 
 
+# The type of each attribute of the groups docs/schema.md lays out, by name (a name has one type
+# wherever it appears): str, int, or a number (float64; an integer passes, as where a writer gave a
+# count). Every attribute dlscale writes is a scalar of one of these; others may be any scalar.
+_NUMBER, _SCALAR = (int, float), (str, int, float)
+ATTR_TYPES = {
+    **dict.fromkeys((
+        # cases
+        "workload", "driver", "device_type", "precision", "isa", "denormals", "scaling", "participants",
+        "placement", "data", "case_key", "started_utc", "status", "allreduce_mechanism",
+        "mpi_allreduce_settings", "blas_core", "blas_core_chosen", "blas_core_reason", "message", "mode",
+        "optimizer", "lr_scaling", "allocator", "test_data",
+        # summary, utilisation, projection, timeline, noise_scale, simulations, /allreduce, /peak, /runs
+        "peak_share_note", "peak", "energy", "model", "network_note", "clock", "clock_sync", "definition",
+        "source", "simgrid_version", "platform", "platform_toml", "platform_xml", "allreduce",
+        "allreduce_source", "progress", "bucket_readiness", "backend", "dtype", "case", "network",
+        "measured_utc", "command_line", "config", "dlscale_version", "git_commit"), str),
+    **dict.fromkeys((
+        "ranks", "hosts", "batch_per_rank", "global_batch", "threads", "warmup", "iterations", "seed",
+        "params", "phases", "overlap", "progress_thread", "allreduce_buckets", "allreduce_lanes",
+        "allreduce_segment_bytes", "blas_core_below_cpu", "accumulate", "lr_base_batch", "run", "epochs",
+        "repeats", "train_samples", "validation_samples", "test_samples", "eval_every", "contended",
+        "fit_ranks", "ranks_per_host", "steps", "measured_ranks", "segment_bytes", "resumed", "world_size",
+        "epochs_run", "target_reached", "target_epoch", "evaluations", "steps_run", "samples_run",
+        "steps_to_target", "samples_to_target", "targets_reached"), int),
+    **dict.fromkeys((
+        "train_flops_per_step", "grad_bytes", "bucket_mb", "wall_s", "learning_rate", "scaled_learning_rate",
+        "validation_fraction", "target_accuracy", "lr_warmup_epochs",
+        "step_median_s", "step_p05_s", "step_p95_s", "step_mean_s", "step_std_s", "step_cv", "ci95_low_s",
+        "ci95_high_s", "ci_coverage", "samples_per_s", "achieved_flops", "straggler_ratio", "cpu_utilisation",
+        "busy_cores", "user_s_per_step", "system_s_per_step", "system_share", "page_faults_per_step",
+        "major_faults_per_step", "cpu_wait_share", "cpu_steal_share", "peak_flops", "peak_share",
+        "energy_j_per_step", "energy_j_per_sample", "exposed_allreduce_median_s",
+        "exposed_allreduce_least_median_s", "forward_median_s", "backward_median_s", "allreduce_median_s",
+        "update_median_s",
+        "alpha_s", "beta_s_per_byte", "compute_s", "within_alpha_s", "within_beta_s_per_byte",
+        "between_alpha_s", "between_beta_s_per_byte", "measured_step_s", "error", "seconds",
+        "batch_small", "batch_big", "grad_sq", "trace", "simple", "ci95_low", "ci95_high",
+        "train_time_s", "test_time_s", "test_accuracy", "test_loss", "time_to_target_s", "epochs_to_target")
+        + ACCURACY_SUMMARY_INTERVALS, _NUMBER),
+}
+
+
+def _group_attrs(obj):
+    """attrs_dict() of a group dlscale writes, its attributes checked against ATTR_TYPES: one of
+    another type, or not a scalar (an array, a null dataspace), makes the group damaged."""
+    attrs = attrs_dict(obj)
+    for key, kind in ((key, ATTR_TYPES.get(key, _SCALAR)) for key in attrs):
+        _check_type(key, attrs[key], kind)
+    return attrs
+
+
+def _check_type(key, value, kind):
+    if not isinstance(value, kind) or isinstance(value, bool):
+        name = {str: "str", int: "int", _NUMBER: "a number", _SCALAR: "a scalar"}[kind]
+        raise _Damaged(f"attribute '{key}' is {type(value).__name__} {_short(value)}, not {name}")
+
+
+def _short(value, width=40):
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 class CaseAttrs:
     """What timing and accuracy cases share: their attributes, read the same way. The subclasses
     hold `file`, `name` and `attrs`."""
@@ -400,7 +462,7 @@ def _check_attrs(attrs):
 
 
 def _read_case(path, name, group):
-    attrs = attrs_dict(group)
+    attrs = _group_attrs(group)
     _check_attrs(attrs)
     ok = attrs["status"] == "ok"
     # dlscale writes a case whole (docs/schema.md): a part missing is a damaged case, reported
@@ -435,11 +497,11 @@ def _read_case(path, name, group):
         phase_time_s=phase_time,
         loss=_dataset(group, "loss", np.float64),
         memory=_dataset(group, "memory"),
-        summary=attrs_dict(summary) if isinstance(summary, h5py.Group) else None,
+        summary=_group_attrs(summary) if isinstance(summary, h5py.Group) else None,
         projection=_read_projection(projection)
         if isinstance(projection, h5py.Group) else None,
         exposed_allreduce_s=exposed,
-        utilisation=Utilisation(attrs=attrs_dict(utilisation), per_rank=_dataset(utilisation, "per_rank"))
+        utilisation=Utilisation(attrs=_group_attrs(utilisation), per_rank=_dataset(utilisation, "per_rank"))
         if isinstance(utilisation, h5py.Group) else None,
         timeline=_read_timeline(group, iter_time.shape),
         noise=_read_noise(group),
@@ -453,7 +515,7 @@ def _read_noise(group):
     noise = _get(group, "noise_scale")
     if not isinstance(noise, h5py.Group):
         return None
-    attrs = attrs_dict(noise)
+    attrs = _group_attrs(noise)
     missing = [k for k in NOISE_SCALE_ATTRS if k not in attrs]
     if missing:
         raise _Damaged(f"noise_scale lacks attribute(s) {', '.join(missing)}")
@@ -485,7 +547,7 @@ def _read_timeline(group, steps_shape):
 
 def _read_accuracy_case(path, name, group):
     """An accuracy case: its attributes, and for an ok case every repeat and the summary."""
-    attrs = attrs_dict(group)
+    attrs = _group_attrs(group)
     for key, kind in REQUIRED_CASE_ATTRS:
         if key not in attrs:
             raise _Damaged(f"lacks attribute '{key}'")
@@ -502,7 +564,7 @@ def _read_accuracy_case(path, name, group):
         rgroup = repeats_group[rname]
         if not isinstance(rgroup, h5py.Group):
             continue
-        rattrs = attrs_dict(rgroup)
+        rattrs = _group_attrs(rgroup)
         missing = [k for k in REPEAT_ATTRS_REQUIRED if k not in rattrs]
         if missing:
             raise _Damaged(f"repeat {rname} lacks attribute(s) {', '.join(missing)}")
@@ -519,7 +581,7 @@ def _read_accuracy_case(path, name, group):
         repeats.append(Repeat(name=rname, attrs=rattrs, epochs=epochs))
     if not repeats:
         raise _Damaged("an accuracy case with no repeat")
-    return AccuracyCase(file=path, name=name, attrs=attrs, repeats=repeats, summary=attrs_dict(summary),
+    return AccuracyCase(file=path, name=name, attrs=attrs, repeats=repeats, summary=_group_attrs(summary),
                         noise=_read_noise(group))
 
 
@@ -538,7 +600,7 @@ def _read_projection(group):
                        f"{eff.shape}; expected three of the same length")
     if between is not None and between.shape != ranks.shape:
         raise _Damaged(f"projection dataset between_hosts has shape {between.shape}, expected {ranks.shape}")
-    return Projection(attrs=attrs_dict(group), ranks=ranks, step_s=step, efficiency=eff,
+    return Projection(attrs=_group_attrs(group), ranks=ranks, step_s=step, efficiency=eff,
                       between_hosts=between)
 
 
@@ -552,7 +614,7 @@ def _read_simulation(path, name, group):
         raise _Damaged(f"datasets {', '.join(SIMULATION_DATASETS)} must be of one length k > 0, are "
                        + ", ".join(str(v.shape) for v in data.values()))
     buckets = {key: _dataset(group, key, np.float64) for key in SIMULATION_BUCKET_DATASETS}
-    return Simulation(name=name, attrs=attrs_dict(group), **data, **buckets)
+    return Simulation(name=name, attrs=_group_attrs(group), **data, **buckets)
 
 
 def _read_simulations(parent):
@@ -582,21 +644,28 @@ def _read_allreduce(path, name, group):
             data[key].shape != n for key in ("algbw_gbps", "busbw_gbps", "errors")):
         raise _Damaged(f"dataset shapes do not match bytes[{n[0] if n else '?'}] "
                        "(time_s must be [ranks, sizes, iterations])")
-    return AllReduce(file=path, name=name, attrs=attrs_dict(group), **data)
+    return AllReduce(file=path, name=name, attrs=_group_attrs(group), **data)
 
 
 def _read_peak(path, name, group):
-    return Peak(name=name, attrs=attrs_dict(group), rates=_dataset(group, "rates"))
+    return Peak(name=name, attrs=_group_attrs(group), rates=_dataset(group, "rates"))
+
+
+def _is_rank_table(ranks):
+    """Whether a dataset read is a rank table (docs/schema.md): one row per rank, its `rank`
+    field, where it has one, an integer (ranks.hosts_of looks hosts up by it)."""
+    names = ranks.dtype.names if isinstance(ranks, np.ndarray) else None
+    return names is not None and ranks.ndim == 1 and ("rank" not in names or ranks.dtype["rank"].kind in "iu")
 
 
 def _read_run(path, name, group):
     ranks = _dataset(group, "ranks")
-    if ranks is None or ranks.dtype.names is None:
+    if not _is_rank_table(ranks):
         raise _Damaged("no rank table")
     software, environment = _get(group, "software"), _get(group, "environment")
-    return Run(name=name, attrs=attrs_dict(group), ranks=ranks,
-               software=attrs_dict(software) if isinstance(software, h5py.Group) else {},
-               environment=attrs_dict(environment) if isinstance(environment, h5py.Group) else {})
+    return Run(name=name, attrs=_group_attrs(group), ranks=ranks,
+               software=_group_attrs(software) if isinstance(software, h5py.Group) else {},
+               environment=_group_attrs(environment) if isinstance(environment, h5py.Group) else {})
 
 
 def _members(parent, width=4):
@@ -735,7 +804,7 @@ def _load(f, path, only):
     try:
         attrs = attrs_dict(f)
         ranks = _dataset(f, "system/ranks")
-        if ranks is None or ranks.dtype.names is None:
+        if not _is_rank_table(ranks):
             raise ReportError(f"{path}: no /system/ranks table (not a complete dlscale file)")
         software = _get(f, "system/software")
         software = attrs_dict(software) if isinstance(software, h5py.Group) else {}

@@ -29,6 +29,28 @@ def _div(a, b):
     return a / b
 
 
+def _sum(values):
+    """math.fsum (correctly rounded), or where that overflows the IEEE sum: inf of the sign."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return sum(values)
+
+
+def mean(values):
+    """The arithmetic mean, kept within the values' minimum and maximum: dividing their correctly
+    rounded sum can round a mean of equal values just past them, and a sum past the largest float
+    would be inf, though no mean of floats is."""
+    x = [float(v) for v in values]
+    if not x:
+        raise ValueError("mean of no samples")
+    try:
+        m = math.fsum(x) / len(x)
+    except OverflowError:
+        m = math.fsum(v / len(x) for v in x)
+    return min(max(m, min(x)), max(x))
+
+
 def median(values):
     """The usual median: mean of the two middle values when n is even."""
     x = sorted(values)
@@ -84,7 +106,10 @@ def median_ci_order(n, level=0.95):
 def straggler_ratio(iter_time_s):
     """Slowest rank's median iteration time over the median of per-rank medians."""
     per_rank = rank_medians(iter_time_s)
-    return _div(max(per_rank), median(per_rank))
+    typical = median(per_rank)
+    # 1 where the median rank's median is 0 (or less), as dlscale records it
+    # (suite/meters/statistics.cpp): no rank is typically slower than the others there.
+    return max(per_rank) / typical if typical > 0 else 1.0
 
 
 def step_times(iter_time_s):
@@ -132,8 +157,10 @@ def compute_stats(iter_time_s, global_batch, train_flops_per_step):
     x = sorted(steps)
     n = len(x)
     step_median = median(x)
-    mean = math.fsum(x) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in x) / (n - 1)) if n > 1 else 0.0
+    # Past the largest float a sum is inf, as in dlscale's own IEEE arithmetic, where fsum and **
+    # would raise OverflowError: sum() then, and (v - mean) * (v - mean).
+    mean = _sum(x) / n
+    std = math.sqrt(_sum([(v - mean) * (v - mean) for v in x]) / (n - 1)) if n > 1 else 0.0
     k, coverage = median_ci_order(n)
     return {
         "step_median_s": step_median,
@@ -141,7 +168,7 @@ def compute_stats(iter_time_s, global_batch, train_flops_per_step):
         "step_p95_s": percentile(x, 95),
         "step_mean_s": mean,
         "step_std_s": std,
-        "step_cv": _div(std, mean),
+        "step_cv": std / mean if mean > 0 else 0.0,   # docs/metrics.md: 0 when the mean is 0
         "ci95_low_s": x[k - 1],           # 1-based x_(k)
         "ci95_high_s": x[n - k],          # 1-based x_(n-k+1)
         "ci_coverage": coverage,

@@ -184,7 +184,9 @@ def write_results(path, cases, schema="dlscale/1", bytes_strings=False, allreduc
                 ref = reference_stats(t, global_batch, c["flops"])
                 sg = g.create_group("summary")
                 for name, value in list(ref.items()) + list(c.get("summary_extra", {}).items()):
-                    sg.attrs[name] = value if isinstance(value, str) else np.float64(value)
+                    # As dlscale writes them: counts and flags (contended) int64, the rest float64.
+                    sg.attrs[name] = (value if isinstance(value, str) else np.int64(value)
+                                      if isinstance(value, (int, np.integer)) else np.float64(value))
         for i, ar in enumerate(allreduce):
             g = f.create_group(f"allreduce/{i:04d}")
             for name, value in ar["attrs"].items():
