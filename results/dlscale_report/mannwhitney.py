@@ -9,14 +9,21 @@ approximation with tie correction and continuity correction), so the p-value
 does not depend on whether scipy is present.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-try:
-    from scipy.stats import mannwhitneyu as _scipy_mwu
-except ImportError:                       # pragma: no cover - depends on the machine
-    _scipy_mwu = None
+
+@functools.lru_cache(maxsize=None)
+def _scipy_mwu():
+    """scipy.stats.mannwhitneyu, or None without scipy: imported on the first test, since importing
+    scipy.stats takes about half a second and most commands never compare two sets."""
+    try:
+        from scipy.stats import mannwhitneyu
+    except ImportError:                   # pragma: no cover - depends on the machine
+        return None
+    return mannwhitneyu
 
 
 @dataclass
@@ -107,8 +114,8 @@ def mann_whitney(x, y, use_scipy=True):
         raise ValueError("Mann-Whitney U test needs at least one sample on each side")
     ties = tie_sizes(x + y)
     method = choose_method(n1, n2, bool(ties))
-    if use_scipy and _scipy_mwu is not None:
-        r = _scipy_mwu(x, y, alternative="two-sided", method=method)
+    if use_scipy and _scipy_mwu() is not None:
+        r = _scipy_mwu()(x, y, alternative="two-sided", method=method)
         return MWU(u=float(r.statistic), p=float(r.pvalue), method=method, implementation="scipy")
     u1 = u_statistic(x, y)
     u = max(u1, n1 * n2 - u1)            # two-sided: the larger tail, doubled
@@ -117,4 +124,4 @@ def mann_whitney(x, y, use_scipy=True):
 
 
 def have_scipy():
-    return _scipy_mwu is not None
+    return _scipy_mwu() is not None

@@ -41,6 +41,8 @@ try:
     import dlscale_report.plots         # matplotlib with its Agg backend, for report and -o DIR
 except ImportError:
     pass
+from dlscale_report import mannwhitney
+mannwhitney.have_scipy()                # scipy.stats, which compare imports on its first test
 request = json.load(sys.stdin)
 out_dir = tempfile.mkdtemp(prefix="dlscale_report_runs_")
 results, running, queue = [None] * len(request["jobs"]), {}, list(enumerate(request["jobs"]))
