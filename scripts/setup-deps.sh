@@ -32,6 +32,9 @@ packages=(
   libsimgrid-dev
   # the module files cmake --install writes, loaded in tests/install (Lmod reads the Tcl one too)
   lmod
+  # scripts/fuzz.sh: libFuzzer targets built with clang (docs/fuzzing.md); dlscale-report's
+  # property tests (tests/python/test_report_properties.py)
+  clang-14 libfuzzer-14-dev python3-hypothesis
 )
 # Debian's lmod and environment-modules conflict: where a machine has environment-modules, keep
 # it (apt would remove it for lmod) and let tests/install skip its Lmod test.

