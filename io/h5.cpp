@@ -1,9 +1,12 @@
 #include "io/h5.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace dlscale::h5 {
 
@@ -202,14 +205,50 @@ void write_int64s(hid_t parent, const std::string& name, const std::vector<hsize
   if (n > 0) DLSCALE_CHECK_H5(H5Dwrite(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
 }
 
+std::string dims_text(const std::vector<hsize_t>& dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+hsize_t announced_values(hid_t ds, const std::vector<hsize_t>& dims, size_t bytes_each, std::string* problem) {
+  problem->clear();
+  hsize_t n = 1;
+  for (hsize_t d : dims) {
+    if (d != 0 && n > std::numeric_limits<hsize_t>::max() / d) {
+      *problem = "too many to count";
+      return 0;
+    }
+    n *= d;
+  }
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (static_cast<double>(n) * static_cast<double>(bytes_each) > memory) {
+    *problem = "more than this machine's memory holds at " + std::to_string(bytes_each) + " bytes each";
+    return 0;
+  }
+  Datatype type(DLSCALE_CHECK_H5(H5Dget_type(ds)));
+  const size_t stored_each = H5Tget_size(type.get());
+  if (stored_each == 0) throw H5Error("H5Tget_size failed");
+  PropList create(DLSCALE_CHECK_H5(H5Dget_create_plist(ds)));
+  const hsize_t stored = H5Dget_storage_size(ds);
+  if (DLSCALE_CHECK_H5(H5Pget_nfilters(create.get())) == 0 &&
+      static_cast<double>(stored) < static_cast<double>(n) * static_cast<double>(stored_each)) {
+    *problem = "of " + std::to_string(stored_each) + " bytes each, and the file stores " + std::to_string(stored) +
+               " bytes of them: it is damaged";
+    return 0;
+  }
+  return n;
+}
+
 std::vector<double> read_doubles(hid_t parent, const std::string& name, std::vector<hsize_t>* dims) {
   Dataset ds(DLSCALE_CHECK_H5(H5Dopen2(parent, name.c_str(), H5P_DEFAULT)));
   Dataspace space(DLSCALE_CHECK_H5(H5Dget_space(ds.get())));
   const int rank = DLSCALE_CHECK_H5(H5Sget_simple_extent_ndims(space.get()));
   std::vector<hsize_t> shape(static_cast<size_t>(rank));
   DLSCALE_CHECK_H5(H5Sget_simple_extent_dims(space.get(), shape.data(), nullptr));
-  hsize_t n = 1;
-  for (hsize_t d : shape) n *= d;
+  std::string problem;
+  const hsize_t n = announced_values(ds.get(), shape, sizeof(double), &problem);
+  if (!problem.empty()) throw H5Error(name + " announces " + dims_text(shape) + " values " + problem);
   std::vector<double> data(n);
   if (n > 0) DLSCALE_CHECK_H5(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
   if (dims != nullptr) *dims = shape;

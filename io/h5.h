@@ -102,8 +102,18 @@ void write_doubles(hid_t parent, const std::string& name, const std::vector<hsiz
 /// Writes an int64 dataset of the given shape (row-major data).
 void write_int64s(hid_t parent, const std::string& name, const std::vector<hsize_t>& dims,
                   const std::vector<int64_t>& data);
-/// Reads a float64 dataset; `dims` receives its shape.
+/// Reads a float64 dataset; `dims` receives its shape. Throws H5Error naming `name` when its
+/// shape is one no file could hold (announced_size_problem).
 std::vector<double> read_doubles(hid_t parent, const std::string& name, std::vector<hsize_t>* dims);
+
+/// The values dataset `ds` announces (`dims` multiplied), checked before anything is allocated
+/// for them, as a damaged header may announce any dims: `*problem` is left empty, or says what is
+/// wrong ("too many to count", "more than this machine's memory holds at N bytes each", "of N
+/// bytes each, and the file stores M bytes of them: it is damaged" for an unfiltered dataset)
+/// to follow "NAME announces [dims] values", and 0 is returned.
+hsize_t announced_values(hid_t ds, const std::vector<hsize_t>& dims, size_t bytes_each, std::string* problem);
+/// "[2, 3]"
+std::string dims_text(const std::vector<hsize_t>& dims);
 
 /// Names of the direct children of a group, sorted.
 std::vector<std::string> children(hid_t group);

@@ -134,8 +134,13 @@ Table read_table_at(hid_t parent, const std::string& name) {
   }
   Datatype mem = record_type(table);
   Dataspace space(DLSCALE_CHECK_H5(H5Dget_space(ds.get())));
-  hsize_t rows = 0;
-  DLSCALE_CHECK_H5(H5Sget_simple_extent_dims(space.get(), &rows, nullptr));
+  const int rank = DLSCALE_CHECK_H5(H5Sget_simple_extent_ndims(space.get()));
+  if (rank != 1) throw H5Error("table " + name + " has " + std::to_string(rank) + " dimensions, expected 1");
+  std::vector<hsize_t> dims(1);
+  DLSCALE_CHECK_H5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  std::string problem;
+  const hsize_t rows = h5::announced_values(ds.get(), dims, static_cast<size_t>(cols) * 8, &problem);
+  if (!problem.empty()) throw H5Error("table " + name + " announces " + h5::dims_text(dims) + " rows " + problem);
   std::vector<unsigned char> buffer(rows * static_cast<size_t>(cols) * 8);
   if (rows > 0) DLSCALE_CHECK_H5(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()));
   for (hsize_t r = 0; r < rows; ++r) {

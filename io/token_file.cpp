@@ -2,10 +2,7 @@
 // handles and checked calls.
 #include "io/token_file.h"
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <limits>
 #include <stdexcept>
 
 #include "io/h5.h"
@@ -25,12 +22,6 @@ const char* class_name(H5T_class_t cls) {
     default:
       return "a non-numeric type";
   }
-}
-
-std::string dims_text(const std::vector<hsize_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 /// Reads an integer dataset of rank 1 or 2 as int64; `what` describes the expected content for
@@ -53,26 +44,10 @@ std::vector<int64_t> read_int_dataset(hid_t file, const std::string& path, const
   }
   dims->assign(static_cast<size_t>(rank), 0);
   DLSCALE_CHECK_H5(H5Sget_simple_extent_dims(space.get(), dims->data(), nullptr));
-  // What a damaged header announces is checked before anything is allocated for it: a count
-  // that overflows or needs more memory than the machine has, or, stored uncompressed, more
-  // bytes than the file holds for it.
-  const std::string announced = path + ": /" + name + " announces " + dims_text(*dims) + " values";
-  hsize_t n = 1;
-  for (hsize_t d : *dims) {
-    if (d != 0 && n > std::numeric_limits<hsize_t>::max() / d) throw std::invalid_argument(announced + ": too many");
-    n *= d;
-  }
-  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  if (static_cast<double>(n) * sizeof(int64_t) > memory) {
-    throw std::invalid_argument(announced + ", more than this machine's memory holds as int64");
-  }
-  h5::PropList create(DLSCALE_CHECK_H5(H5Dget_create_plist(ds.get())));
-  const size_t stored_per_value = H5Tget_size(type.get());
-  if (stored_per_value == 0) throw h5::H5Error("H5Tget_size(" + path + ": /" + name + ") failed");
-  if (DLSCALE_CHECK_H5(H5Pget_nfilters(create.get())) == 0 &&
-      static_cast<double>(H5Dget_storage_size(ds.get())) < static_cast<double>(n) * stored_per_value) {
-    throw std::invalid_argument(announced + " of " + std::to_string(stored_per_value) + " bytes, and the file holds " +
-                                std::to_string(H5Dget_storage_size(ds.get())) + " bytes of them: it is damaged");
+  std::string problem;
+  const hsize_t n = h5::announced_values(ds.get(), *dims, sizeof(int64_t), &problem);
+  if (!problem.empty()) {
+    throw std::invalid_argument(path + ": /" + name + " announces " + h5::dims_text(*dims) + " values " + problem);
   }
   std::vector<int64_t> data(n);
   if (n > 0) DLSCALE_CHECK_H5(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
@@ -127,19 +102,19 @@ TokenData read_token_file(const std::string& path) {
     std::vector<hsize_t> token_dims, label_dims;
     data.tokens = read_int_dataset(file.get(), path, "tokens", "int64 [N, T] token ids", &token_dims);
     if (token_dims.size() != 2) {
-      throw std::invalid_argument(path + ": /tokens is " + dims_text(token_dims) + ", expected [N, T]");
+      throw std::invalid_argument(path + ": /tokens is " + h5::dims_text(token_dims) + ", expected [N, T]");
     }
     data.samples = static_cast<int64_t>(token_dims[0]);
     data.seq_len = static_cast<int64_t>(token_dims[1]);
     if (data.samples == 0 || data.seq_len == 0) {
-      throw std::invalid_argument(path + ": /tokens is " + dims_text(token_dims) + ", it holds no sequences");
+      throw std::invalid_argument(path + ": /tokens is " + h5::dims_text(token_dims) + ", it holds no sequences");
     }
     data.labels = read_int_dataset(file.get(), path, "labels", "int64 [N] or [N, T] labels", &label_dims);
     data.label_per_step = label_dims.size() == 2;
     if (label_dims[0] != token_dims[0] || (data.label_per_step && label_dims[1] != token_dims[1])) {
-      throw std::invalid_argument(path + ": /labels is " + dims_text(label_dims) + " but /tokens is " +
-                                  dims_text(token_dims) + " (expected [" + std::to_string(token_dims[0]) + "] or " +
-                                  dims_text(token_dims) + ")");
+      throw std::invalid_argument(path + ": /labels is " + h5::dims_text(label_dims) + " but /tokens is " +
+                                  h5::dims_text(token_dims) + " (expected [" + std::to_string(token_dims[0]) + "] or " +
+                                  h5::dims_text(token_dims) + ")");
     }
     data.vocab = read_vocab(file.get(), path);
     return data;

@@ -501,7 +501,7 @@ TEST(TokenDataset, RefusesSizesTheFileCannotHold) {
   expect_invalid([&] { open_dataset("tokens:" + path); }, {path, "/tokens announces", "more than this machine's memory"});
   announce(1000);
   expect_invalid([&] { open_dataset("tokens:" + path); },
-                 {path, "/tokens announces [1000, 4] values of 8 bytes", "holds 0 bytes of them", "damaged"});
+                 {path, "/tokens announces [1000, 4] values of 8 bytes each", "stores 0 bytes of them", "damaged"});
 }
 
 // IMDB: a tiny aclImdb-shaped directory. Vocabulary ranks the=1 … café=7 give ids 4 … 10.
