@@ -32,5 +32,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)dlscale::read_peak_file(path, &where);
   } catch (const dlscale::UsageError&) {
   }
+  dlscale::fuzz::finish_hdf5_input();
   return 0;
 }

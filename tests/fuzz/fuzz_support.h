@@ -32,6 +32,12 @@ const std::string& scratch_dir();
 std::string write_scratch(const std::string& name, const uint8_t* data, size_t size);
 std::string write_scratch(const std::string& name, std::string_view text);
 
+/// After each input of a target that reads HDF5: aborts (a finding) when any HDF5 object is still
+/// open (a reader must close every file, group, dataset, attribute and type it opened, on every
+/// path), then shuts the library down (H5close), so that the next input meets HDF5 as a new
+/// dlscale process does, without the free lists and caches an earlier damaged file left.
+void finish_hdf5_input();
+
 /// The exit status of a target whose HDF5 library crashed (contain_hdf5_crashes).
 constexpr int kHdf5Crashed = 86;
 

@@ -14,5 +14,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dlscale::fuzz::read_dataset("tokens:" + dlscale::fuzz::write_scratch("tokens.h5", data, size));
+  dlscale::fuzz::finish_hdf5_input();
   return 0;
 }
