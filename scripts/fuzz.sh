@@ -20,8 +20,10 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 
+# Counted before OMP_NUM_THREADS is set below: nproc honours it.
+cores=$(nproc)
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" >/dev/null
+cmake --build --preset fuzz -j "$cores" >/dev/null
 
 bin=build/fuzz/tests/fuzz
 targets=("$@")
@@ -109,7 +111,7 @@ running=0
 for t in "${targets[@]}"; do
   fuzz_one "$t" &
   running=$((running + 1))
-  if [ "$running" -ge "$(nproc)" ]; then
+  if [ "$running" -ge "$cores" ]; then
     wait -n || failed=1
     running=$((running - 1))
   fi
