@@ -6,17 +6,24 @@
 # Each starts from its seed corpus, tests/fuzz/corpus/TARGET (every input there runs first: the
 # findings kept as regression tests among them), and keeps the inputs it finds that reach new code
 # in build/fuzz/corpus/TARGET, which the next run starts from too. A finding (a crash, a sanitizer
-# report, an input that takes over 1 s or 2 GiB) is saved as build/fuzz/findings/TARGET-*, the
-# log as build/fuzz/logs/TARGET.log; the script then exits 1. One line per target says how many
+# report, an input that takes over 1 s, or DLSCALE_FUZZ_INPUT_TIMEOUT_S, or over 2 GiB) is saved as
+# build/fuzz/findings/TARGET-*, the log as build/fuzz/logs/TARGET.log; the script then exits 1. One line per target says how many
 # inputs ran. docs/fuzzing.md says how to reproduce and keep a finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 seconds=${1:-60}
+# The limit on one input's time: DLSCALE_FUZZ_INPUT_TIMEOUT_S, else 1 s. scripts/test.sh gives 10
+# where the targets run beside the tests, whose load slows every input.
+input_timeout=${DLSCALE_FUZZ_INPUT_TIMEOUT_S:-1}
 shift || true
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "fuzz.sh: SECONDS '$seconds': not a whole number of seconds >= 1" >&2
+  exit 2
+fi
+if ! [[ "$input_timeout" =~ ^[0-9]+$ ]] || [ "$input_timeout" -lt 1 ]; then
+  echo "fuzz.sh: DLSCALE_FUZZ_INPUT_TIMEOUT_S '$input_timeout': not a whole number of seconds >= 1" >&2
   exit 2
 fi
 
@@ -72,7 +79,7 @@ fuzz_one() {
     status=0
     rm -rf "build/fuzz/scratch/$t"
     DLSCALE_FUZZ_SCRATCH="build/fuzz/scratch/$t" \
-      "$bin/$t" "build/fuzz/corpus/$t" "tests/fuzz/corpus/$t" -max_total_time=$((end - SECONDS)) -timeout=1 \
+      "$bin/$t" "build/fuzz/corpus/$t" "tests/fuzz/corpus/$t" -max_total_time=$((end - SECONDS)) -timeout="$input_timeout" \
       -rss_limit_mb=2048 -artifact_prefix="build/fuzz/findings/$t-" -print_final_stats=1 >"$part" 2>&1 || status=$?
     cat "$part" >>"$log"
     runs=$((runs + $(inputs_run "$part")))
