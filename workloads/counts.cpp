@@ -55,7 +55,11 @@ class LayoutBuilder {
     }
     p.init = init;
     p.init_value = value;
-    offset_ += p.count;
+    // The offsets are the running parameter count: a workload of huge overrides can take it past
+    // what an int64 counts although each tensor fits.
+    if (__builtin_add_overflow(offset_, p.count, &offset_)) {
+      throw std::invalid_argument(fmt::format("workload {}: its parameter count overflows 64-bit integers", w_.name));
+    }
     out_.push_back(std::move(p));
   }
 
@@ -139,12 +143,10 @@ std::vector<ParamSpec> parameter_layout(const Workload& w) {
 }
 
 int64_t parameter_count(const Workload& w) {
+  // The layout's offsets are checked for overflow as it is built: their sum, the last offset
+  // plus its count, fits.
   int64_t n = 0;
-  for (const ParamSpec& p : parameter_layout(w)) {
-    if (__builtin_add_overflow(n, p.count, &n)) {
-      throw std::invalid_argument(fmt::format("workload {}: its parameter count overflows 64-bit integers", w.name));
-    }
-  }
+  for (const ParamSpec& p : parameter_layout(w)) n += p.count;
   return n;
 }
 

@@ -61,6 +61,7 @@ c("run", "-w", "mnist_fnn:width"); c("run", "-w", "mnist_fnn:width="); c("run", 
 c("run", "-w", "mnist_fnn:width=-3"); c("run", "-w", "mnist_fnn:width=abc"); c("run", "-w", "mnist_fnn:width=16,width=32")
 c("run", "-w", "mnist_fnn:depth=3"); c("run", "-w", "mnist_fnn:width=9223372036854775807"); c("run", "-w", "mnist_fnn:width=99999999999999999999")
 c("run", "-w", "resnet50:width=4611686018427387904"); c("run", "-w", "fcn5:features=3037000500,width=3037000500")
+c("run", "-w", "fcn5:features=1024,width=3012202793")  # each tensor fits an int64, their sum does not
 c("run", "-w", "alexnet:image=10"); c("run", "-w", "lstm32:seq=0"); c("run", "-w", "fcn5", "--batch", "2147483647")
 c("run", "-w", W, "-d", "caffe"); c("run", "-w", W, "-d", "reference,reference"); c("run", "-w", W, "-d", "")
 c("run", "-w", W, "-d", "cuda"); c("run", "-w", W, "--precision", "BF16")
