@@ -161,7 +161,11 @@ def run_all(jobs):
     def one(job):
         args, cwd = job
         try:
-            return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
+            # A reader of a damaged file may print bytes that are not UTF-8 (the HDF5 library
+            # quotes names from the file): shown escaped, so that a test names them instead of
+            # failing to decode them.
+            return subprocess.run(args, cwd=cwd, capture_output=True, text=True, errors="backslashreplace",
+                                  timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(args, None, "", f"killed: still running after {TIMEOUT} s")
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
