@@ -152,8 +152,7 @@ void finish_run(const RunCli& cli, RunArgs& args) {
     }
     args.mllog_dir = cli.mllog;
   }
-  args.progress =
-      cli.progress_option->count() ? parse_progress_mode(cli.progress) : default_progress_mode();
+  args.progress = cli.progress_option->count() ? parse_progress_mode(cli.progress) : default_progress_mode();
   if (cli.gflops_option->count() && !(args.assume_gflops > 0 && std::isfinite(args.assume_gflops))) {
     throw UsageError(fmt::format("--assume-gflops must be a positive number, got {}", args.assume_gflops));
   }
@@ -223,6 +222,16 @@ void add_peak(CLI::App& app, PeakCli& cli, PeakArgs& pk) {
   peak->add_flag("--overwrite", pk.overwrite, "replace an existing results file");
 }
 
+/// --blas-core, read before MPI starts (drivers/cpu/blas_core.h): declared here so that it is
+/// checked, and accepted after any subcommand.
+void add_blas_core(CLI::App& app, std::string& blas_core) {
+  app.add_option("--blas-core", blas_core,
+                 "auto (default): dlscale selects the BLAS kernels of this CPU's instruction set where the BLAS "
+                 "fell back below it; keep: the BLAS's own choice")
+      ->check(CLI::IsMember({"auto", "keep"}))
+      ->capture_default_str();
+}
+
 }  // namespace
 
 ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
@@ -241,24 +250,13 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
   CLI::App* list = app.add_subcommand("list", "list workloads, drivers and suites");
   list->add_option("--json", c.list_json, "print one workload's layers as JSON (e.g. --json resnet50:width=32)");
   CLI::App* info = app.add_subcommand("info", "print the provenance a results file would record");
-  // Read before MPI starts (drivers/cpu/blas_core.h); declared here so that it is checked, and
-  // accepted after any subcommand.
   std::string blas_core = "auto";
-  app.add_option("--blas-core", blas_core,
-                 "auto (default): dlscale selects the BLAS kernels of this CPU's instruction set where the BLAS "
-                 "fell back below it; keep: the BLAS's own choice")
-      ->check(CLI::IsMember({"auto", "keep"}))
-      ->capture_default_str();
+  add_blas_core(app, blas_core);
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
   ParsedCommandLine parsed;
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    std::ostringstream out, err;
-    app.exit(e, out, err);
-    parsed.print = out.str();
-    return parsed;
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help or --version: their text
     std::ostringstream out, err;
     app.exit(e, out, err);
     parsed.print = out.str();

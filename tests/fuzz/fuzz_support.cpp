@@ -54,9 +54,10 @@ void on_crash(int sig, siginfo_t* info, void* context) {
 /// nor the C library's.
 std::string_view first_own_frame(std::string_view stack) {
   static constexpr std::string_view kSanitizers[] = {
-      "/sysdeps/", "libc.so", "__interceptor_", "__asan_",    "__sanitizer::", " in malloc ", " in calloc ", " in realloc ", " in posix_memalign ",
-      " in free ",      " in memcpy ", " in memmove ", " in memset ", " in memcmp ", " in strlen ",
-      " in strnlen ",   " in strcmp ", " in strncmp ", " in strcpy ", " in strncpy ", " in strdup "};
+      "/sysdeps/",   "libc.so",      "__interceptor_",      "__asan_",      "__sanitizer::", " in malloc ",
+      " in calloc ", " in realloc ", " in posix_memalign ", " in free ",    " in memcpy ",   " in memmove ",
+      " in memset ", " in memcmp ",  " in strlen ",         " in strnlen ", " in strcmp ",   " in strncmp ",
+      " in strcpy ", " in strncpy ", " in strdup "};
   while (!stack.empty()) {
     const size_t end = stack.find('\n');
     const std::string_view line = stack.substr(0, end);

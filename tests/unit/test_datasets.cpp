@@ -407,7 +407,11 @@ TEST(TokenDataset, RejectsBadFilesNamingThem) {
   d.vocab = 0;
   write_token_file(path, d);
   expect_invalid([&] { open_dataset("tokens:" + path); }, {path, "'vocab' is 0"});
+}
 
+TEST(TokenDataset, RejectsFilesOfAnotherLayoutNamingThem) {
+  TempDir dir;
+  const std::string path = dir.file("bad.h5");
   // Files of another layout, written with the HDF5 API directly.
   h5::silence_error_printing();
   {
@@ -498,7 +502,8 @@ TEST(TokenDataset, RefusesSizesTheFileCannotHold) {
     h5::set_attr(f.get(), "vocab", int64_t{7});
   };
   announce(hsize_t{1} << 60);
-  expect_invalid([&] { open_dataset("tokens:" + path); }, {path, "/tokens announces", "more than this machine's memory"});
+  expect_invalid([&] { open_dataset("tokens:" + path); },
+                 {path, "/tokens announces", "more than this machine's memory"});
   announce(1000);
   expect_invalid([&] { open_dataset("tokens:" + path); },
                  {path, "/tokens announces [1000, 4] values of 8 bytes each", "stores 0 bytes of them", "damaged"});

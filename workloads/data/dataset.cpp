@@ -3,11 +3,11 @@
 #include "workloads/data/dataset.h"
 
 #include <algorithm>
-#include <limits>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <utility>
