@@ -176,7 +176,8 @@ def projected_efficiency(series, proj):
     there: against it a projection can seem to scale better than the measurement it comes from."""
     base = series.ok_rows[0]
     p0, t0 = base["ranks"], base["step_median_ms"] / 1e3
-    return {int(p): (p0 / int(p) if series.mode == "strong" else 1.0) * t0 / float(t)
+    # IEEE division, as the measured columns': a projected step of 0 s (a damaged file) gives inf.
+    return {int(p): _div((p0 / int(p) if series.mode == "strong" else 1.0) * t0, float(t))
             for p, t in zip(proj.ranks, proj.step_s)}
 
 

@@ -1145,6 +1145,18 @@ class Findings(Files, PromiseMixin):
             self.assertEqual(code, 0)
             self.assertIn("case 0001 (attribute 'step_median_s' is str 'fast', not a number)", err)
 
+    def test_a_projected_step_of_zero_seconds(self):
+        # The scaling table's projected efficiency divided by the projected step (the CLI's
+        # "unexpected ZeroDivisionError"); now IEEE division, as the measured columns'.
+        projection = {"attrs": {"model": "ring", "alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "fit_ranks": 3,
+                                "compute_s": 0.01, "grad_bytes": 52008.0, "scaling": "weak"},
+                      "ranks": [1, 2, 4], "step_s": [0.01, 0.0, 0.02], "efficiency": [1.0, 1.0, 1.0]}
+        path = self.write("projected.h5", [make_case(np.full((3, 4), 0.01), projection=projection)])
+        for command in (["summary", path], ["diagnosis", path]):
+            code, out, err = run_cli(command)
+            self.assertPromised(command, path, code, out, err)
+            self.assertEqual((code, err), (0, ""), command)
+
     def test_a_rank_table_with_text_ranks(self):
         # hosts_of() looked hosts up by a `rank` field of strings: now no rank table, refused.
         path = self.write("ranks.h5", [make_case([[0.01, 0.02]])])
