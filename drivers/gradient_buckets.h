@@ -1,11 +1,14 @@
-// How a gradient buffer is cut into buckets, declared once for everything that cuts one: the
+// How a gradient buffer is cut into buckets, and when each may start its reduction, declared once
+// for everything that reduces one in buckets or estimates them: the
 // harness's MPI buckets (suite/comm/gradient_allreduce.h), the NCCL reducer of GPU drivers
 // (drivers/gpu/gpu_step.cpp) and dlscale-project's estimate for files that do not record a case's
 // buckets (project/cli/case_inputs.cpp).
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace dlscale {
@@ -138,5 +141,68 @@ inline size_t bucket_holding(const std::vector<BucketRange>& buckets, size_t e) 
       std::upper_bound(buckets.begin(), buckets.end(), e, [](size_t x, const BucketRange& b) { return x < b.first; });
   return static_cast<size_t>(after - buckets.begin()) - 1;
 }
+
+/// The float32 gradients in a bucket of `bucket_mb` MB: at least 1, and at most INT_MAX, the
+/// largest count one MPI or NCCL call of the bucket takes on every library version.
+inline size_t bucket_elements_for(double bucket_mb) {
+  const double elements = bucket_mb * 1e6 / static_cast<double>(sizeof(float));
+  return elements >= static_cast<double>(INT_MAX) ? size_t{INT_MAX} : std::max<size_t>(1, static_cast<size_t>(elements));
+}
+
+/// Which buckets of a gradient buffer may start their reduction, step by step: the bookkeeping
+/// that every reducer shares (the harness's MPI buckets, a GPU driver's NCCL ones), whatever moves
+/// the bytes. A bucket starts once its elements, and those of every bucket after it, have been
+/// reported final: strictly from the last bucket to the first, so that every rank starts the same
+/// collectives in the same order, whichever order its model reports the gradients in (several
+/// buckets of one layer come in one report), and also on a rank whose backward failed half-way
+/// and starts the rest after it (start_rest).
+class BucketSchedule {
+ public:
+  BucketSchedule() = default;
+  /// `elements` cut into buckets of about `bucket_mb` MB (cut_buckets, `unit_starts` as there).
+  BucketSchedule(size_t elements, double bucket_mb, const std::vector<size_t>& unit_starts = {})
+      : bucket_elements_(bucket_elements_for(bucket_mb)),
+        buckets_(cut_buckets(elements, bucket_elements_, unit_starts)) {
+    restart();
+  }
+
+  const std::vector<BucketRange>& buckets() const { return buckets_; }
+  size_t bucket_elements() const { return bucket_elements_; }
+  /// Other buckets over the same buffer (merge_waiting's), from the next restart() on.
+  void replace(std::vector<BucketRange> buckets) {
+    buckets_ = std::move(buckets);
+    restart();
+  }
+  /// A new step: every bucket waits for all its elements again.
+  void restart() {
+    pending_.resize(buckets_.size());
+    for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
+    next_ = buckets_.size();
+  }
+  /// Elements [first, first + count) are final: calls `start(index)` for each bucket that may
+  /// start now, in the order they must start.
+  template <class Start>
+  void ready(size_t first, size_t count, Start&& start) {
+    if (count == 0 || buckets_.empty()) return;
+    const size_t end = first + count;
+    for (size_t i = bucket_holding(buckets_, first); i < buckets_.size() && buckets_[i].first < end; ++i) {
+      const BucketRange& b = buckets_[i];
+      const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
+      pending_[i] -= std::min(pending_[i], overlap);
+    }
+    while (next_ > 0 && pending_[next_ - 1] == 0) start(--next_);
+  }
+  /// After backward: calls `start(index)` for every bucket not started yet, in the same order.
+  template <class Start>
+  void start_rest(Start&& start) {
+    while (next_ > 0) start(--next_);
+  }
+
+ private:
+  size_t bucket_elements_ = 1;        ///< the bucket size asked for
+  std::vector<BucketRange> buckets_;  ///< in buffer order: the first starts last
+  std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
+  size_t next_ = 0;                   ///< buckets [0, next_) not started this step
+};
 
 }  // namespace dlscale

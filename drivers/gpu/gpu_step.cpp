@@ -1,6 +1,5 @@
 #include "drivers/gpu/gpu_step.h"
 
-#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -100,7 +99,7 @@ class NcclReducer final : public GradientReducer {
 
   bool bind(Model& model, double bucket_mb) override {
     stream_ = static_cast<cudaStream_t>(stream_of_(model));
-    buckets_.clear();
+    schedule_ = BucketSchedule();
     if (bucket_mb <= 0) return false;
     grads_ = model.grad_buffer();
     if (!grads_.on_device) throw std::logic_error("the NCCL reducer needs gradients in GPU memory");
@@ -108,35 +107,36 @@ class NcclReducer final : public GradientReducer {
     // suite/case/case_setup.cpp) are still reduced, over a one-rank communicator, on their stream,
     // so that one GPU shows what overlapping them with backward costs and hides (docs/metrics.md).
     if (!nccl_) nccl_ = std::make_unique<NcclCommunicator>(SingleRank(), device_);
-    buckets_ = cut_buckets(grads_.count, static_cast<size_t>(bucket_mb * 1e6 / 4));
-    pending_.assign(buckets_.size(), 0);
-    next_ = buckets_.size();
+    // Cut anywhere: the buffer is in the backend's own order (cuDNN's weight space, say), whose
+    // layer boundaries the harness does not know.
+    schedule_ = BucketSchedule(grads_.count, bucket_mb);
     return model.set_gradient_ready_callback([this](size_t first, size_t count) { ready(first, count); });
   }
 
   std::string mechanism() const override {
-    if (!buckets_.empty()) return "nccl_buckets_stream";
+    if (!schedule_.buckets().empty()) return "nccl_buckets_stream";
     return nccl_ ? "nccl" : "none";
   }
-  size_t bucket_count() const override { return buckets_.empty() ? (nccl_ ? 1 : 0) : buckets_.size(); }
+  size_t bucket_count() const override {
+    return schedule_.buckets().empty() ? (nccl_ ? 1 : 0) : schedule_.buckets().size();
+  }
 
   void start_step(Deadline deadline) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     deadline_ = deadline;
-    for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
-    next_ = buckets_.size();
+    schedule_.restart();
     queued_ = false;
   }
 
   void average(const GradBuffer& grads) override {
     if (!grads.on_device) throw std::logic_error("the NCCL reducer needs gradients in GPU memory");
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (buckets_.empty()) {
+    if (schedule_.buckets().empty()) {
       if (!nccl_) return;
       nccl_->allreduce(grads.data, grads.count, NcclCommunicator::Op::kAverage, stream_, deadline_);
       DLSCALE_CHECK_CUDA(cudaEventRecord(done_, stream_));
     } else {
-      while (next_ > 0) start(buckets_[--next_]);  // those not all reported, in the same order
+      schedule_.start_rest([this](size_t index) { start(index); });  // those not all reported
       DLSCALE_CHECK_CUDA(cudaEventRecord(done_, side_));
       DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(stream_, done_, 0));
     }
@@ -159,19 +159,13 @@ class NcclReducer final : public GradientReducer {
   /// Under the lock: a LibTorch model may report from autograd's threads.
   void ready(size_t first, size_t count) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    const size_t end = first + count;
-    if (count == 0 || buckets_.empty()) return;
-    for (size_t i = bucket_holding(buckets_, first); i < buckets_.size() && buckets_[i].first < end; ++i) {
-      const BucketRange& b = buckets_[i];
-      const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
-      pending_[i] -= std::min(pending_[i], overlap);
-    }
-    while (next_ > 0 && pending_[next_ - 1] == 0) start(buckets_[--next_]);
+    schedule_.ready(first, count, [this](size_t index) { start(index); });
   }
 
-  /// Queues bucket `b`'s all-reduce on the side stream, after the work queued so far on the
+  /// Queues bucket `index`'s all-reduce on the side stream, after the work queued so far on the
   /// model's stream.
-  void start(const BucketRange& b) {
+  void start(size_t index) {
+    const BucketRange& b = schedule_.buckets()[index];
     DLSCALE_CHECK_CUDA(cudaEventRecord(ready_, stream_));
     DLSCALE_CHECK_CUDA(cudaStreamWaitEvent(side_, ready_, 0));
     nccl_->allreduce(grads_.data + b.first, b.count, NcclCommunicator::Op::kAverage, side_, deadline_);
@@ -185,9 +179,7 @@ class NcclReducer final : public GradientReducer {
   cudaStream_t stream_ = nullptr;
   GradBuffer grads_;
   std::mutex mutex_;
-  std::vector<BucketRange> buckets_;  ///< cut_buckets(); empty: one all-reduce after backward
-  std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
-  size_t next_ = 0;                   ///< buckets [0, next_) not started this step
+  BucketSchedule schedule_;  ///< no buckets: one all-reduce after backward
   Deadline deadline_ = Deadline::max();
   bool queued_ = false;  ///< average() queued reductions that wait() has not seen complete
 };

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -72,7 +71,7 @@ std::vector<GradientBucket> estimated_buckets(double grad_bytes, double bucket_m
   // As dlscale cuts a buffer whose layers it does not know (cut_buckets without units): float32
   // elements, bucket_mb x 1e6 bytes (MB, not MiB) rounded down to whole elements.
   const double elems = std::floor(grad_bytes / 4);
-  const double bucket_elems = std::clamp(std::floor(bucket_mb * 1e6 / 4), 1.0, static_cast<double>(INT_MAX));
+  const auto bucket_elems = static_cast<double>(bucket_elements_for(bucket_mb));
   const auto count = static_cast<size_t>(std::ceil(elems / bucket_elems));
   if (count > kMaxBuckets) {
     throw std::invalid_argument(fmt::format("bucket_mb {} cuts {} bytes into {} buckets, more than the {} simulated",

@@ -1,7 +1,6 @@
 #include "suite/comm/gradient_allreduce.h"
 
 #include <algorithm>
-#include <climits>
 #include <memory>
 #include <stdexcept>
 
@@ -54,8 +53,7 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
     : data_(grads.data), comm_(comm) {
   if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
-  bucket_elements_ = std::clamp<size_t>(static_cast<size_t>(bucket_mb * 1e6 / sizeof(float)), 1, INT_MAX);
-  buckets_ = cut_buckets(grads.count, bucket_elements_, unit_starts);
+  schedule_ = BucketSchedule(grads.count, bucket_mb, unit_starts);
   size_per_bucket();
   // The rings' segment size is agreed here, on every rank, rather than by the thread's first ring.
   if (size_ > 1) ring_segment_bytes(comm);
@@ -63,7 +61,7 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   // that would only share the cores backward runs on.
   int level = MPI_THREAD_SINGLE;
   DLSCALE_CHECK_MPI(MPI_Query_thread(&level));
-  if (level >= MPI_THREAD_SERIALIZED && buckets_.size() > 1) thread_ = std::thread([this] { communicate(); });
+  if (level >= MPI_THREAD_SERIALIZED && buckets().size() > 1) thread_ = std::thread([this] { communicate(); });
 }
 
 BucketedAllreduce::~BucketedAllreduce() {
@@ -77,15 +75,13 @@ BucketedAllreduce::~BucketedAllreduce() {
 }
 
 void BucketedAllreduce::size_per_bucket() {
-  pending_.assign(buckets_.size(), 0);
-  next_ = buckets_.size();
-  started_s_.assign(buckets_.size(), 0.0);
-  reduced_s_.assign(2 * buckets_.size(), 0.0);
+  started_s_.assign(buckets().size(), 0.0);
+  reduced_s_.assign(2 * buckets().size(), 0.0);
 }
 
 void BucketedAllreduce::merge_waiting_buckets() {
   if (!stepped_) return;
-  const size_t n = buckets_.size();
+  const size_t n = buckets().size();
   std::vector<double> times(2 * n);  // when each was final, when its reduction began
   for (size_t i = 0; i < n; ++i) {
     times[i] = started_s_[i];
@@ -97,7 +93,7 @@ void BucketedAllreduce::merge_waiting_buckets() {
   const std::vector<double> ready(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(n));
   const std::vector<double> began(times.begin() + static_cast<std::ptrdiff_t>(n), times.end());
   // Between steps the communication thread waits for work and reads no bucket.
-  buckets_ = merge_waiting(buckets_, ready, began, bucket_elements_);
+  schedule_.replace(merge_waiting(buckets(), ready, began, schedule_.bucket_elements()));
   size_per_bucket();
 }
 
@@ -111,9 +107,8 @@ void BucketedAllreduce::start_step(std::chrono::steady_clock::time_point step_st
   step_start_ = step_start;
   step_ = &step;
   held_ = false;
-  own_sq_.assign(buckets_.size(), 0.0);
-  for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].count;
-  next_ = buckets_.size();
+  own_sq_.assign(buckets().size(), 0.0);
+  schedule_.restart();
   const std::lock_guard<std::mutex> lock(mutex_);
   completed_ = 0;
 }
@@ -135,13 +130,13 @@ void BucketedAllreduce::begin_reduction(size_t index) {
   // Written by the communication thread, read by the main thread after finish(), which waits for
   // the count of completed buckets under the mutex.
   reduced_s_[2 * index] = since_step_start();
-  const BucketRange& b = buckets_[index];
+  const BucketRange& b = buckets()[index];
   own_sq_[index] =
       own_norm_then_add(data_ + b.first, step_->earlier != nullptr ? step_->earlier + b.first : nullptr, b.count);
 }
 
 void BucketedAllreduce::reduce(size_t index) {
-  const BucketRange& b = buckets_[index];
+  const BucketRange& b = buckets()[index];
   begin_reduction(index);
   allreduce_sum_in_place(data_ + b.first, b.count, comm_);
   reduced_s_[2 * index + 1] = since_step_start();
@@ -155,7 +150,7 @@ void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::uniq
   // before it.
   for (auto next = to_reduce_.begin(); next != to_reduce_.end();) {
     const size_t index = *next;
-    const BucketRange& b = buckets_[index];
+    const BucketRange& b = buckets()[index];
     const int lane = static_cast<int>(index % kRingLanes);
     if (!RingSum::goes_round(b.count, static_cast<size_t>(size_))) {
       if (!in_flight.empty()) break;
@@ -213,33 +208,23 @@ void BucketedAllreduce::communicate() {
 }
 
 void BucketedAllreduce::ready(size_t first, size_t count) {
-  const size_t end = first + count;
-  if (held_ || count == 0 || buckets_.empty()) return;
-  for (size_t i = bucket_holding(buckets_, first); i < buckets_.size() && buckets_[i].first < end; ++i) {
-    const BucketRange& b = buckets_[i];
-    const size_t overlap = std::min(end, b.first + b.count) - std::max(first, b.first);
-    pending_[i] -= std::min(pending_[i], overlap);
-  }
-  // Strictly from the last bucket down: the collectives must start in the same order on every
-  // rank, whichever order its model reports them in (several buckets of one layer come in one
-  // report), and also on a rank whose backward failed half-way and starts the rest in finish().
-  while (next_ > 0 && pending_[next_ - 1] == 0) start(--next_);
+  if (!held_) schedule_.ready(first, count, [this](size_t index) { start(index); });
 }
 
 void BucketedAllreduce::finish() {
-  // The buckets not started yet, in the order of ready() (the last first), so that a rank whose
-  // backward failed half-way reduces them in the order the others do.
-  while (next_ > 0) start(--next_);
+  // The buckets not started yet, in the order of ready(), so that a rank whose backward failed
+  // half-way reduces them in the order the others do.
+  schedule_.start_rest([this](size_t index) { start(index); });
   if (thread_.joinable()) {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return completed_ == buckets_.size() || !error_.empty(); });
+    done_.wait(lock, [&] { return completed_ == buckets().size() || !error_.empty(); });
     if (!error_.empty()) throw std::runtime_error("bucketed all-reduce: " + error_);
   } else {
     // No communication thread: every bucket is reduced here, in the order they were handed over.
     for (; !to_reduce_.empty(); to_reduce_.pop_front()) reduce(to_reduce_.front());
   }
   stepped_ = true;
-  const size_t n = buckets_.empty() ? 0 : buckets_.back().first + buckets_.back().count;
+  const size_t n = buckets().empty() ? 0 : buckets().back().first + buckets().back().count;
   step_->last_sq = 0;
   for (double sq : own_sq_) step_->last_sq += sq;
   step_->mean_sq = scale_and_norm(data_, n, 1.0f / static_cast<float>(size_ * step_->micro_batches));

@@ -93,9 +93,9 @@ class BucketedAllreduce {
   /// rebuilds its buckets once, after its first step, from the order in which gradients became
   /// final there. Does nothing before a step has finished.
   void merge_waiting_buckets();
-  size_t bucket_count() const { return buckets_.size(); }
+  size_t bucket_count() const { return buckets().size(); }
   /// The buckets (cut_buckets, then as merge_waiting_buckets() left them), in buffer order.
-  const std::vector<BucketRange>& buckets() const { return buckets_; }
+  const std::vector<BucketRange>& buckets() const { return schedule_.buckets(); }
   /// Seconds from start_step() to the start of each bucket's reduction this step, by bucket
   /// (buffer order): when its gradients, and those of every bucket after it, were final; for a
   /// model that reports no finished gradients, when backward returned. What a simulation of the
@@ -115,11 +115,11 @@ class BucketedAllreduce {
   /// "mpi_allreduce_buckets_after_backward" (no communication thread).
   std::string mechanism() const {
     if (progress_thread()) return "mpi_allreduce_buckets_thread";
-    return buckets_.size() <= 1 ? "mpi_allreduce" : "mpi_allreduce_buckets_after_backward";
+    return buckets().size() <= 1 ? "mpi_allreduce" : "mpi_allreduce_buckets_after_backward";
   }
 
  private:
-  /// The per-bucket state sized for buckets_.
+  /// The per-bucket times sized for buckets().
   void size_per_bucket();
   /// Bucket `index` is ready: queued for the communication thread, or for finish() without one.
   void start(size_t index);
@@ -140,11 +140,8 @@ class BucketedAllreduce {
   float* data_;
   MPI_Comm comm_;
   int size_ = 1;
-  size_t bucket_elements_;            ///< the bucket size asked for
-  std::vector<BucketRange> buckets_;  ///< buckets(), in buffer order: the first reduced last
-  bool stepped_ = false;              ///< a step has finished: its times are there to merge by
-  std::vector<size_t> pending_;       ///< per bucket, elements not reported final this step
-  size_t next_ = 0;                   ///< buckets [0, next_) not started this step
+  BucketSchedule schedule_;  ///< buckets() and which of them may start
+  bool stepped_ = false;     ///< a step has finished: its times are there to merge by
   std::chrono::steady_clock::time_point step_start_;
   std::vector<double> started_s_;  ///< per bucket, this step (start_times)
   std::vector<double> reduced_s_;  ///< per bucket, start and end, this step (reduction_times)

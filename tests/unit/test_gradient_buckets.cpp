@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 
 namespace dlscale {
 namespace {
@@ -108,6 +109,58 @@ TEST(GradientBuckets, MergedOnlyWhereTheNetworkMadeThemWait) {
   // bucket 3 began (6 s) but not before the group of 3 and 4 did (4 s), so it begins the next one.
   EXPECT_EQ(ranges(merge_waiting(five, {5, 4, 5, 1, 1}, {9, 8, 7, 6, 4}, 10)), (R{{0, 3}, {3, 2}}));
   EXPECT_TRUE(merge_waiting({}, {}, {}, 10).empty());
+}
+
+TEST(GradientBuckets, BucketSizeInFloat32Elements) {
+  EXPECT_EQ(bucket_elements_for(1), 250'000u);  // MB, not MiB: 1e6 bytes
+  EXPECT_EQ(bucket_elements_for(0), 1u);        // at least one element
+  EXPECT_EQ(bucket_elements_for(1e-9), 1u);
+  EXPECT_EQ(bucket_elements_for(1e12), static_cast<size_t>(INT_MAX));  // one MPI or NCCL call's count
+}
+
+TEST(BucketSchedule, StartsStrictlyFromTheLastBucketWhateverTheReportOrder) {
+  // Three buckets of 1 MB; a layer's report may cover several, or part of one.
+  const size_t k = bucket_elements_for(1);
+  BucketSchedule s(3 * k, 1);
+  ASSERT_EQ(ranges(s.buckets()), (R{{0, k}, {k, k}, {2 * k, k}}));
+  std::vector<size_t> started;
+  const auto start = [&](size_t i) { started.push_back(i); };
+  s.ready(0, k, start);  // the first bucket final first: it waits for the ones after it
+  EXPECT_TRUE(started.empty());
+  s.ready(2 * k, k / 2, start);  // half of the last
+  EXPECT_TRUE(started.empty());
+  s.ready(k + k / 2, k, start);  // the rest of the last and half of the middle: the last starts
+  EXPECT_EQ(started, (std::vector<size_t>{2}));
+  s.ready(k, k / 2, start);  // the middle's rest: it, then the first, which was waiting
+  EXPECT_EQ(started, (std::vector<size_t>{2, 1, 0}));
+  s.start_rest(start);  // nothing left
+  EXPECT_EQ(started.size(), 3u);
+  // A new step: all wait again; a backward that failed half-way starts the rest in the same order.
+  started.clear();
+  s.restart();
+  s.ready(2 * k, k, start);
+  s.start_rest(start);
+  EXPECT_EQ(started, (std::vector<size_t>{2, 1, 0}));
+  // Reports repeated or of nothing start nothing twice.
+  started.clear();
+  s.restart();
+  s.ready(2 * k, k, start);
+  s.ready(2 * k, k, start);
+  s.ready(0, 0, start);
+  EXPECT_EQ(started, (std::vector<size_t>{2}));
+}
+
+TEST(BucketSchedule, ReplacedBucketsWaitAgain) {
+  const size_t k = bucket_elements_for(1);
+  BucketSchedule s(3 * k, 1);
+  s.replace({{0, 2 * k}, {2 * k, k}});
+  std::vector<size_t> started;
+  s.ready(0, 2 * k + k / 2, [&](size_t i) { started.push_back(i); });
+  EXPECT_TRUE(started.empty());
+  s.ready(2 * k + k / 2, k - k / 2, [&](size_t i) { started.push_back(i); });
+  EXPECT_EQ(started, (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(s.bucket_elements(), k);
+  EXPECT_TRUE(BucketSchedule().buckets().empty());
 }
 
 }  // namespace
