@@ -23,6 +23,7 @@ struct CaseDescription {
   bool phases = false;
   std::string data;
   double bucket_mb = 0;
+  std::string grad_compression = "none";  ///< the format gradients crossed ranks in: none, fp16, bf16
   std::string case_key, started_utc, mode, optimizer;
   double learning_rate = 0;
   int64_t accumulate = 1;  ///< micro-batches per optimiser step
@@ -55,6 +56,7 @@ inline const Field<CaseDescription> kCaseDescriptionFields[] = {
     member<&CaseDescription::phases>("phases"),
     member<&CaseDescription::data>("data"),
     member<&CaseDescription::bucket_mb>("bucket_mb"),
+    member<&CaseDescription::grad_compression>("grad_compression"),
     member<&CaseDescription::case_key>("case_key"),
     member<&CaseDescription::started_utc>("started_utc"),
     member<&CaseDescription::mode>("mode"),

@@ -237,7 +237,7 @@ class AccuracyLoop {
       try {
         opt.learning_rate = learning_rate();
         const StepTimes t = training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer,
-                                          deadline_, micro);
+                                          deadline_, micro, spec_.grad_compression);
         small_sq_.push_back(t.small_sq);
         big_sq_.push_back(t.big_sq);
         step_loss = parts_.model.loss();

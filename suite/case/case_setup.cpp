@@ -100,6 +100,12 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
                            "(drivers/driver.h), so it runs on one rank only",
                            driver.name())};
     }
+    if (built.ok() && spec.grad_compression != GradCompression::kNone && p.reducer) {
+      built = {Status::kUnsupported,
+               fmt::format("--grad-compression {}: the {} driver's own reducer sums gradients in float32 only; "
+                           "compression is the harness's MPI all-reduce's",
+                           grad_compression_name(spec.grad_compression), driver.name())};
+    }
     if (built.ok() && spec.accumulate > 1 && (p.model->grad_buffer().on_device || p.reducer)) {
       built = {Status::kUnsupported,
                fmt::format("gradient accumulation (--accumulate {}) sums the micro-batches' gradients in host "
@@ -157,7 +163,7 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
     // A CPU model's buffer is the canonical layout, whose layers' gradients backward finishes one
     // by one.
     p.buckets = std::make_unique<BucketedAllreduce>(p.model->grad_buffer(), ctx.comm, spec.bucket_mb,
-                                                    layer_parameter_starts(ctx.c.workload));
+                                                    layer_parameter_starts(ctx.c.workload), spec.grad_compression);
     p.overlap = p.buckets->follow(*p.model);
   }
   return p;

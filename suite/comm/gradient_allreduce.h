@@ -1,7 +1,9 @@
 // How gradients cross ranks on CPUs: the flat gradient buffer summed in place over MPI
 // (allreduce_sum_in_place: dlscale's ring, MPI_Allreduce for small buffers), whole after backward
-// or in buckets during it, then scaled by 1/P. The all-reduce microbenchmark times the same sum,
-// so that it measures exactly what training does.
+// or in buckets during it, then scaled by 1/P. The all-reduce microbenchmark times the same sum
+// of float32, so that it measures what training sends. With --grad-compression each bucket is
+// scaled by 1/P first, rounded to fp16 or bf16 (drivers/gradient_compression.h) and summed in that
+// format, half the bytes, then widened back into the buffer, as DDP's compression hooks do.
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -18,6 +21,7 @@
 
 #include "drivers/driver.h"
 #include "drivers/gradient_buckets.h"
+#include "drivers/gradient_compression.h"
 #include "suite/comm/ring_allreduce.h"
 
 namespace dlscale {
@@ -35,9 +39,10 @@ struct StepGradients {
 };
 
 /// Adds `step.earlier` to the gradient buffer, sums it over `comm` in place (not on one rank),
-/// and divides it by P x micro_batches, measuring step's norms. One rank's one micro-batch is left
-/// as it is, and nothing is measured (a single-rank step stays the network's alone).
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, StepGradients& step);
+/// and divides it by P x micro_batches, measuring step's norms; with `compression`, divided first
+/// and summed in 16 bits. One rank's one micro-batch is left as it is, and nothing is measured (a
+/// single-rank step stays the network's alone).
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, GradCompression compression, StepGradients& step);
 
 /// The gradient buffer cut into buckets of about `bucket_mb` MB (cut_buckets), each summed
 /// (RingSum: dlscale's ring, MPI_Allreduce under 128 KiB) as soon as it and every bucket after it
@@ -63,9 +68,10 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, StepGradients& 
 class BucketedAllreduce {
  public:
   /// `unit_starts`: where the ranges the model reports final together begin in the buffer (its
-  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. A collective on more than
-  /// one rank (ring_segment_bytes).
-  BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb, const std::vector<size_t>& unit_starts);
+  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. `compression`: the format
+  /// the buckets are summed in. A collective on more than one rank (ring_segment_bytes).
+  BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb, const std::vector<size_t>& unit_starts,
+                    GradCompression compression = GradCompression::kNone);
   BucketedAllreduce(const BucketedAllreduce&) = delete;
   BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
   ~BucketedAllreduce();
@@ -125,8 +131,11 @@ class BucketedAllreduce {
   void start(size_t index);
   double since_step_start() const;  ///< seconds since start_step()'s time point
   void reduce(size_t index);        ///< sums it and waits (without the thread)
-  /// Its reduction begins: the start time, its own gradients' norm, the earlier micro-batches added.
-  void begin_reduction(size_t index);
+  /// Its reduction begins: the start time, its own gradients' norm, the earlier micro-batches
+  /// added; compressed, the bucket divided and rounded into wire_. Returns what to sum.
+  void* begin_reduction(size_t index);
+  /// Its sum is complete on this rank: compressed, widened back into the buffer; the end time.
+  void end_reduction(size_t index);
   /// A bucket being summed on the communication thread, on its ring lane.
   struct InFlight {
     size_t index;
@@ -139,6 +148,8 @@ class BucketedAllreduce {
 
   float* data_;
   MPI_Comm comm_;
+  GradCompression compression_;
+  std::vector<uint16_t> wire_;  ///< compressed: the buffer in 16 bits, what the rings sum
   int size_ = 1;
   BucketSchedule schedule_;  ///< buckets() and which of them may start
   bool stepped_ = false;     ///< a step has finished: its times are there to merge by

@@ -17,10 +17,74 @@ namespace {
 
 constexpr int kTag = 0x6c72;  // the ring's messages on the caller's communicator, plus the lane
 
-void mpi_allreduce_in_place(float* data, size_t count, MPI_Comm comm) {
+/// a[i] + b[i] made in float and rounded back to the 16-bit format, into b.
+template <uint16_t (*Round)(float), float (*Widen)(uint16_t)>
+void add_sixteen_bit(const uint16_t* a, uint16_t* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) b[i] = Round(Widen(a[i]) + Widen(b[i]));
+}
+
+/// `in` added into `target`, `n` values of `wire`.
+void add_into(char* target, const char* in, size_t n, GradCompression wire) {
+  switch (wire) {
+    case GradCompression::kNone: {
+      float* t = reinterpret_cast<float*>(target);
+      const float* x = reinterpret_cast<const float*>(in);
+      for (size_t i = 0; i < n; ++i) t[i] += x[i];
+      return;
+    }
+    case GradCompression::kFp16:
+      add_sixteen_bit<to_fp16, from_fp16>(reinterpret_cast<const uint16_t*>(in), reinterpret_cast<uint16_t*>(target),
+                                          n);
+      return;
+    case GradCompression::kBf16:
+      add_sixteen_bit<to_bf16, from_bf16>(reinterpret_cast<const uint16_t*>(in), reinterpret_cast<uint16_t*>(target),
+                                          n);
+      return;
+  }
+}
+
+/// MPI's reduction for a 16-bit format: the same sum as the ring's (add_into).
+template <GradCompression Wire>
+void sixteen_bit_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  add_into(static_cast<char*>(inout), static_cast<const char*>(in), static_cast<size_t>(*len), Wire);
+}
+
+/// The two 16-bit sums as MPI operations, made on the first small 16-bit sum. They are freed here
+/// while MPI is still running; at the process's end, after MPI_Finalize, MPI has freed them itself.
+class SixteenBitSums {
+ public:
+  SixteenBitSums() {
+    DLSCALE_CHECK_MPI(MPI_Op_create(&sixteen_bit_sum<GradCompression::kFp16>, 1, &fp16_));
+    DLSCALE_CHECK_MPI(MPI_Op_create(&sixteen_bit_sum<GradCompression::kBf16>, 1, &bf16_));
+  }
+  ~SixteenBitSums() {
+    int finalized = 1;
+    if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+    MPI_Op_free(&fp16_);
+    MPI_Op_free(&bf16_);
+  }
+  SixteenBitSums(const SixteenBitSums&) = delete;
+  SixteenBitSums& operator=(const SixteenBitSums&) = delete;
+  MPI_Op of(GradCompression wire) const { return wire == GradCompression::kFp16 ? fp16_ : bf16_; }
+
+ private:
+  MPI_Op fp16_ = MPI_OP_NULL, bf16_ = MPI_OP_NULL;
+};
+
+/// The sum of `wire` as an MPI operation (MPI_SUM for floats).
+MPI_Op sum_of(GradCompression wire) {
+  if (wire == GradCompression::kNone) return MPI_SUM;
+  static const SixteenBitSums sums;  // made on the first call that needs them, after MPI_Init
+  return sums.of(wire);
+}
+
+void mpi_allreduce_in_place(char* data, size_t count, GradCompression wire, MPI_Comm comm) {
+  const size_t value_bytes = static_cast<size_t>(wire_bytes(wire));
+  const MPI_Datatype type = wire == GradCompression::kNone ? MPI_FLOAT : MPI_UINT16_T;
   for (size_t done = 0; done < count;) {
     const size_t n = std::min<size_t>(count - done, INT_MAX);
-    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
+    DLSCALE_CHECK_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, data + done * value_bytes, static_cast<int>(n), type, sum_of(wire), comm));
     done += n;
   }
 }
@@ -86,7 +150,7 @@ void Pacer::after(bool moved) {
 /// from one sum to the next: a fresh buffer per bucket would cost an allocation and its page
 /// faults every step.
 struct RingSum::Scratch {
-  std::vector<float> slots;                  // kRingBytesAhead of segments
+  std::vector<float> slots;                  // kRingBytesAhead of segments (floats: aligned for either format)
   std::vector<MPI_Request> receives, sends;  // one per message, in ring order
 };
 
@@ -98,20 +162,26 @@ struct RingSum::Scratch {
 // steps wait for each other leaves the link idle at every step's end for as long as its last
 // segment takes to arrive and the next one's rendezvous to cross back, which on 4 hosts at
 // 200 Mbit/s made a 24.7 MB all-reduce 1.04x gloo's (whose ring is pipelined this way).
-RingSum::RingSum(float* data, size_t count, MPI_Comm comm, int lane)
-    : data_(data), count_(count), comm_(comm), tag_(kTag + lane) {
+RingSum::RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane)
+    : data_(static_cast<char*>(data)),
+      count_(count),
+      wire_(wire),
+      value_bytes_(static_cast<size_t>(wire_bytes(wire))),
+      type_(wire == GradCompression::kNone ? MPI_FLOAT : MPI_UINT16_T),
+      comm_(comm),
+      tag_(kTag + lane) {
   int size = 1, rank = 0;
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   p_ = static_cast<size_t>(size);
   r_ = static_cast<size_t>(rank);
-  if (!goes_round(count, p_)) {
-    if (p_ > 1) mpi_allreduce_in_place(data, count, comm);
+  if (!goes_round(count, wire, p_)) {
+    if (p_ > 1) mpi_allreduce_in_place(data_, count, wire, comm);
     done_ = true;
     return;
   }
-  segment_ = ring_segment_bytes(comm) / sizeof(float);
-  ahead_ = std::max<size_t>(1, kRingBytesAhead / (segment_ * sizeof(float)));
+  segment_ = ring_segment_bytes(comm) / value_bytes_;
+  ahead_ = std::max<size_t>(1, kRingBytesAhead / (segment_ * value_bytes_));
   thread_local Scratch lanes[kRingLanes];
   scratch_ = &lanes[lane];
   left_ = (rank + size - 1) % size;
@@ -122,16 +192,17 @@ RingSum::RingSum(float* data, size_t count, MPI_Comm comm, int lane)
     step_first_.push_back(messages_.size());
     const Span c = chunk(received(s));
     for (size_t k = 0; k * segment_ < c.count; ++k)
-      messages_.push_back({s, k, c.data + k * segment_, std::min(segment_, c.count - k * segment_)});
+      messages_.push_back({s, k, c.data + k * segment_ * value_bytes_, std::min(segment_, c.count - k * segment_)});
   }
   first_send_ = (chunk(r_).count + segment_ - 1) / segment_;
   scratch_->receives.assign(messages_.size(), MPI_REQUEST_NULL);
   scratch_->sends.assign(first_send_ + messages_.size(), MPI_REQUEST_NULL);
-  if (scratch_->slots.size() < ahead_ * segment_) scratch_->slots.resize(ahead_ * segment_);
+  const size_t slot_floats = (ahead_ * segment_ * value_bytes_ + sizeof(float) - 1) / sizeof(float);
+  if (scratch_->slots.size() < slot_floats) scratch_->slots.resize(slot_floats);
   const Span own = chunk(r_);
   for (size_t k = 0; k < first_send_; ++k) {
     const size_t at = k * segment_;
-    send(own.data + at, std::min(segment_, own.count - at), scratch_->sends[k]);
+    send(own.data + at * value_bytes_, std::min(segment_, own.count - at), scratch_->sends[k]);
   }
   progress();
 }
@@ -150,10 +221,7 @@ bool RingSum::progress() {
     DLSCALE_CHECK_MPI(MPI_Test(&receives[arrived_], &arrived, MPI_STATUS_IGNORE));
     if (!arrived) break;
     const Message& got = messages_[arrived_];
-    if (reducing(got.step)) {
-      const float* in = slot(arrived_);
-      for (size_t i = 0; i < got.count; ++i) got.target[i] += in[i];
-    }
+    if (reducing(got.step)) add_into(got.target, slot(arrived_), got.count, wire_);
     if (got.step + 1 < steps()) send(got.target, got.count, scratch_->sends[first_send_ + arrived_]);
     ++arrived_;
     moved = true;
@@ -171,7 +239,7 @@ bool RingSum::progress() {
 /// Chunk c is [first(c), first(c + 1)): P nearly equal parts.
 RingSum::Span RingSum::chunk(size_t c) const {
   const auto first = [&](size_t i) { return count_ / p_ * i + std::min(i, count_ % p_); };
-  return {data_ + first(c), first(c + 1) - first(c)};
+  return {data_ + first(c) * value_bytes_, first(c + 1) - first(c)};
 }
 
 /// The chunk step s receives: during the reduce-scatter r - s - 1, which this rank holds summed
@@ -180,13 +248,15 @@ size_t RingSum::received(size_t s) const {
   return reducing(s) ? (r_ + 2 * p_ - s - 1) % p_ : (r_ + 2 * p_ - (s - (p_ - 1))) % p_;
 }
 
-float* RingSum::slot(size_t m) const { return scratch_->slots.data() + (m % ahead_) * segment_; }
+char* RingSum::slot(size_t m) const {
+  return reinterpret_cast<char*>(scratch_->slots.data()) + (m % ahead_) * segment_ * value_bytes_;
+}
 
 /// Where segment k of step s is in the sends' order.
 size_t RingSum::send_index(size_t s, size_t k) const { return s == 0 ? k : first_send_ + step_first_[s - 1] + k; }
 
-void RingSum::send(const float* from, size_t n, MPI_Request& request) {
-  DLSCALE_CHECK_MPI(MPI_Isend(from, static_cast<int>(n), MPI_FLOAT, right_, tag_, comm_, &request));
+void RingSum::send(const char* from, size_t n, MPI_Request& request) {
+  DLSCALE_CHECK_MPI(MPI_Isend(from, static_cast<int>(n), type_, right_, tag_, comm_, &request));
 }
 
 /// Receive m goes to its slot to be added, or, during the all-gather, straight into the buffer.
@@ -195,7 +265,7 @@ void RingSum::send(const float* from, size_t n, MPI_Request& request) {
 /// has in practice, long since: the sum that arrives was made from it. Returns whether it posted.
 bool RingSum::post_receive(size_t m) {
   const Message& msg = messages_[m];
-  float* into = msg.target;
+  char* into = msg.target;
   if (reducing(msg.step)) {
     into = slot(m);
   } else {
@@ -205,13 +275,13 @@ bool RingSum::post_receive(size_t m) {
     if (!sent) return false;
   }
   DLSCALE_CHECK_MPI(
-      MPI_Irecv(into, static_cast<int>(msg.count), MPI_FLOAT, left_, tag_, comm_, &scratch_->receives[m]));
+      MPI_Irecv(into, static_cast<int>(msg.count), type_, left_, tag_, comm_, &scratch_->receives[m]));
   return true;
 }
 
-void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm) {
+void allreduce_sum_in_place(void* data, size_t count, GradCompression wire, MPI_Comm comm) {
   thread_local Pacer pacer;
-  RingSum sum(data, count, comm, 0);
+  RingSum sum(data, count, wire, comm, 0);
   while (!sum.done()) pacer.after(sum.progress());
 }
 

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "drivers/gradient_compression.h"
+
 namespace dlscale {
 
 /// Buffers of at least this many bytes go round the ring; smaller ones, whose time is latency,
@@ -53,36 +55,39 @@ size_t ring_segment_bytes_for(bool spans_hosts, size_t eager_limit);
 /// point: RingSum's constructor makes it, and BucketedAllreduce's, so that its thread never does.
 size_t ring_segment_bytes(MPI_Comm comm);
 
-/// One sum of `count` floats in place over `comm`, in flight: round dlscale's ring, advanced by
-/// progress() as its messages arrive, so that one thread can keep several in flight. A collective:
-/// every rank starts the same sums, with the same counts, in the same order; two in flight at
-/// once have different lanes (0 <= lane < kRingLanes), which keep their messages and buffers apart.
-/// The result is bit-identical on every rank: each chunk is summed once, on one rank, in ring
-/// order, and the others receive that sum. A buffer under kRingMinBytes is summed by one
-/// MPI_Allreduce in the constructor (done() at once).
+/// One sum of `count` values in place over `comm`, in flight: round dlscale's ring, advanced by
+/// progress() as its messages arrive, so that one thread can keep several in flight. The values
+/// are floats, or with `wire` fp16 or bf16 (uint16_t bits, GradCompression): those are sent as
+/// they are, and each partial sum is made in float and rounded back to the format, as DDP's
+/// compression hooks have gloo and NCCL sum them. A collective: every rank starts the same sums,
+/// with the same counts and format, in the same order; two in flight at once have different lanes
+/// (0 <= lane < kRingLanes), which keep their messages and buffers apart. The result is
+/// bit-identical on every rank: each chunk is summed once, on one rank, in ring order, and the
+/// others receive that sum. A buffer under kRingMinBytes is summed by one MPI_Allreduce in the
+/// constructor (done() at once).
 class RingSum {
  public:
-  RingSum(float* data, size_t count, MPI_Comm comm, int lane);
+  RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane);
   RingSum(const RingSum&) = delete;
   RingSum& operator=(const RingSum&) = delete;
   /// Does what the messages that have arrived allow; returns whether anything moved.
   bool progress();
   bool done() const { return done_; }
-  /// Whether a sum of `count` floats over `ranks` ranks goes round the ring (else it is one
-  /// MPI_Allreduce, or nothing on one rank).
-  static bool goes_round(size_t count, size_t ranks) {
-    return ranks > 1 && count * sizeof(float) >= kRingMinBytes && count >= ranks;
+  /// Whether a sum of `count` values of `wire` over `ranks` ranks goes round the ring (else it is
+  /// one MPI_Allreduce, or nothing on one rank).
+  static bool goes_round(size_t count, GradCompression wire, size_t ranks) {
+    return ranks > 1 && count * static_cast<size_t>(wire_bytes(wire)) >= kRingMinBytes && count >= ranks;
   }
 
  private:
   struct Span {
-    float* data;
-    size_t count;
+    char* data;
+    size_t count;  // values
   };
   struct Message {
     size_t step, segment;
-    float* target;  // where it ends up in the buffer
-    size_t count;
+    char* target;  // where it ends up in the buffer
+    size_t count;  // values
   };
   struct Scratch;
 
@@ -90,15 +95,18 @@ class RingSum {
   bool reducing(size_t step) const { return step + 1 < p_; }
   Span chunk(size_t c) const;
   size_t received(size_t step) const;
-  float* slot(size_t m) const;
+  char* slot(size_t m) const;
   size_t send_index(size_t step, size_t segment) const;
-  void send(const float* from, size_t n, MPI_Request& request);
+  void send(const char* from, size_t n, MPI_Request& request);
   bool post_receive(size_t m);
 
-  float* data_;
+  char* data_;
   size_t count_;
+  GradCompression wire_;
+  size_t value_bytes_;  // wire_bytes(wire_)
+  MPI_Datatype type_;   // MPI_FLOAT, or MPI_UINT16_T for the 16-bit formats
   MPI_Comm comm_;
-  size_t segment_ = 0;  // floats per segment (ring_segment_bytes)
+  size_t segment_ = 0;  // values per segment (ring_segment_bytes)
   size_t ahead_ = 0;    // receives posted ahead (kRingBytesAhead)
   int tag_;
   size_t p_ = 1, r_ = 0;
@@ -135,8 +143,8 @@ class Pacer {
   std::chrono::microseconds pause_{10};
 };
 
-/// Sums `count` floats in place over `comm` (a collective: every rank with the same count) and
-/// waits for it: one RingSum on lane 0, advanced until done (paced by a Pacer).
-void allreduce_sum_in_place(float* data, size_t count, MPI_Comm comm);
+/// Sums `count` values of `wire` in place over `comm` (a collective: every rank with the same count
+/// and format) and waits for it: one RingSum on lane 0, advanced until done (paced by a Pacer).
+void allreduce_sum_in_place(void* data, size_t count, GradCompression wire, MPI_Comm comm);
 
 }  // namespace dlscale

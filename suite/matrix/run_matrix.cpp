@@ -320,6 +320,14 @@ const std::vector<Axis>& axes() {
         TomlKind::kNumber, 8, &MatrixSpec::bucket_mb, &CaseSpec::bucket_mb, parse_bucket_mb, number<double>,
         [](const CaseSpec& c) { return c.ranks > 1 || !c.bucket_mb_defaulted; }));
     t.back().defaulted = [](const CaseSpec& c) { return c.ranks == 1 && c.bucket_mb_defaulted; };
+    t.push_back(list_axis<GradCompression>(
+        "grad_compression", "--grad-compression",
+        "none, fp16 or bf16, comma-separated: gradients divided by the ranks and summed in that format, half the "
+        "bytes, as DDP's compression hooks (default none)",
+        TomlKind::kString, 30, &MatrixSpec::grad_compressions, &CaseSpec::grad_compression,
+        parse_as_usage<GradCompression, parse_grad_compression>,
+        [](const GradCompression& c) { return std::string(grad_compression_name(c)); },
+        [](const CaseSpec& c) { return c.grad_compression != GradCompression::kNone; }));
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "drivers/driver.h"
+#include "drivers/gradient_compression.h"
 #include "suite/matrix/placement.h"
 
 namespace dlscale {
@@ -59,6 +60,7 @@ struct MatrixSpec {
   std::vector<int> ranks;                                 ///< ranks per case; empty: every rank of the job
   std::vector<Placement> placements{Placement::kPacked};  ///< which ranks (suite/matrix/placement.h)
   std::vector<double> bucket_mb;  ///< gradient bucket sizes; empty: kDefaultBucketMb (CaseSpec::bucket_mb_defaulted)
+  std::vector<GradCompression> grad_compressions{GradCompression::kNone};
   std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
   std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
   int warmup = 2;
@@ -104,6 +106,8 @@ struct CaseSpec {
   /// No bucket size was asked for. One rank then reduces nothing; one that was asked for reduces
   /// its buckets even alone where the driver can (a GPU, over a one-rank communicator).
   bool bucket_mb_defaulted = true;
+  /// The format gradients cross ranks in (drivers/gradient_compression.h): fp16 or bf16 halve the bytes.
+  GradCompression grad_compression = GradCompression::kNone;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0.01;
   RunMode mode = RunMode::kTiming;

@@ -28,7 +28,7 @@ class MpiTransport final : public AllreduceTransport {
  public:
   explicit MpiTransport(MPI_Comm comm) : comm_(comm) {}
   void load(const std::vector<float>& values) override { buffer_ = values; }
-  void reduce() override { allreduce_sum_in_place(buffer_.data(), buffer_.size(), comm_); }
+  void reduce() override { allreduce_sum_in_place(buffer_.data(), buffer_.size(), GradCompression::kNone, comm_); }
   std::vector<float> read() override { return buffer_; }
 
  private:

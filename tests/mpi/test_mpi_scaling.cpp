@@ -89,7 +89,7 @@ TEST(MpiScaling, BucketsWithoutReadinessReportsStartAfterBackward) {
   buckets.start_step(std::chrono::steady_clock::now(), step);
   buckets.finish();
   std::vector<float> expected = local;
-  allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD, expected_step);
+  allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD, GradCompression::kNone, expected_step);
   // Equal up to summation order: MPI picks its reduction algorithm by message size, and float
   // addition over three or more ranks depends on the order.
   const std::vector<float> got = model->export_gradients();
@@ -153,8 +153,8 @@ TEST(RingAllreduce, AgreesWithMpiAndIsTheSameOnEveryRank) {
       ring[i] = mpi[i] = std::sin(0.001f * static_cast<float>(i) + static_cast<float>(me)) * 1e3f + 1e-3f * me;
       exact[i] = static_cast<float>((i + static_cast<size_t>(me)) % 97);
     }
-    allreduce_sum_in_place(ring.data(), count, MPI_COMM_WORLD);
-    allreduce_sum_in_place(exact.data(), count, MPI_COMM_WORLD);
+    allreduce_sum_in_place(ring.data(), count, GradCompression::kNone, MPI_COMM_WORLD);
+    allreduce_sum_in_place(exact.data(), count, GradCompression::kNone, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, mpi.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double diff = 0, norm = 0;
     size_t wrong = 0;

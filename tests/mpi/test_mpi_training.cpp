@@ -4,13 +4,16 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "drivers/driver.h"
+#include "drivers/gradient_compression.h"
 #include "suite/case/training_step.h"
+#include "suite/comm/gradient_allreduce.h"
 #include "tests/common/mpi_world.h"
 #include "workloads/catalog.h"
 #include "workloads/data/synthetic.h"
@@ -53,7 +56,7 @@ TEST(MpiTraining, AllreduceAveragesTheRanksGradients) {
   model->backward();
   const std::vector<float> local = model->export_gradients();
   StepGradients step;
-  allreduce_gradients(model->grad_buffer(), MPI_COMM_WORLD, step);
+  allreduce_gradients(model->grad_buffer(), MPI_COMM_WORLD, GradCompression::kNone, step);
   const std::vector<float> averaged = model->export_gradients();
   std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
   MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -139,6 +142,111 @@ TEST(MpiTraining, AccumulatedMicroBatchesTrainAsTheirUnionDoes) {
       double worst = 0;
       for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
       EXPECT_LT(worst, 1e-4 * largest_update) << (bucket_mb > 0 ? "bucketed" : "blocking");
+    }
+  }
+}
+
+/// The unit roundoff of a 16-bit gradient format, and the absolute rounding of its smallest values.
+double unit_roundoff(GradCompression c) { return c == GradCompression::kFp16 ? 0x1p-11 : 0x1p-8; }
+double least_step(GradCompression c) { return c == GradCompression::kFp16 ? 0x1p-25 : 0x1p-134; }
+
+/// Whether every rank holds the same bytes in `v`.
+bool identical_on_every_rank(std::vector<float> v) {
+  std::vector<float> root = v;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  int same = std::memcmp(root.data(), v.data(), v.size() * sizeof(float)) == 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return same == 1;
+}
+
+TEST(MpiTraining, CompressedGradientsAreTheMeanWithinTheFormatsRounding) {
+  // Each rank's gradient divided by P and rounded (one rounding), then P - 1 sums each rounded:
+  // |error| <= P u (sum over ranks of |g| / P) + P x the format's least step, per element.
+  Registry reg;
+  register_drivers(reg);
+  const Workload w = make_workload("fcn5:features=300,width=256");  // ~160k gradients: the ring, not MPI_Allreduce
+  auto model = make_model(reg, w, 5);
+  model->forward();
+  model->backward();
+  const std::vector<float> local = model->export_gradients();
+  const GradBuffer grads = model->grad_buffer();
+  std::vector<double> abs_sum(local.size()), sum(local.size());
+  {
+    std::vector<double> mine(local.begin(), local.end()), mine_abs(local.size());
+    for (size_t i = 0; i < local.size(); ++i) mine_abs[i] = std::abs(mine[i]);
+    MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(mine_abs.data(), abs_sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  const double p = world_size();
+  for (GradCompression c : {GradCompression::kFp16, GradCompression::kBf16}) {
+    for (double bucket_mb : {0.0, 0.1}) {  // one all-reduce after backward; buckets of 25,000
+      SCOPED_TRACE(std::string(grad_compression_name(c)) + (bucket_mb > 0 ? " bucketed" : " whole"));
+      std::copy(local.begin(), local.end(), grads.data);
+      StepGradients step;
+      if (bucket_mb > 0) {
+        BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, c);
+        ASSERT_GT(buckets.bucket_count(), 3u);
+        buckets.start_step(std::chrono::steady_clock::now(), step);
+        buckets.finish();
+      } else {
+        allreduce_gradients(grads, MPI_COMM_WORLD, c, step);
+      }
+      const std::vector<float> averaged(grads.data, grads.data + grads.count);
+      size_t rounded = 0;
+      for (size_t i = 0; i < averaged.size(); ++i) {
+        const double error = std::abs(averaged[i] - sum[i] / p);
+        const double bound = p * unit_roundoff(c) * abs_sum[i] / p + p * least_step(c);
+        ASSERT_LE(error, bound) << "element " << i;
+        if (averaged[i] != static_cast<float>(sum[i] / p)) ++rounded;
+      }
+      if (p > 1) {
+        EXPECT_GT(rounded, averaged.size() / 10) << "the sum was not made in 16 bits";
+      }
+      EXPECT_TRUE(identical_on_every_rank(averaged));
+    }
+  }
+}
+
+TEST(MpiTraining, CompressedTrainingFollowsTheFloat32OneOnEveryCpuDriver) {
+  // Five SGD steps with bucketed gradients summed in fp16 and in bf16 against float32: the same
+  // parameters on every rank, and within the format's rounding of float32's (docs/metrics.md,
+  // "Gradient compression": each step's gradient within P u of it, so the parameters within
+  // 2 P u of how far training moved them; factor 2 for what the steps make of the differences).
+  Registry reg;
+  register_drivers(reg);
+  const Workload w = make_workload("fcn5:features=48,width=24");
+  const double p = world_size();
+  for (const std::string& name : reg.names()) {
+    const Driver* driver = reg.find(name);
+    if (driver == nullptr || driver->default_device() != DeviceType::kCpu ||
+        !driver->supports(w, DeviceType::kCpu).ok) {
+      continue;
+    }
+    const auto train = [&](GradCompression c) {
+      auto model = driver->create(w, {DeviceType::kCpu, 0, 1, 7});
+      model->load_parameters(canonical_parameters(w, 7));
+      model->set_batch(synthetic_batch(w, 8, 7, world_rank()));
+      BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, 0.001, layer_parameter_starts(w), c);
+      buckets.follow(*model);
+      Optimizer sgd;
+      sgd.learning_rate = 0.05;
+      for (int step = 0; step < 5; ++step) training_step(*model, MPI_COMM_WORLD, sgd, false, &buckets);
+      return model->export_parameters();
+    };
+    const std::vector<float> initial = canonical_parameters(w, 7), exact = train(GradCompression::kNone);
+    double moved = 0;
+    for (size_t i = 0; i < exact.size(); ++i) moved = std::max(moved, std::abs(double{exact[i]} - initial[i]));
+    ASSERT_GT(moved, 0.0) << name;
+    for (GradCompression c : {GradCompression::kFp16, GradCompression::kBf16}) {
+      SCOPED_TRACE(name + " " + grad_compression_name(c));
+      const std::vector<float> got = train(c);
+      double diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(double{got[i]} - exact[i]));
+      EXPECT_LE(diff, 2 * p * unit_roundoff(c) * moved);
+      if (p > 1) {
+        EXPECT_GT(diff, 0.0) << "compression changed nothing";
+      }
+      EXPECT_TRUE(identical_on_every_rank(got));
     }
   }
 }
