@@ -21,6 +21,7 @@ case's rank 0's clock (timeline.py).
 
 import dataclasses
 import json
+import math
 import os
 
 from .timeline import COMMUNICATION, COMPUTE, LANES, ROW_LIMIT, case_events, timeline_events
@@ -76,6 +77,20 @@ def otf2_missing():
         import otf2  # noqa: F401
     except ImportError:
         return f"OTF2 archives need the Python module otf2 (Debian 12: {OTF2_PACKAGE})"
+    return None
+
+
+# OTF2 timestamps are unsigned 64-bit nanoseconds: 584 years from the case's first step.
+OTF2_LAST_S = (2 ** 64 - 1) / 1e9
+
+
+def _beyond_otf2(ce):
+    """Why ce's times cannot be OTF2 timestamps (a line), or None: a time past OTF2_LAST_S, or not
+    a number, which a damaged or hand-made file can hold; the library would wrap it round and
+    complain on stderr for every event after it."""
+    last = max((e.end_s for e in ce.events), default=0.0)
+    if not all(math.isfinite(e.start_s) and math.isfinite(e.end_s) for e in ce.events) or not last < OTF2_LAST_S:
+        return "its times do not fit OTF2's 64-bit nanosecond timestamps"
     return None
 
 
@@ -165,9 +180,9 @@ def write_case_traces(case, hosts, backend, outdir, per_rank=False):
             with open(path, "w") as f:
                 json.dump(chrome_trace(case, hosts, backend, mine, rank=r), f)
             paths.append(path)
-    missing = otf2_missing()
+    missing = otf2_missing() or _beyond_otf2(ce)
     if missing:
-        notes.append(f"no OTF2 archive: {missing}")
+        notes.append(f"no OTF2 archive{'' if missing.startswith('OTF2') else f' of case {case.name}'}: {missing}")
     else:
         paths.append(os.path.join(write_otf2(case, hosts, f"{stem}.otf2", ce), "traces.otf2"))
     return paths, notes

@@ -135,5 +135,17 @@ class HostRowsTest(unittest.TestCase):
         self.assertEqual(reduction.name, "all-reduce")
 
 
+class Otf2LimitTest(unittest.TestCase):
+    def test_times_past_otf2s_timestamps_are_named_not_written(self):
+        # OTF2 counts unsigned 64-bit nanoseconds (584 years): the library wrapped later times round
+        # and printed an error per event on stderr; trace now writes no archive and says why.
+        from dlscale_report import trace
+        case = two_ranks(bucketed=True)
+        self.assertIsNone(trace._beyond_otf2(timeline.timeline_events(case, ["h", "h"])))
+        case.phase_time_s = case.phase_time_s * 1e10
+        case.iter_time_s = case.phase_time_s.sum(axis=2)
+        self.assertIn("64-bit nanosecond", trace._beyond_otf2(timeline.timeline_events(case, ["h", "h"])))
+
+
 if __name__ == "__main__":
     unittest.main()
