@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "drivers/gradient_buckets.h"
+#include "drivers/gradient_compression.h"
 #include "schema/case_record.h"
 #include "schema/projection_record.h"
 #include "schema/run_record.h"
@@ -185,6 +186,14 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(where + ": " + e.what());
   }
   c.readiness_measured = apply_measured_readiness(record, c.buckets);
+  // Compressed gradients cross the network in 16 bits: half of each bucket's bytes (its record is
+  // the float32 gradient's).
+  try {
+    const double share = wire_bytes(parse_grad_compression(d.grad_compression)) / 4.0;
+    for (GradientBucket& b : c.buckets) b.bytes *= share;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
+  }
   return c;
 }
 

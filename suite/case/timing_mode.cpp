@@ -390,7 +390,8 @@ CaseProjection case_projection(const ResolvedCase& c, const AllreduceResult& acr
   for (int64_t p = 16; p <= 1024; p *= 2) targets.push_back(p);
   CaseProjection out;
   out.compute_s = compute_s;
-  out.grad_bytes = static_cast<double>(c.grad_bytes());
+  // What the all-reduce sends: 16-bit gradients with --grad-compression, half the float32 ones.
+  out.grad_bytes = static_cast<double>(c.grad_bytes()) * wire_bytes(c.spec.grad_compression) / 4.0;
   // Packed, P up to the ranks this job has on a host stays on one host; spread, every P > 1
   // crosses hosts.
   out.fit = RingFit{across.alpha_s, across.beta_s_per_byte, c.spec.ranks, c.placed.hosts};

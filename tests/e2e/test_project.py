@@ -120,6 +120,28 @@ class Project(unittest.TestCase):
             self.assertEqual(list(g["bucket_bytes"][()]), [52008])
             self.assertEqual(list(g["bucket_ready_fraction"][()]), [1])
 
+    def test_compressed_gradients_cross_in_half_the_bytes(self):
+        # A case recorded with --grad-compression fp16 sent 16-bit gradients: the simulated bucket
+        # is half the float32 one, and its exposed all-reduce, on the same draws, n/2B less.
+        exposed = {}
+        for compression in ("none", "fp16"):
+            path = self.copy(f"compressed-{compression}.h5")
+            with h5py.File(path, "r+") as f:
+                f["cases/0000"].attrs["grad_compression"] = compression
+            proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "0")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with h5py.File(path, "r") as f:
+                g = f["cases/0000/simulations/0000"]
+                self.assertEqual(list(g["bucket_bytes"][()]), [52008 if compression == "none" else 26004])
+                exposed[compression] = g["exposed_allreduce_s"][list(g["ranks"][()]).index(2)]
+        self.assertAlmostEqual(exposed["none"] - exposed["fp16"], 26004 / 10e9, delta=1e-10)
+        path = self.copy("compressed-bad.h5")
+        with h5py.File(path, "r+") as f:
+            f["cases/0000"].attrs["grad_compression"] = "fp8"
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "0")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("unknown gradient compression 'fp8'", proc.stderr)
+
     def test_binomial_sends_the_bucket_across_and_back(self):
         # One bucket after backward on two ranks: the ring sends both ways at once (n/B + 2a),
         # Open MPI's binomial tree up and then down (2 n/B + 2a): n/B more, with the same draws.
