@@ -48,7 +48,7 @@ def hosts_of(ranks_table):
     out = {}
     for rec in ranks_table:
         host = rec["host"] if "host" in ranks_table.dtype.names else ""
-        out[int(rec["rank"])] = host.decode() if isinstance(host, bytes) else str(host)
+        out[int(rec["rank"])] = host.decode("utf-8", errors="replace") if isinstance(host, bytes) else str(host)
     return out
 
 

@@ -488,6 +488,12 @@ def _read_case(path, name, group):
     summary = _get(group, "summary")
     projection = _get(group, "projection")
     utilisation = _get(group, "utilisation")
+    # Tables of one row per rank where the case has them; anything else there is damage.
+    memory = _dataset(group, "memory")
+    per_rank = _dataset(utilisation, "per_rank") if isinstance(utilisation, h5py.Group) else None
+    for table, value in (("memory", memory), ("utilisation/per_rank", per_rank)):
+        if value is not None and not _is_rank_table(value):
+            raise _Damaged(f"{table} is not a table of one row per rank")
     simulations, damaged_simulations = _read_simulations(_get(group, "simulations"))
     return Case(
         file=path,
@@ -496,12 +502,12 @@ def _read_case(path, name, group):
         iter_time_s=iter_time,
         phase_time_s=phase_time,
         loss=_dataset(group, "loss", np.float64),
-        memory=_dataset(group, "memory"),
+        memory=memory,
         summary=_group_attrs(summary) if isinstance(summary, h5py.Group) else None,
         projection=_read_projection(projection)
         if isinstance(projection, h5py.Group) else None,
         exposed_allreduce_s=exposed,
-        utilisation=Utilisation(attrs=_group_attrs(utilisation), per_rank=_dataset(utilisation, "per_rank"))
+        utilisation=Utilisation(attrs=_group_attrs(utilisation), per_rank=per_rank)
         if isinstance(utilisation, h5py.Group) else None,
         timeline=_read_timeline(group, iter_time.shape),
         noise=_read_noise(group),

@@ -217,7 +217,7 @@ def json_value(v):
     """A row value for JSON: numpy scalars become Python numbers, NaN/inf null (strict JSON
     has no NaN), anything else that is not a JSON type its text, as csv.writer writes it."""
     if isinstance(v, bytes):
-        v = v.decode()
+        v = v.decode("utf-8", errors="replace")
     if v is None or isinstance(v, (str, bool)):
         return v
     if getattr(v, "dtype", None) is not None and v.dtype.kind == "b":    # numpy.bool_

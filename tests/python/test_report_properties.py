@@ -1157,6 +1157,30 @@ class Findings(Files, PromiseMixin):
             self.assertPromised(command, path, code, out, err)
             self.assertEqual((code, err), (0, ""), command)
 
+    def test_a_memory_record_that_is_not_a_rank_table(self):
+        # The summary's memory columns read a field of /cases/NNNN/memory (TypeError on a plain
+        # array, the CLI's "unexpected"); such a record now damages its case, named.
+        path = self.write("memory.h5", [make_case([[0.01, 0.02]]), make_case([[0.01, 0.03]])])
+        with h5py.File(path, "r+") as f:
+            del f["cases/0001/memory"]
+            f["cases/0001/memory"] = np.array([0.0])
+        code, out, err = run_cli(["summary", path])
+        self.assertPromised(["summary", path], path, code, out, err)
+        self.assertEqual(code, 0)
+        self.assertIn("case 0001 (memory is not a table of one row per rank)", err)
+
+    def test_a_host_name_that_is_not_utf8(self):
+        # /system/ranks' host names were decoded strictly (UnicodeDecodeError, the CLI's
+        # "unexpected"); a flipped bit there now reads as a replacement character, as attributes do.
+        path = self.write("host.h5", [make_case([[0.01, 0.02], [0.01, 0.02]])])
+        with h5py.File(path, "r+") as f:
+            del f["system/ranks"]
+            f["system/ranks"] = np.array([(0, b"\xeenode"), (1, b"node1")], dtype=[("rank", "i8"), ("host", "S6")])
+        for command in (["summary", path], ["ranks", path]):
+            code, out, err = run_cli(command)
+            self.assertPromised(command, path, code, out, err)
+            self.assertEqual((code, err), (0, ""), command)
+
     def test_a_rank_table_with_text_ranks(self):
         # hosts_of() looked hosts up by a `rank` field of strings: now no rank table, refused.
         path = self.write("ranks.h5", [make_case([[0.01, 0.02]])])
