@@ -24,6 +24,7 @@ struct CaseDescription {
   std::string data;
   double bucket_mb = 0;
   std::string grad_compression = "none";  ///< the format gradients crossed ranks in: none, fp16, bf16
+  std::string allreduce_hierarchy = "flat";  ///< how the MPI all-reduce crossed hosts: flat, host
   std::string case_key, started_utc, mode, optimizer;
   double learning_rate = 0;
   int64_t accumulate = 1;  ///< micro-batches per optimiser step
@@ -57,6 +58,7 @@ inline const Field<CaseDescription> kCaseDescriptionFields[] = {
     member<&CaseDescription::data>("data"),
     member<&CaseDescription::bucket_mb>("bucket_mb"),
     member<&CaseDescription::grad_compression>("grad_compression"),
+    member<&CaseDescription::allreduce_hierarchy>("allreduce_hierarchy"),
     member<&CaseDescription::case_key>("case_key"),
     member<&CaseDescription::started_utc>("started_utc"),
     member<&CaseDescription::mode>("mode"),

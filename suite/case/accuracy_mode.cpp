@@ -237,7 +237,7 @@ class AccuracyLoop {
       try {
         opt.learning_rate = learning_rate();
         const StepTimes t = training_step(parts_.model, comm_, opt, false, parts_.buckets, parts_.timer, parts_.reducer,
-                                          deadline_, micro, spec_.grad_compression);
+                                          deadline_, micro, parts_.mpi);
         small_sq_.push_back(t.small_sq);
         big_sq_.push_back(t.big_sq);
         step_loss = parts_.model.loss();
@@ -386,7 +386,7 @@ class AccuracyMode final : public CaseMode {
     reset_memory_mark(ctx_.progress);
     try {
       result_ = run_accuracy(ctx_.c.spec, ctx_.c.workload, ctx_.comm,
-                             {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get(), &p.earlier_gradients},
+                             {*p.model, p.timer.get(), p.reducer.get(), p.buckets.get(), &p.earlier_gradients, p.mpi},
                              *p.dataset, *p.test, ctx_.progress, ctx_.mpi.host());
     } catch (const MpiError&) {
       throw;

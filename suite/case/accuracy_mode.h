@@ -30,6 +30,7 @@ struct TrainingParts {
   GradientReducer* reducer = nullptr;
   BucketedAllreduce* buckets = nullptr;
   std::vector<float>* earlier = nullptr;  ///< room for the micro-batches' gradients (--accumulate)
+  MpiReduction mpi;                       ///< how the blocking MPI all-reduce sends
 };
 
 /// The result of an accuracy case, identical on every rank of it.

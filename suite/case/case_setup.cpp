@@ -157,13 +157,14 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   if (p.outcome.ok()) p.outcome = set_up_reduction(ctx, p);
   if (p.outcome.ok()) p.outcome = build_model(ctx, p, data);
   if (!p.outcome.ok()) return p;
+  p.mpi = {spec.grad_compression, resolved_hierarchy(spec.allreduce_hierarchy, ctx.c.placed)};
   p.timer = p.model->make_step_timer();
   if (!p.timer) p.timer = make_host_step_timer(*p.model);
   if (!p.reducer && spec.bucket_mb > 0 && spec.ranks > 1) {
     // A CPU model's buffer is the canonical layout, whose layers' gradients backward finishes one
     // by one.
     p.buckets = std::make_unique<BucketedAllreduce>(p.model->grad_buffer(), ctx.comm, spec.bucket_mb,
-                                                    layer_parameter_starts(ctx.c.workload), spec.grad_compression);
+                                                    layer_parameter_starts(ctx.c.workload), p.mpi);
     p.overlap = p.buckets->follow(*p.model);
   }
   return p;

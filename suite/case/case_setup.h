@@ -51,6 +51,7 @@ struct PreparedCase {
   std::shared_ptr<const Dataset> dataset;
   std::shared_ptr<const Dataset> test;         ///< accuracy cases: the test set that goes with `dataset`
   std::unique_ptr<BucketedAllreduce> buckets;  ///< with --bucket-mb on more than one rank
+  MpiReduction mpi;  ///< how the harness's MPI all-reduce sends: --grad-compression, the resolved hierarchy
   /// With --accumulate: the micro-batches before a step's last, their gradients summed here.
   std::vector<float> earlier_gradients;
   bool overlap = false;

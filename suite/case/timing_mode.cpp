@@ -179,7 +179,7 @@ StepResult TimingMode::guarded_step(PreparedCase& p, GradientReducer* reducer, i
   double loss = 0;
   try {
     out.times = training_step(*p.model, ctx_.comm, optimizer_, spec_.phases, p.buckets.get(), p.timer.get(), reducer,
-                              deadline_, micro, spec_.grad_compression);
+                              deadline_, micro, p.mpi);
     loss = p.model->loss();
     if (!std::isfinite(loss) && failed.ok()) failed = {Status::kError, fmt::format("the loss is {}", loss)};
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();

@@ -49,7 +49,7 @@ namespace {
 /// The step's gradient reduction, through the driver's reducer (NCCL), the buckets, or one
 /// all-reduce after backward; called by every rank, also one whose forward or backward `failed`.
 void reduce_gradients(Model& model, MPI_Comm comm, BucketedAllreduce* buckets, GradientReducer* reducer, bool failed,
-                      GradCompression compression, StepGradients& grads) {
+                      const MpiReduction& how, StepGradients& grads) {
   if (reducer != nullptr) {
     try {
       reducer->average(model.grad_buffer());
@@ -61,7 +61,7 @@ void reduce_gradients(Model& model, MPI_Comm comm, BucketedAllreduce* buckets, G
   } else if (buckets != nullptr) {
     buckets->finish();
   } else {
-    allreduce_gradients(model.grad_buffer(), comm, compression, grads);
+    allreduce_gradients(model.grad_buffer(), comm, how, grads);
   }
 }
 
@@ -85,7 +85,7 @@ double accumulate(const GradBuffer& grads, std::vector<float>& earlier, int j) {
 
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases, BucketedAllreduce* buckets,
                         StepTimer* timer, GradientReducer* reducer, Deadline deadline, const MicroBatches& micro,
-                        GradCompression compression) {
+                        const MpiReduction& how) {
   std::unique_ptr<StepTimer> host;
   if (timer == nullptr) {
     host = make_host_step_timer(model);
@@ -138,7 +138,7 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
     failure = std::current_exception();
   }
   if (time_allreduce && !failure) timer->mark(2);
-  reduce_gradients(model, comm, buckets, reducer, failure != nullptr, compression, grads);
+  reduce_gradients(model, comm, buckets, reducer, failure != nullptr, how, grads);
   if (failure) std::rethrow_exception(failure);
   if (time_allreduce) timer->mark(3);
   model.update(opt);

@@ -54,11 +54,11 @@ struct MicroBatches {
 /// j loaded before the j-th; the earlier ones' gradients are summed on the host and added to the last one's as its
 /// buckets are reduced; "forward" (with `time_phases`) then runs from the step's start to the end of the last
 /// micro-batch's forward pass, the earlier micro-batches' passes included, and "backward" is the last one's.
-/// `compression`: the format of the one blocking MPI all-reduce (the buckets have their own).
+/// `how`: the format and hierarchy of the one blocking MPI all-reduce (the buckets have their own).
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
                         BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
                         GradientReducer* reducer = nullptr, Deadline deadline = Deadline::max(),
-                        const MicroBatches& micro = {}, GradCompression compression = GradCompression::kNone);
+                        const MicroBatches& micro = {}, const MpiReduction& how = {});
 
 /// `seconds` from now, or Deadline::max() for 0 (no limit): how long a case's set-up, and then
 /// its training, may wait for its devices and peers (--case-timeout).

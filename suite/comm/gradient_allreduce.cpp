@@ -62,7 +62,7 @@ void widen(const uint16_t* wire, float* data, size_t count, GradCompression c) {
 
 }  // namespace
 
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, GradCompression compression, StepGradients& step) {
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, const MpiReduction& how, StepGradients& step) {
   int size = 1;
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
   if (grads.on_device) {
@@ -71,21 +71,21 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, GradCompression
   if (size == 1 && step.micro_batches == 1) return;  // one rank's one batch: nothing to average or add
   step.last_sq = own_norm_then_add(grads.data, step.earlier, grads.count);
   const float mean = 1.0f / static_cast<float>(size * step.micro_batches);
-  if (size > 1 && compression != GradCompression::kNone) {
+  if (size > 1 && how.compression != GradCompression::kNone) {
     std::vector<uint16_t> wire(grads.count);
-    compress(grads.data, wire.data(), grads.count, mean, compression);
-    allreduce_sum_in_place(wire.data(), wire.size(), compression, comm);
-    widen(wire.data(), grads.data, grads.count, compression);
+    compress(grads.data, wire.data(), grads.count, mean, how.compression);
+    allreduce_sum_in_place(wire.data(), wire.size(), how.compression, comm, how.hierarchy);
+    widen(wire.data(), grads.data, grads.count, how.compression);
     step.mean_sq = scale_and_norm(grads.data, grads.count, 1.0f);
     return;
   }
-  if (size > 1) allreduce_sum_in_place(grads.data, grads.count, GradCompression::kNone, comm);
+  if (size > 1) allreduce_sum_in_place(grads.data, grads.count, GradCompression::kNone, comm, how.hierarchy);
   step.mean_sq = scale_and_norm(grads.data, grads.count, mean);
 }
 
 BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb,
-                                     const std::vector<size_t>& unit_starts, GradCompression compression)
-    : data_(grads.data), comm_(comm), compression_(compression) {
+                                     const std::vector<size_t>& unit_starts, const MpiReduction& how)
+    : data_(grads.data), comm_(comm), compression_(how.compression), hierarchy_(how.hierarchy) {
   if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
   if (compression_ != GradCompression::kNone) wire_.resize(grads.count);
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
@@ -93,6 +93,7 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   size_per_bucket();
   // The rings' segment size is agreed here, on every rank, rather than by the thread's first ring.
   if (size_ > 1) ring_segment_bytes(comm);
+  if (size_ > 1 && hierarchy_ == Hierarchy::kHost) host_groups(comm);
   // One bucket has nothing to overlap: it is the one all-reduce after backward, without a thread
   // that would only share the cores backward runs on.
   int level = MPI_THREAD_SINGLE;
@@ -183,7 +184,7 @@ void BucketedAllreduce::end_reduction(size_t index) {
 
 void BucketedAllreduce::reduce(size_t index) {
   void* sum = begin_reduction(index);
-  allreduce_sum_in_place(sum, buckets()[index].count, compression_, comm_);
+  allreduce_sum_in_place(sum, buckets()[index].count, compression_, comm_, hierarchy_);
   end_reduction(index);
 }
 
@@ -206,7 +207,7 @@ void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::uniq
     next = to_reduce_.erase(next);
     lock.unlock();
     void* sum = begin_reduction(index);
-    in_flight.push_back({index, lane, std::make_unique<RingSum>(sum, b.count, compression_, comm_, lane)});
+    in_flight.push_back({index, lane, start_sum(sum, b.count, compression_, comm_, lane, hierarchy_)});
     lock.lock();
     next = to_reduce_.begin();  // the deque may have grown meanwhile
   }

@@ -26,6 +26,13 @@
 
 namespace dlscale {
 
+/// How the harness's MPI all-reduce sends the gradients: in what format (GradCompression) and
+/// through which hierarchy (Hierarchy: resolved, kFlat or kHost).
+struct MpiReduction {
+  GradCompression compression = GradCompression::kNone;
+  Hierarchy hierarchy = Hierarchy::kFlat;
+};
+
 /// What a step's gradient average adds to the last micro-batch's gradients in the buffer and
 /// measures on the way: the earlier micro-batches' summed gradients (gradient accumulation, added
 /// before the sum over ranks, so that the ranks sum once per step), and the two squared norms the
@@ -39,10 +46,10 @@ struct StepGradients {
 };
 
 /// Adds `step.earlier` to the gradient buffer, sums it over `comm` in place (not on one rank),
-/// and divides it by P x micro_batches, measuring step's norms; with `compression`, divided first
+/// and divides it by P x micro_batches, measuring step's norms; compressed (`how`), divided first
 /// and summed in 16 bits. One rank's one micro-batch is left as it is, and nothing is measured (a
 /// single-rank step stays the network's alone).
-void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, GradCompression compression, StepGradients& step);
+void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, const MpiReduction& how, StepGradients& step);
 
 /// The gradient buffer cut into buckets of about `bucket_mb` MB (cut_buckets), each summed
 /// (RingSum: dlscale's ring, MPI_Allreduce under 128 KiB) as soon as it and every bucket after it
@@ -68,10 +75,11 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, GradCompression
 class BucketedAllreduce {
  public:
   /// `unit_starts`: where the ranges the model reports final together begin in the buffer (its
-  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. `compression`: the format
-  /// the buckets are summed in. A collective on more than one rank (ring_segment_bytes).
+  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. `how`: the format the
+  /// buckets are summed in and the hierarchy. A collective on more than one rank
+  /// (ring_segment_bytes, host_groups).
   BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb, const std::vector<size_t>& unit_starts,
-                    GradCompression compression = GradCompression::kNone);
+                    const MpiReduction& how = {});
   BucketedAllreduce(const BucketedAllreduce&) = delete;
   BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
   ~BucketedAllreduce();
@@ -140,7 +148,7 @@ class BucketedAllreduce {
   struct InFlight {
     size_t index;
     int lane;
-    std::unique_ptr<RingSum> sum;
+    std::unique_ptr<InFlightSum> sum;
   };
   /// Starts the handed-over buckets that may start now (with `lock` of mutex_ held).
   void launch_ready(std::vector<InFlight>& in_flight, std::unique_lock<std::mutex>& lock);
@@ -149,6 +157,7 @@ class BucketedAllreduce {
   float* data_;
   MPI_Comm comm_;
   GradCompression compression_;
+  Hierarchy hierarchy_;
   std::vector<uint16_t> wire_;  ///< compressed: the buffer in 16 bits, what the rings sum
   int size_ = 1;
   BucketSchedule schedule_;  ///< buckets() and which of them may start

@@ -102,6 +102,52 @@ int segment_keyval() {
 
 }  // namespace
 
+namespace {
+
+/// Frees a communicator's HostGroups with it (its communicators with them).
+int free_host_groups(MPI_Comm, int, void* value, void*) {
+  delete static_cast<HostGroups*>(value);
+  return MPI_SUCCESS;
+}
+
+int host_groups_keyval() {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    DLSCALE_CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &free_host_groups, &k, nullptr));
+    return k;
+  }();
+  return keyval;
+}
+
+}  // namespace
+
+const HostGroups& host_groups(MPI_Comm comm) {
+  void* value = nullptr;
+  int found = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_get_attr(comm, host_groups_keyval(), &value, &found));
+  if (found) return *static_cast<const HostGroups*>(value);
+  auto groups = std::make_unique<HostGroups>();
+  MPI_Comm host = MPI_COMM_NULL;
+  DLSCALE_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  groups->host.emplace_back(host);
+  for (int lane = 1; lane < kRingLanes; ++lane) {
+    MPI_Comm copy = MPI_COMM_NULL;
+    DLSCALE_CHECK_MPI(MPI_Comm_dup(host, &copy));
+    groups->host.emplace_back(copy);
+  }
+  int host_rank = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(host, &host_rank));
+  MPI_Comm leaders = MPI_COMM_NULL;
+  DLSCALE_CHECK_MPI(MPI_Comm_split(comm, host_rank == 0 ? 0 : MPI_UNDEFINED, 0, &leaders));
+  groups->leaders = Communicator(leaders);
+  int leads = host_rank == 0 ? 1 : 0;
+  DLSCALE_CHECK_MPI(MPI_Allreduce(&leads, &groups->hosts, 1, MPI_INT, MPI_SUM, comm));
+  // The leaders' rings cut their segments for the network: agreed now, by every leader at once.
+  if (leaders != MPI_COMM_NULL) ring_segment_bytes(leaders);
+  DLSCALE_CHECK_MPI(MPI_Comm_set_attr(comm, host_groups_keyval(), groups.get()));
+  return *groups.release();
+}
+
 size_t ring_segment_bytes_for(bool spans_hosts, size_t eager_limit) {
   if (!spans_hosts || eager_limit == 0) return kRingSegmentBytes;
   const size_t payload = eager_limit > kEagerHeaderBytes ? eager_limit - kEagerHeaderBytes : 0;
@@ -279,10 +325,68 @@ bool RingSum::post_receive(size_t m) {
   return true;
 }
 
-void allreduce_sum_in_place(void* data, size_t count, GradCompression wire, MPI_Comm comm) {
+HostSum::HostSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane)
+    : data_(data), count_(static_cast<int>(count)), wire_(wire), groups_(host_groups(comm)), lane_(lane) {
+  const MPI_Comm host = groups_.host[static_cast<size_t>(lane)].get();
+  int host_rank = 0;
+  DLSCALE_CHECK_MPI(MPI_Comm_rank(host, &host_rank));
+  const MPI_Datatype type = wire == GradCompression::kNone ? MPI_FLOAT : MPI_UINT16_T;
+  // In place at the leader (host rank 0); the others send theirs.
+  DLSCALE_CHECK_MPI(MPI_Ireduce(host_rank == 0 ? MPI_IN_PLACE : data, host_rank == 0 ? data : nullptr, count_, type,
+                                sum_of(wire), 0, host, &request_));
+  progress();
+}
+
+bool HostSum::progress() {
+  bool moved = false;
+  if (stage_ == Stage::kReduce) {
+    int finished = 0;
+    DLSCALE_CHECK_MPI(MPI_Test(&request_, &finished, MPI_STATUS_IGNORE));
+    if (!finished) return false;
+    moved = true;
+    if (groups_.leaders.get() != MPI_COMM_NULL) {
+      ring_ = std::make_unique<RingSum>(data_, static_cast<size_t>(count_), wire_, groups_.leaders.get(), lane_);
+      stage_ = Stage::kRing;
+    } else {
+      broadcast();
+    }
+  }
+  if (stage_ == Stage::kRing) {
+    moved = ring_->progress() || moved;
+    if (!ring_->done()) return moved;
+    ring_.reset();
+    broadcast();
+    moved = true;
+  }
+  if (stage_ == Stage::kBroadcast) {
+    int finished = 0;
+    DLSCALE_CHECK_MPI(MPI_Test(&request_, &finished, MPI_STATUS_IGNORE));
+    if (finished) {
+      stage_ = Stage::kDone;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+void HostSum::broadcast() {
+  const MPI_Datatype type = wire_ == GradCompression::kNone ? MPI_FLOAT : MPI_UINT16_T;
+  DLSCALE_CHECK_MPI(MPI_Ibcast(data_, count_, type, 0, groups_.host[static_cast<size_t>(lane_)].get(), &request_));
+  stage_ = Stage::kBroadcast;
+}
+
+std::unique_ptr<InFlightSum> start_sum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane,
+                                       Hierarchy hierarchy) {
+  if (hierarchy == Hierarchy::kHost && count <= static_cast<size_t>(INT_MAX)) {
+    return std::make_unique<HostSum>(data, count, wire, comm, lane);
+  }
+  return std::make_unique<RingSum>(data, count, wire, comm, lane);
+}
+
+void allreduce_sum_in_place(void* data, size_t count, GradCompression wire, MPI_Comm comm, Hierarchy hierarchy) {
   thread_local Pacer pacer;
-  RingSum sum(data, count, wire, comm, 0);
-  while (!sum.done()) pacer.after(sum.progress());
+  const std::unique_ptr<InFlightSum> sum = start_sum(data, count, wire, comm, 0, hierarchy);
+  while (!sum->done()) pacer.after(sum->progress());
 }
 
 }  // namespace dlscale

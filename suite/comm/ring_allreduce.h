@@ -10,9 +10,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "drivers/gradient_compression.h"
+#include "suite/comm/mpi_context.h"
+#include "suite/matrix/placement.h"
 
 namespace dlscale {
 
@@ -55,6 +58,15 @@ size_t ring_segment_bytes_for(bool spans_hosts, size_t eager_limit);
 /// point: RingSum's constructor makes it, and BucketedAllreduce's, so that its thread never does.
 size_t ring_segment_bytes(MPI_Comm comm);
 
+/// A sum in flight, advanced by progress() until done() (RingSum, HostSum).
+class InFlightSum {
+ public:
+  virtual ~InFlightSum() = default;
+  /// Does what the messages that have arrived allow; returns whether anything moved.
+  virtual bool progress() = 0;
+  virtual bool done() const = 0;
+};
+
 /// One sum of `count` values in place over `comm`, in flight: round dlscale's ring, advanced by
 /// progress() as its messages arrive, so that one thread can keep several in flight. The values
 /// are floats, or with `wire` fp16 or bf16 (uint16_t bits, GradCompression): those are sent as
@@ -65,14 +77,13 @@ size_t ring_segment_bytes(MPI_Comm comm);
 /// bit-identical on every rank: each chunk is summed once, on one rank, in ring order, and the
 /// others receive that sum. A buffer under kRingMinBytes is summed by one MPI_Allreduce in the
 /// constructor (done() at once).
-class RingSum {
+class RingSum final : public InFlightSum {
  public:
   RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane);
   RingSum(const RingSum&) = delete;
   RingSum& operator=(const RingSum&) = delete;
-  /// Does what the messages that have arrived allow; returns whether anything moved.
-  bool progress();
-  bool done() const { return done_; }
+  bool progress() override;
+  bool done() const override { return done_; }
   /// Whether a sum of `count` values of `wire` over `ranks` ranks goes round the ring (else it is
   /// one MPI_Allreduce, or nothing on one rank).
   static bool goes_round(size_t count, GradCompression wire, size_t ranks) {
@@ -119,6 +130,49 @@ class RingSum {
   bool done_ = false;
 };
 
+/// The communicators of a hierarchical sum over `comm`: per ring lane one of the ranks on this
+/// rank's host (MPI_Comm_split_type), whose rank 0 is its host's leader, and the leaders' own
+/// (MPI_COMM_NULL on the other ranks). Made on the first call on a communicator, a collective, and
+/// kept on it (an MPI attribute, freed with it); later calls are local. Every rank makes its first
+/// call at the same point (BucketedAllreduce's constructor, the step's first blocking sum).
+struct HostGroups {
+  std::vector<Communicator> host;  ///< [lane]: this host's ranks, one communicator per lane
+  Communicator leaders;            ///< MPI_COMM_NULL on the ranks that do not lead a host
+  int hosts = 1;
+};
+const HostGroups& host_groups(MPI_Comm comm);
+
+/// One sum over `comm` as `Hierarchy::kHost` makes it: MPI_Ireduce to the host's leader, a
+/// RingSum of the leaders, MPI_Ibcast within the host; bit-identical on every rank, as the ring's.
+/// The same collective rules as RingSum's; each lane has communicators of its own, so that two in
+/// flight never interleave their nonblocking collectives differently on two ranks.
+class HostSum final : public InFlightSum {
+ public:
+  HostSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane);
+  HostSum(const HostSum&) = delete;
+  HostSum& operator=(const HostSum&) = delete;
+  bool progress() override;
+  bool done() const override { return stage_ == Stage::kDone; }
+
+ private:
+  enum class Stage { kReduce, kRing, kBroadcast, kDone };
+  void broadcast();
+  void* data_;
+  int count_;
+  GradCompression wire_;
+  const HostGroups& groups_;
+  int lane_;
+  Stage stage_ = Stage::kReduce;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::unique_ptr<RingSum> ring_;
+};
+
+/// The sum of `count` values of `wire` over `comm` as `hierarchy` makes it, in flight: a RingSum,
+/// or for Hierarchy::kHost a HostSum (a flat ring where the buffer is too large for one MPI call,
+/// over INT_MAX values).
+std::unique_ptr<InFlightSum> start_sum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane,
+                                       Hierarchy hierarchy);
+
 /// How a thread that advances RingSums waits between two attempts, without holding a core for
 /// long: MPI's own waits poll it flat out, which on a node whose cores all compute (the
 /// communication thread beside backward's threads) takes a share of them from backward for as
@@ -143,8 +197,10 @@ class Pacer {
   std::chrono::microseconds pause_{10};
 };
 
-/// Sums `count` values of `wire` in place over `comm` (a collective: every rank with the same count
-/// and format) and waits for it: one RingSum on lane 0, advanced until done (paced by a Pacer).
-void allreduce_sum_in_place(void* data, size_t count, GradCompression wire, MPI_Comm comm);
+/// Sums `count` values of `wire` in place over `comm` (a collective: every rank with the same count,
+/// format and hierarchy) and waits for it: one start_sum() on lane 0, advanced until done (paced by
+/// a Pacer).
+void allreduce_sum_in_place(void* data, size_t count, GradCompression wire, MPI_Comm comm,
+                            Hierarchy hierarchy = Hierarchy::kFlat);
 
 }  // namespace dlscale

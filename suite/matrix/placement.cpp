@@ -3,12 +3,37 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace dlscale {
 
 const char* placement_name(Placement p) { return p == Placement::kSpread ? "spread" : "packed"; }
+
+const char* hierarchy_name(Hierarchy h) {
+  switch (h) {
+    case Hierarchy::kFlat:
+      return "flat";
+    case Hierarchy::kHost:
+      return "host";
+    case Hierarchy::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+Hierarchy parse_hierarchy(const std::string& name) {
+  if (name == "auto") return Hierarchy::kAuto;
+  if (name == "flat") return Hierarchy::kFlat;
+  if (name == "host") return Hierarchy::kHost;
+  throw std::invalid_argument("unknown all-reduce hierarchy '" + name + "' (expected auto, flat or host)");
+}
+
+Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed) {
+  if (asked != Hierarchy::kAuto) return asked;
+  return placed.hosts > 1 && placed.max_per_host > 1 ? Hierarchy::kHost : Hierarchy::kFlat;
+}
 
 std::vector<int> placement_order(const std::vector<std::string>& hosts, Placement placement) {
   // Per world rank: its host's number (by first appearance) and its place among that host's ranks.

@@ -12,6 +12,20 @@ namespace dlscale {
 
 enum class Placement { kPacked, kSpread };
 
+/// How a case's all-reduce crosses hosts (--allreduce-hierarchy): one ring of every rank
+/// (`kFlat`), or (`kHost`) a reduce to one leader per host, a ring of the leaders and a broadcast
+/// back within each host (suite/comm/ring_allreduce.h, HostSum), so that the network carries one
+/// ring of H hosts rather than a ring of P ranks whose edges between hosts each carry 2(P-1)/P of
+/// the buffer: NCCL's and Horovod's hierarchical all-reduce; with 2 ranks on each of 2 hosts, one
+/// buffer over the link each way against 1.5. `kAuto`: kHost where the case spans hosts with
+/// several of its ranks on one of them, else kFlat (resolved_hierarchy).
+enum class Hierarchy { kAuto, kFlat, kHost };
+
+/// "auto", "flat", "host".
+const char* hierarchy_name(Hierarchy h);
+/// The hierarchy named `name`; throws std::invalid_argument for anything else.
+Hierarchy parse_hierarchy(const std::string& name);
+
 /// "packed", "spread".
 const char* placement_name(Placement p);
 
@@ -30,6 +44,9 @@ struct CaseRanks {
 
 /// The first `ranks` of placement_order(hosts, placement).
 CaseRanks case_ranks(const std::vector<std::string>& hosts, Placement placement, int ranks);
+
+/// `asked`, with kAuto resolved for a case's ranks `placed`: kFlat or kHost.
+Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed);
 
 /// "0-3", "0,2,1,3": world ranks in case-rank order, ascending runs written as ranges
 /// (dlscale_report's parse_participants reads both).

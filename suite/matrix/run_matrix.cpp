@@ -328,6 +328,13 @@ const std::vector<Axis>& axes() {
         parse_as_usage<GradCompression, parse_grad_compression>,
         [](const GradCompression& c) { return std::string(grad_compression_name(c)); },
         [](const CaseSpec& c) { return c.grad_compression != GradCompression::kNone; }));
+    t.push_back(list_axis<Hierarchy>(
+        "allreduce_hierarchy", "--allreduce-hierarchy",
+        "auto, flat or host, comma-separated: host reduces within each host, rings the hosts' leaders and "
+        "broadcasts back; auto (the default) does so where a case spans hosts with several ranks on one",
+        TomlKind::kString, 31, &MatrixSpec::allreduce_hierarchies, &CaseSpec::allreduce_hierarchy,
+        parse_as_usage<Hierarchy, parse_hierarchy>, [](const Hierarchy& h) { return std::string(hierarchy_name(h)); },
+        [](const CaseSpec& c) { return c.allreduce_hierarchy != Hierarchy::kAuto; }));
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,

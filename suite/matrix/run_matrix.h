@@ -61,6 +61,7 @@ struct MatrixSpec {
   std::vector<Placement> placements{Placement::kPacked};  ///< which ranks (suite/matrix/placement.h)
   std::vector<double> bucket_mb;  ///< gradient bucket sizes; empty: kDefaultBucketMb (CaseSpec::bucket_mb_defaulted)
   std::vector<GradCompression> grad_compressions{GradCompression::kNone};
+  std::vector<Hierarchy> allreduce_hierarchies{Hierarchy::kAuto};
   std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
   std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
   int warmup = 2;
@@ -108,6 +109,8 @@ struct CaseSpec {
   bool bucket_mb_defaulted = true;
   /// The format gradients cross ranks in (drivers/gradient_compression.h): fp16 or bf16 halve the bytes.
   GradCompression grad_compression = GradCompression::kNone;
+  /// How the MPI all-reduce crosses hosts (suite/matrix/placement.h); kAuto resolved per case.
+  Hierarchy allreduce_hierarchy = Hierarchy::kAuto;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0.01;
   RunMode mode = RunMode::kTiming;

@@ -89,7 +89,7 @@ TEST(MpiScaling, BucketsWithoutReadinessReportsStartAfterBackward) {
   buckets.start_step(std::chrono::steady_clock::now(), step);
   buckets.finish();
   std::vector<float> expected = local;
-  allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD, GradCompression::kNone, expected_step);
+  allreduce_gradients({expected.data(), expected.size(), false}, MPI_COMM_WORLD, {}, expected_step);
   // Equal up to summation order: MPI picks its reduction algorithm by message size, and float
   // addition over three or more ranks depends on the order.
   const std::vector<float> got = model->export_gradients();

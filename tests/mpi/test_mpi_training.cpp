@@ -56,7 +56,7 @@ TEST(MpiTraining, AllreduceAveragesTheRanksGradients) {
   model->backward();
   const std::vector<float> local = model->export_gradients();
   StepGradients step;
-  allreduce_gradients(model->grad_buffer(), MPI_COMM_WORLD, GradCompression::kNone, step);
+  allreduce_gradients(model->grad_buffer(), MPI_COMM_WORLD, {}, step);
   const std::vector<float> averaged = model->export_gradients();
   std::vector<double> local_d(local.begin(), local.end()), sum(local.size());
   MPI_Allreduce(local_d.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -178,18 +178,22 @@ TEST(MpiTraining, CompressedGradientsAreTheMeanWithinTheFormatsRounding) {
     MPI_Allreduce(mine_abs.data(), abs_sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   }
   const double p = world_size();
-  for (GradCompression c : {GradCompression::kFp16, GradCompression::kBf16}) {
+  for (const MpiReduction how : {MpiReduction{GradCompression::kFp16, Hierarchy::kFlat},
+                                 MpiReduction{GradCompression::kBf16, Hierarchy::kFlat},
+                                 MpiReduction{GradCompression::kFp16, Hierarchy::kHost}}) {
+    const GradCompression c = how.compression;
     for (double bucket_mb : {0.0, 0.1}) {  // one all-reduce after backward; buckets of 25,000
-      SCOPED_TRACE(std::string(grad_compression_name(c)) + (bucket_mb > 0 ? " bucketed" : " whole"));
+      SCOPED_TRACE(std::string(grad_compression_name(c)) + " " + hierarchy_name(how.hierarchy) +
+                   (bucket_mb > 0 ? " bucketed" : " whole"));
       std::copy(local.begin(), local.end(), grads.data);
       StepGradients step;
       if (bucket_mb > 0) {
-        BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, c);
+        BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, how);
         ASSERT_GT(buckets.bucket_count(), 3u);
         buckets.start_step(std::chrono::steady_clock::now(), step);
         buckets.finish();
       } else {
-        allreduce_gradients(grads, MPI_COMM_WORLD, c, step);
+        allreduce_gradients(grads, MPI_COMM_WORLD, how, step);
       }
       const std::vector<float> averaged(grads.data, grads.data + grads.count);
       size_t rounded = 0;
@@ -226,7 +230,8 @@ TEST(MpiTraining, CompressedTrainingFollowsTheFloat32OneOnEveryCpuDriver) {
       auto model = driver->create(w, {DeviceType::kCpu, 0, 1, 7});
       model->load_parameters(canonical_parameters(w, 7));
       model->set_batch(synthetic_batch(w, 8, 7, world_rank()));
-      BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, 0.001, layer_parameter_starts(w), c);
+      BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, 0.001, layer_parameter_starts(w),
+                                MpiReduction{c, Hierarchy::kFlat});
       buckets.follow(*model);
       Optimizer sgd;
       sgd.learning_rate = 0.05;
@@ -248,6 +253,47 @@ TEST(MpiTraining, CompressedTrainingFollowsTheFloat32OneOnEveryCpuDriver) {
       }
       EXPECT_TRUE(identical_on_every_rank(got));
     }
+  }
+}
+
+TEST(MpiTraining, HostHierarchyGivesTheFlatRingsSums) {
+  // Reduced within the host, summed round the leaders' ring (here one host: its leader alone),
+  // broadcast back: float32 sums equal the flat ring's up to summation order, on every path
+  // (whole, buckets on the thread's two lanes, buckets under the ring's minimum), bit-identical
+  // on every rank.
+  Registry reg;
+  register_drivers(reg);
+  const Workload w = make_workload("fcn5:features=300,width=256");
+  auto model = make_model(reg, w, 9);
+  model->forward();
+  model->backward();
+  const std::vector<float> local = model->export_gradients();
+  const GradBuffer grads = model->grad_buffer();
+  std::vector<double> mine(local.begin(), local.end()), mine_abs(local.size()), sum(local.size()),
+      abs_sum(local.size());
+  for (size_t i = 0; i < mine.size(); ++i) mine_abs[i] = std::abs(mine[i]);
+  MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(mine_abs.data(), abs_sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const double p = world_size();
+  EXPECT_EQ(host_groups(MPI_COMM_WORLD).hosts, 1);
+  for (double bucket_mb : {0.0, 0.1, 0.01}) {
+    SCOPED_TRACE(bucket_mb);
+    std::copy(local.begin(), local.end(), grads.data);
+    StepGradients step;
+    const MpiReduction how{GradCompression::kNone, Hierarchy::kHost};
+    if (bucket_mb > 0) {
+      BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, how);
+      buckets.start_step(std::chrono::steady_clock::now(), step);
+      buckets.finish();
+    } else {
+      allreduce_gradients(grads, MPI_COMM_WORLD, how, step);
+    }
+    const std::vector<float> averaged(grads.data, grads.data + grads.count);
+    for (size_t i = 0; i < averaged.size(); ++i) {
+      // Float sums in some order: within P float roundings of the magnitudes summed.
+      ASSERT_NEAR(averaged[i], sum[i] / p, (p + 1) * 0x1p-24 * abs_sum[i] / p) << "element " << i;
+    }
+    EXPECT_TRUE(identical_on_every_rank(averaged));
   }
 }
 
