@@ -47,6 +47,30 @@ class MultiHost(clustertest.OnTwoHosts):
             # default), 64 bytes left for its headers.
             self.assertEqual(case.attrs["allreduce_segment_bytes"], 65536 - 64)
 
+    def test_host_hierarchy_reduces_within_hosts_first(self):
+        # 2 hosts x 2 ranks: the default (auto) takes the host-level all-reduce, flat is one ring of
+        # four; both train alike (the loss of every timed step within float rounding), whole and in
+        # buckets, and with 16-bit gradients on top.
+        import h5py
+        import numpy as np
+        out = os.path.join(self.dir, "hierarchy.h5")
+        self.mpirun(["run", *SMALL, "-d", "reference", "--threads", "1", "--peak", "skip", "--bucket-mb", "0,0.02",
+                     "--allreduce-hierarchy", "auto,flat", "--grad-compression", "none,bf16", "--out", out])
+        with h5py.File(out, "r") as f:
+            cases = {(float(c.attrs["bucket_mb"]), str(c.attrs["grad_compression"]),
+                      str(c.attrs["allreduce_hierarchy"])): c for c in (f["cases"][n] for n in f["cases"])}
+            self.assertEqual(len(cases), 8, sorted(cases))
+            for (bucket, compression, hierarchy), c in cases.items():
+                self.assertEqual(c.attrs["status"], "ok", c.attrs.get("message"))
+                self.assertEqual(c.attrs["hosts"], 2)
+                if hierarchy == "flat":
+                    continue
+                self.assertEqual(hierarchy, "host")
+                flat = cases[(bucket, compression, "flat")]["loss"][()]
+                tolerance = 1e-5 if compression == "none" else 1e-2
+                np.testing.assert_allclose(c["loss"][()], flat, rtol=tolerance,
+                                           err_msg=f"bucket {bucket} MB, {compression}")
+
     def test_ring_segments_follow_mpis_eager_limit(self):
         # The segment size is read from MPI, not fixed: a larger eager limit, larger segments;
         # a tiny one, the floor. Sums across hosts stay exact either way.
