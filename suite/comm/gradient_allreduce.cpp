@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include "suite/comm/wire_format.h"
 #include "suite/errors.h"
 
 namespace dlscale {
@@ -34,30 +35,6 @@ double scale_and_norm(float* data, size_t count, float scale) {
     sq += static_cast<double>(data[i]) * data[i];
   }
   return sq;
-}
-
-/// [data, data + count) times `scale`, rounded to `c`'s 16-bit format, into `wire`.
-void compress(const float* data, uint16_t* wire, size_t count, float scale, GradCompression c) {
-  const auto n = static_cast<int64_t>(count);
-  if (c == GradCompression::kFp16) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) wire[i] = to_fp16(data[i] * scale);
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) wire[i] = to_bf16(data[i] * scale);
-  }
-}
-
-/// [wire, wire + count) of `c`'s format widened into `data`.
-void widen(const uint16_t* wire, float* data, size_t count, GradCompression c) {
-  const auto n = static_cast<int64_t>(count);
-  if (c == GradCompression::kFp16) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) data[i] = from_fp16(wire[i]);
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) data[i] = from_bf16(wire[i]);
-  }
 }
 
 }  // namespace

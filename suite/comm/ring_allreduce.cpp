@@ -9,6 +9,7 @@
 
 #include "suite/comm/mpi_context.h"
 #include "suite/comm/mpi_settings.h"
+#include "suite/comm/wire_format.h"
 #include "suite/errors.h"
 
 namespace dlscale {
@@ -17,30 +18,15 @@ namespace {
 
 constexpr int kTag = 0x6c72;  // the ring's messages on the caller's communicator, plus the lane
 
-/// a[i] + b[i] made in float and rounded back to the 16-bit format, into b.
-template <uint16_t (*Round)(float), float (*Widen)(uint16_t)>
-void add_sixteen_bit(const uint16_t* a, uint16_t* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) b[i] = Round(Widen(a[i]) + Widen(b[i]));
-}
-
 /// `in` added into `target`, `n` values of `wire`.
 void add_into(char* target, const char* in, size_t n, GradCompression wire) {
-  switch (wire) {
-    case GradCompression::kNone: {
-      float* t = reinterpret_cast<float*>(target);
-      const float* x = reinterpret_cast<const float*>(in);
-      for (size_t i = 0; i < n; ++i) t[i] += x[i];
-      return;
-    }
-    case GradCompression::kFp16:
-      add_sixteen_bit<to_fp16, from_fp16>(reinterpret_cast<const uint16_t*>(in), reinterpret_cast<uint16_t*>(target),
-                                          n);
-      return;
-    case GradCompression::kBf16:
-      add_sixteen_bit<to_bf16, from_bf16>(reinterpret_cast<const uint16_t*>(in), reinterpret_cast<uint16_t*>(target),
-                                          n);
-      return;
+  if (wire != GradCompression::kNone) {
+    add_in_format(reinterpret_cast<const uint16_t*>(in), reinterpret_cast<uint16_t*>(target), n, wire);
+    return;
   }
+  float* t = reinterpret_cast<float*>(target);
+  const float* x = reinterpret_cast<const float*>(in);
+  for (size_t i = 0; i < n; ++i) t[i] += x[i];
 }
 
 /// MPI's reduction for a 16-bit format: the same sum as the ring's (add_into).

@@ -4,11 +4,16 @@
 #include "drivers/gradient_compression.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <vector>
+
+#include "drivers/cpu/denormal_scope.h"
+#include "suite/comm/wire_format.h"
 
 namespace dlscale {
 namespace {
@@ -75,6 +80,60 @@ TEST(GradientCompression, FloatsRoundToNearestEven) {
   EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to infinity
   EXPECT_TRUE(is_nan16(to_fp16(std::nanf("")), false));
   EXPECT_TRUE(is_nan16(to_bf16(std::nanf("")), true));
+}
+
+/// Every finite fp16 value and the midpoints, their neighbours and their negatives: what a float
+/// can round to and from in fp16.
+std::vector<float> fp16_probes() {
+  std::vector<float> probes;
+  for (uint16_t h = 0; h < 0x7bff; ++h) {
+    const float lo = from_fp16(h), hi = from_fp16(static_cast<uint16_t>(h + 1)), mid = lo + (hi - lo) / 2;
+    for (float v : {lo, mid, std::nextafter(mid, hi), std::nextafter(mid, lo)}) {
+      probes.push_back(v);
+      probes.push_back(-v);
+    }
+  }
+  for (float v : {65504.0f, 65519.99f, 65520.0f, 1e30f, std::numeric_limits<float>::infinity(), 1e-30f}) {
+    probes.push_back(v);
+    probes.push_back(-v);
+  }
+  return probes;
+}
+
+/// The buffer conversions (suite/comm/wire_format.h; F16C where the CPU has it) give the scalar
+/// conversions' bits, also with the CPU flushing denormals (the harness's default on CPUs).
+void expect_buffers_round_as_scalars(GradCompression c) {
+  const std::vector<float> probes = fp16_probes();
+  std::vector<uint16_t> wire(probes.size());
+  compress(probes.data(), wire.data(), probes.size(), 1.0f, c);
+  for (size_t i = 0; i < probes.size(); ++i) {
+    ASSERT_EQ(wire[i], c == GradCompression::kFp16 ? to_fp16(probes[i]) : to_bf16(probes[i])) << probes[i];
+  }
+  std::vector<float> back(wire.size());
+  widen(wire.data(), back.data(), wire.size(), c);
+  for (size_t i = 0; i < wire.size(); ++i) {
+    ASSERT_EQ(back[i], c == GradCompression::kFp16 ? from_fp16(wire[i]) : from_bf16(wire[i])) << wire[i];
+  }
+  std::vector<uint16_t> sum(wire.rbegin(), wire.rend());
+  const std::vector<uint16_t> before = sum;
+  add_in_format(wire.data(), sum.data(), sum.size(), c);
+  for (size_t i = 0; i < sum.size(); ++i) {
+    const uint16_t expected = c == GradCompression::kFp16 ? to_fp16(from_fp16(wire[i]) + from_fp16(before[i]))
+                                                          : to_bf16(from_bf16(wire[i]) + from_bf16(before[i]));
+    if (is_nan16(expected, c == GradCompression::kBf16)) {
+      ASSERT_TRUE(is_nan16(sum[i], c == GradCompression::kBf16));
+    } else {
+      ASSERT_EQ(sum[i], expected) << wire[i] << " + " << before[i];
+    }
+  }
+}
+
+TEST(GradientCompression, BuffersRoundAsTheScalarConversions) {
+  expect_buffers_round_as_scalars(GradCompression::kFp16);
+  expect_buffers_round_as_scalars(GradCompression::kBf16);
+  const DenormalScope flush(Denormals::kFlush, omp_get_max_threads());
+  expect_buffers_round_as_scalars(GradCompression::kFp16);
+  expect_buffers_round_as_scalars(GradCompression::kBf16);
 }
 
 }  // namespace
