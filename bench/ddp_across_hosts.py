@@ -10,6 +10,10 @@ alternating rounds:
              bench/pytorch_eager.py builds it), batch per rank, one thread per rank, plain SGD
   blocking   dlscale -d libtorch --bucket-mb 0: one all-reduce after backward
   buckets    dlscale -d libtorch --bucket-mb 25: buckets reduced during backward
+and with --compression fp16 (or bf16), two more:
+  ddp hook   DDP as above with fp16_compress_hook (bf16_compress_hook): gradients divided by the
+             ranks, all-reduced in 16 bits, widened
+  compressed dlscale --bucket-mb 25 --grad-compression fp16 (bf16), a job of its own
 
 dlscale runs both of its cases in one job, the blocking one first in even rounds and the bucketed
 one first in odd ones.
@@ -26,7 +30,7 @@ or without gloo, the bench says so in one line and exits 1.
 
   sudo /usr/bin/python3 bench/ddp_across_hosts.py [--hosts 2,4] [--rates 200mbit,1gbit,none]
       [--workloads resnet50:8,lstm32:64] [--rounds 2] [--iterations 5] [--warmup 2]
-      [--dlscale build/current/dlscale]
+      [--compression fp16|bf16] [--dlscale build/current/dlscale]
 
 Prints one table; no figure here is asserted by a test (timings depend on the machine and its
 load): the note of the change that measured them quotes them with this command.
@@ -62,6 +66,9 @@ def worker(args):
     w = json.load(open(args.network))
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(pytorch_eager.build(w).train())  # bucket_cap_mb 25
+    if args.hook != "none":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, getattr(default_hooks, f"{args.hook}_compress_hook"))
     batch = args.batch
     if w["input_kind"] == "tokens":
         x = torch.randint(0, w["vocab"], [batch] + w["input_shape"])
@@ -88,12 +95,12 @@ def worker(args):
     print(json.dumps(times), flush=True)
 
 
-def ddp_step(bed, hosts, network, batch, args):
-    """Median over iterations of the slowest rank's DDP step."""
+def ddp_step(bed, hosts, network, batch, args, hook="none"):
+    """Median over iterations of the slowest rank's DDP step (with a compression hook: fp16, bf16)."""
     master = bed.addresses[hosts[0]]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--master", master, "--world", str(len(hosts)),
            "--network", network, "--batch", str(batch), "--iterations", str(args.iterations), "--warmup",
-           str(args.warmup), "--threads", "1"]
+           str(args.warmup), "--threads", "1", "--hook", hook]
     # gloo binds to the interface the host name resolves to; the bed's hosts have no such entry.
     procs = [bed.popen(h, cmd + ["--rank", str(r)], env={"GLOO_SOCKET_IFNAME": "eth0"}, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True) for r, h in enumerate(hosts)]
@@ -111,17 +118,18 @@ def ddp_step(bed, hosts, network, batch, args):
     return statistics.median(max(t) for t in zip(*per_rank))
 
 
-def dlscale_steps(bed, hosts, workload, batch, args, workdir, order):
+def dlscale_steps(bed, hosts, workload, batch, args, workdir, order, compression="none"):
     """((step, exposed all-reduce, the least exposed rank's, mechanism) of the blocking case, the
     same of the bucketed one), medians in s; `order` ("0,25" or "25,0") says which of the two the
-    job runs first."""
+    job runs first; or "25" alone, with `compression`: that case's."""
     import h5py
 
     out = os.path.join(workdir, "dlscale.h5")
     r = bed.run(hosts[0], bed.mpirun_args(1, hosts) + [
         args.dlscale, "run", "-d", "libtorch", "-w", workload, "--batch", str(batch), "--threads", "1",
-        "--bucket-mb", order, "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--peak", "skip",
-        "--progress", "none", "--out", out, "--overwrite"], timeout=7200, cwd=workdir)
+        "--bucket-mb", order, "--grad-compression", compression, "--warmup", str(args.warmup), "--iterations",
+        str(args.iterations), "--peak", "skip", "--progress", "none", "--out", out, "--overwrite"], timeout=7200,
+        cwd=workdir)
     if r.returncode != 0:
         raise RuntimeError(r.stdout + r.stderr)
     with h5py.File(out, "r") as f:
@@ -132,7 +140,7 @@ def dlscale_steps(bed, hosts, workload, batch, args, workdir, order):
             got[float(c.attrs["bucket_mb"])] = (s["step_median_s"], s["exposed_allreduce_median_s"],
                                                 s["exposed_allreduce_least_median_s"],
                                                 str(c.attrs["allreduce_mechanism"]))
-    return got[0.0], got[25.0]
+    return (got[0.0], got[25.0]) if order != "25" else got[25.0]
 
 
 def main():
@@ -144,6 +152,9 @@ def main():
     ap.add_argument("--network", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--hook", default="none", help=argparse.SUPPRESS)
+    ap.add_argument("--compression", choices=("none", "fp16", "bf16"), default="none",
+                    help="also DDP with that compression hook and dlscale's bucketed case with that --grad-compression")
     ap.add_argument("--hosts", default="2,4", help="host counts, one rank each")
     ap.add_argument("--rates", default="200mbit,1gbit,none", help="tc rates of every host's link; none: unshaped")
     ap.add_argument("--workloads", default="resnet50:8,lstm32:64", help="WORKLOAD:BATCH per rank, comma-separated")
@@ -188,7 +199,7 @@ def main():
                     with open(network, "w") as f:
                         f.write(subprocess.run([args.dlscale, "list", "--json", workload], check=True,
                                                capture_output=True, text=True).stdout)
-                    ddp, blocking, bucketed = [], [], []
+                    ddp, blocking, bucketed, ddp_hook, compressed = [], [], [], [], []
                     for k in range(args.rounds):
                         ddp.append(ddp_step(bed, bed.hosts, network, int(batch), args))
                         # The two dlscale cases run in one job, first one then the other in turn.
@@ -196,6 +207,16 @@ def main():
                         b, o = dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, order)
                         blocking.append(b)
                         bucketed.append(o)
+                        if args.compression != "none":
+                            ddp_hook.append(ddp_step(bed, bed.hosts, network, int(batch), args, args.compression))
+                            compressed.append(dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, "25",
+                                                            args.compression)[0])
+                    if compressed:
+                        c, h = statistics.median(compressed), statistics.median(ddp_hook)
+                        print(f"-- {count} hosts, {rate}, {spec}: DDP {args.compression} hook {h:.3f} s, dlscale "
+                              f"buckets {args.compression} {c:.3f} s: {c / h:.2f} of DDP's, "
+                              f"{c / statistics.median(x[0] for x in bucketed):.2f} of dlscale's float32 buckets",
+                              flush=True)
                     row = (count, rate, spec, statistics.median(ddp), statistics.median(x[0] for x in blocking),
                            statistics.median(x[0] for x in bucketed),
                            [statistics.median(x[i] for x in blocking) for i in (1, 2)],
