@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "schema/fields.h"
@@ -105,6 +106,10 @@ struct CaseOutcome {
   double wall_s = 0;
   std::string allocator;
   int64_t run = 0;
+  /// --sparse-embedding: the share of an embedding's rows the ranks sent (last step), and the share
+  /// above which it goes dense; NaN where the case summed no embedding's rows.
+  double sparse_embedding_rows_share = std::numeric_limits<double>::quiet_NaN();
+  double sparse_embedding_crossover_share = std::numeric_limits<double>::quiet_NaN();
 };
 
 inline const Field<CaseOutcome> kCaseOutcomeFields[] = {
@@ -124,6 +129,8 @@ inline const Field<CaseOutcome> kCaseOutcomeFields[] = {
     member<&CaseOutcome::wall_s>("wall_s"),
     member<&CaseOutcome::allocator>("allocator"),
     member<&CaseOutcome::run>("run"),
+    member<&CaseOutcome::sparse_embedding_rows_share>("sparse_embedding_rows_share"),
+    member<&CaseOutcome::sparse_embedding_crossover_share>("sparse_embedding_crossover_share"),
 };
 
 /// /cases/NNNN/summary: a timing case's step statistics (docs/metrics.md, "Step time").

@@ -177,7 +177,7 @@ ATTR_TYPES = {
         "train_flops_per_step", "grad_bytes", "bucket_mb", "wall_s", "learning_rate", "scaled_learning_rate",
         "validation_fraction", "target_accuracy", "lr_warmup_epochs",
         "step_median_s", "step_p05_s", "step_p95_s", "step_mean_s", "step_std_s", "step_cv", "ci95_low_s",
-        "ci95_high_s", "ci_coverage", "samples_per_s", "achieved_flops", "straggler_ratio", "cpu_utilisation",
+        "ci95_high_s", "ci_coverage", "sparse_embedding_rows_share", "sparse_embedding_crossover_share", "samples_per_s", "achieved_flops", "straggler_ratio", "cpu_utilisation",
         "busy_cores", "user_s_per_step", "system_s_per_step", "system_share", "page_faults_per_step",
         "major_faults_per_step", "cpu_wait_share", "cpu_steal_share", "peak_flops", "peak_share",
         "energy_j_per_step", "energy_j_per_sample", "exposed_allreduce_median_s",

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +97,10 @@ struct CaseResult {
   int64_t allreduce_lanes = 1;          ///< all-reduces in flight at once (BucketedAllreduce::lanes)
   int64_t allreduce_segment_bytes = 0;  ///< the MPI ring's (ring_segment_bytes); 0 without MPI's sum
   std::string mpi_allreduce_settings;
+  /// --sparse-embedding where the buckets summed an embedding's rows: the share of rows the ranks
+  /// sent in the last step and the share above which the block goes dense (NaN: not sparse).
+  double sparse_embedding_rows_share = std::numeric_limits<double>::quiet_NaN();
+  double sparse_embedding_crossover_share = std::numeric_limits<double>::quiet_NaN();
   BlasCore blas;  ///< the BLAS kernels the process computed with (drivers/cpu/blas_core.h)
   double wall_s = 0;
   std::vector<RankMemory> memory;  ///< [ranks], on the case's rank 0

@@ -158,6 +158,12 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   if (p.outcome.ok()) p.outcome = build_model(ctx, p, data);
   if (!p.outcome.ok()) return p;
   p.mpi = {spec.grad_compression, resolved_hierarchy(spec.allreduce_hierarchy, ctx.c.placed)};
+  // A CPU model's buffer is the canonical layout: a first Embedding layer's rows come first.
+  const std::vector<Layer>& layers = ctx.c.workload.layers;
+  if (spec.sparse_embedding && !layers.empty() && layers.front().kind == LayerKind::kEmbedding) {
+    p.mpi.sparse_rows = static_cast<size_t>(layers.front().in);
+    p.mpi.sparse_width = static_cast<size_t>(layers.front().out);
+  }
   p.timer = p.model->make_step_timer();
   if (!p.timer) p.timer = make_host_step_timer(*p.model);
   if (!p.reducer && spec.bucket_mb > 0 && spec.ranks > 1) {

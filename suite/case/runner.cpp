@@ -11,6 +11,7 @@
 #include "suite/case/run_mode.h"
 #include "suite/comm/mpi_settings.h"
 #include "suite/comm/ring_allreduce.h"
+#include "suite/comm/sparse_rows.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 #include "suite/matrix/placement.h"
@@ -112,6 +113,10 @@ CaseResult Runner::run_on(const ResolvedCase& c, MPI_Comm comm, int index, int t
   r.allreduce_mechanism = prepared.allreduce_mechanism(c.spec.ranks);
   r.allreduce_buckets = prepared.allreduce_buckets(c.spec.ranks);
   r.allreduce_lanes = prepared.allreduce_lanes();
+  if (prepared.buckets && prepared.buckets->sparse_embedding()) {
+    r.sparse_embedding_rows_share = prepared.buckets->embedding_rows_share();
+    r.sparse_embedding_crossover_share = sparse_crossover_share(prepared.mpi.sparse_width, c.spec.ranks);
+  }
   if (r.allreduce_mechanism.rfind("mpi_", 0) == 0) {  // agreed: every rank of the case or none
     r.mpi_allreduce_settings = mpi_allreduce_settings();
     r.allreduce_segment_bytes = static_cast<int64_t>(ring_segment_bytes(comm));

@@ -67,6 +67,22 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
   if (compression_ != GradCompression::kNone) wire_.resize(grads.count);
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
   schedule_ = BucketSchedule(grads.count, bucket_mb, unit_starts);
+  const size_t block = how.sparse_rows * how.sparse_width;
+  if (size_ > 1 && block > 0 && block < grads.count) {
+    // The embedding's rows are a bucket of their own, the first (reduced last: backward finishes
+    // the first layer last); the rest is cut as before.
+    sparse_rows_ = how.sparse_rows;
+    sparse_width_ = how.sparse_width;
+    std::vector<size_t> rest_units;
+    for (size_t u : unit_starts) {
+      if (u >= block) rest_units.push_back(u - block);
+    }
+    std::vector<BucketRange> buckets{{0, block}};
+    for (const BucketRange& b : cut_buckets(grads.count - block, schedule_.bucket_elements(), rest_units)) {
+      buckets.push_back({b.first + block, b.count});
+    }
+    schedule_.replace(std::move(buckets));
+  }
   size_per_bucket();
   // The rings' segment size is agreed here, on every rank, rather than by the thread's first ring.
   if (size_ > 1) ring_segment_bytes(comm);
@@ -106,8 +122,13 @@ void BucketedAllreduce::merge_waiting_buckets() {
   // Every rank merges from the same times: the same buckets everywhere.
   const std::vector<double> ready(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(n));
   const std::vector<double> began(times.begin() + static_cast<std::ptrdiff_t>(n), times.end());
-  // Between steps the communication thread waits for work and reads no bucket.
-  schedule_.replace(merge_waiting(buckets(), ready, began, schedule_.bucket_elements()));
+  // Between steps the communication thread waits for work and reads no bucket. The embedding's
+  // rows stay a bucket of their own.
+  const size_t skip = sparse_rows_ > 0 ? 1 : 0;
+  const auto from = [&](const auto& v) { return std::vector(v.begin() + static_cast<std::ptrdiff_t>(skip), v.end()); };
+  std::vector<BucketRange> merged = merge_waiting(from(buckets()), from(ready), from(began), schedule_.bucket_elements());
+  if (skip > 0) merged.insert(merged.begin(), buckets().front());
+  schedule_.replace(std::move(merged));
   size_per_bucket();
 }
 
@@ -147,22 +168,38 @@ void* BucketedAllreduce::begin_reduction(size_t index) {
   const BucketRange& b = buckets()[index];
   own_sq_[index] =
       own_norm_then_add(data_ + b.first, step_->earlier != nullptr ? step_->earlier + b.first : nullptr, b.count);
-  if (compression_ == GradCompression::kNone) return data_ + b.first;
+  if (compression_ == GradCompression::kNone || sparse_bucket(index)) return data_ + b.first;
   compress(data_ + b.first, wire_.data() + b.first, b.count, 1.0f / static_cast<float>(size_ * step_->micro_batches),
            compression_);
   return wire_.data() + b.first;
 }
 
-void BucketedAllreduce::end_reduction(size_t index) {
+std::unique_ptr<InFlightSum> BucketedAllreduce::start_bucket(size_t index, void* data, int lane) {
+  if (sparse_bucket(index)) return std::make_unique<SparseRowsSum>(data_, sparse_rows_, sparse_width_, comm_, lane);
+  return start_sum(data, buckets()[index].count, compression_, comm_, lane, hierarchy_);
+}
+
+void BucketedAllreduce::end_reduction(size_t index, const InFlightSum& sum) {
   const BucketRange& b = buckets()[index];
-  if (compression_ != GradCompression::kNone) widen(wire_.data() + b.first, data_ + b.first, b.count, compression_);
+  if (sparse_bucket(index)) {
+    const auto& rows = static_cast<const SparseRowsSum&>(sum);
+    rows_share_ = static_cast<double>(rows.rows_sent()) / (static_cast<double>(size_) * sparse_rows_);
+    went_dense_ = rows.dense();
+    // Summed in fp32, unscaled: where the other buckets were divided before their sum, so is it now.
+    if (compression_ != GradCompression::kNone) {
+      scale_and_norm(data_ + b.first, b.count, 1.0f / static_cast<float>(size_ * step_->micro_batches));
+    }
+  } else if (compression_ != GradCompression::kNone) {
+    widen(wire_.data() + b.first, data_ + b.first, b.count, compression_);
+  }
   reduced_s_[2 * index + 1] = since_step_start();
 }
 
 void BucketedAllreduce::reduce(size_t index) {
-  void* sum = begin_reduction(index);
-  allreduce_sum_in_place(sum, buckets()[index].count, compression_, comm_, hierarchy_);
-  end_reduction(index);
+  thread_local Pacer pacer;
+  const std::unique_ptr<InFlightSum> sum = start_bucket(index, begin_reduction(index), 0);
+  while (!sum->done()) pacer.after(sum->progress());
+  end_reduction(index, *sum);
 }
 
 void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::unique_lock<std::mutex>& lock) {
@@ -175,7 +212,7 @@ void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::uniq
     const size_t index = *next;
     const BucketRange& b = buckets()[index];
     const int lane = static_cast<int>(index % kRingLanes);
-    if (!RingSum::goes_round(b.count, compression_, static_cast<size_t>(size_))) {
+    if (!sparse_bucket(index) && !RingSum::goes_round(b.count, compression_, static_cast<size_t>(size_))) {
       if (!in_flight.empty()) break;
     } else if (std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.lane == lane; })) {
       ++next;
@@ -183,8 +220,7 @@ void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::uniq
     }
     next = to_reduce_.erase(next);
     lock.unlock();
-    void* sum = begin_reduction(index);
-    in_flight.push_back({index, lane, start_sum(sum, b.count, compression_, comm_, lane, hierarchy_)});
+    in_flight.push_back({index, lane, start_bucket(index, begin_reduction(index), lane)});
     lock.lock();
     next = to_reduce_.begin();  // the deque may have grown meanwhile
   }
@@ -212,7 +248,7 @@ void BucketedAllreduce::communicate() {
           ++f;
           continue;
         }
-        end_reduction(f->index);
+        end_reduction(f->index, *f->sum);
         f = in_flight.erase(f);
         ++finished;
       }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,7 @@
 #include "drivers/gradient_buckets.h"
 #include "drivers/gradient_compression.h"
 #include "suite/comm/ring_allreduce.h"
+#include "suite/comm/sparse_rows.h"
 
 namespace dlscale {
 
@@ -31,6 +33,10 @@ namespace dlscale {
 struct MpiReduction {
   GradCompression compression = GradCompression::kNone;
   Hierarchy hierarchy = Hierarchy::kFlat;
+  /// --sparse-embedding: the buffer's first sparse_rows x sparse_width floats (an embedding's
+  /// gradient) are summed by the buckets as the rows the ranks touched (SparseRowsSum), in fp32;
+  /// 0: no such block. The one all-reduce after backward sends it dense.
+  size_t sparse_rows = 0, sparse_width = 0;
 };
 
 /// What a step's gradient average adds to the last micro-batch's gradients in the buffer and
@@ -120,6 +126,12 @@ class BucketedAllreduce {
   /// until its sum was complete on this rank, waiting for the other ranks included. Read after
   /// finish().
   const std::vector<double>& reduction_times() const { return reduced_s_; }
+  /// --sparse-embedding: whether the first bucket is the embedding's rows (MpiReduction), and of
+  /// the last step, the rows the ranks sent over all ranks' rows (P x rows), and whether the
+  /// block went round the ring instead (sparse_crossover_share). NaN and false before a step.
+  bool sparse_embedding() const { return sparse_rows_ > 0; }
+  double embedding_rows_share() const { return rows_share_; }
+  bool embedding_went_dense() const { return went_dense_; }
   /// A communication thread reduces the buckets during backward (else finish() does, after it).
   bool progress_thread() const { return thread_.joinable(); }
   /// How many buckets may be in flight at once: kRingLanes on the thread, else 1.
@@ -142,8 +154,14 @@ class BucketedAllreduce {
   /// Its reduction begins: the start time, its own gradients' norm, the earlier micro-batches
   /// added; compressed, the bucket divided and rounded into wire_. Returns what to sum.
   void* begin_reduction(size_t index);
-  /// Its sum is complete on this rank: compressed, widened back into the buffer; the end time.
-  void end_reduction(size_t index);
+  /// The sum of bucket `index`, starting on `lane`: the embedding's rows for the sparse bucket,
+  /// else start_sum()'s.
+  std::unique_ptr<InFlightSum> start_bucket(size_t index, void* data, int lane);
+  /// Whether bucket `index` is the embedding's rows, summed sparse.
+  bool sparse_bucket(size_t index) const { return sparse_rows_ > 0 && index == 0; }
+  /// Its sum (`sum`) is complete on this rank: compressed, widened back into the buffer; the
+  /// embedding's rows, their share; the end time.
+  void end_reduction(size_t index, const InFlightSum& sum);
   /// A bucket being summed on the communication thread, on its ring lane.
   struct InFlight {
     size_t index;
@@ -158,6 +176,9 @@ class BucketedAllreduce {
   MPI_Comm comm_;
   GradCompression compression_;
   Hierarchy hierarchy_;
+  size_t sparse_rows_ = 0, sparse_width_ = 0;  ///< the embedding's block (MpiReduction); 0: none
+  double rows_share_ = std::numeric_limits<double>::quiet_NaN();
+  bool went_dense_ = false;
   std::vector<uint16_t> wire_;  ///< compressed: the buffer in 16 bits, what the rings sum
   int size_ = 1;
   BucketSchedule schedule_;  ///< buckets() and which of them may start

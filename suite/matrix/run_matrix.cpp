@@ -373,6 +373,14 @@ const std::vector<Axis>& axes() {
         [](const bool& b) { return std::string(b ? "true" : "false"); }, [](const CaseSpec& c) { return c.phases; }));
     t.back().flag_only = true;
     t.push_back(scalar_axis<bool>(
+        "sparse_embedding", "--sparse-embedding",
+        "sum an embedding's gradient as the rows the ranks touched (an allgather), or dense where that is "
+        "smaller, in the buckets of the MPI all-reduce",
+        TomlKind::kBoolean, 32, &MatrixSpec::sparse_embedding, &CaseSpec::sparse_embedding, parse_bool,
+        [](const bool& b) { return std::string(b ? "true" : "false"); },
+        [](const CaseSpec& c) { return c.sparse_embedding; }));
+    t.back().flag_only = true;
+    t.push_back(scalar_axis<bool>(
         "allow_emulation", "--allow-emulation",
         "run a precision that the driver's library only emulates on this CPU (bf16 without bf16 "
         "instructions), recorded as emulated; without it such cases are `unsupported`",

@@ -69,6 +69,7 @@ struct MatrixSpec {
   int iterations = 10;
   uint64_t seed = 42;
   bool phases = false;
+  bool sparse_embedding = false;
   bool allow_emulation = false;
   RunMode mode = RunMode::kTiming;
   int epochs = 5;           ///< accuracy mode: the epoch limit
@@ -98,6 +99,8 @@ struct CaseSpec {
   double case_timeout = 0;  ///< seconds; 0: no limit (not part of the case key)
   uint64_t seed = 0;
   bool phases = false;
+  /// An embedding's gradient summed as the rows touched (suite/comm/sparse_rows.h), in the buckets.
+  bool sparse_embedding = false;
   /// Runs a precision the driver's library only emulates on this CPU (ComputeIsa), recorded as
   /// emulated; otherwise such a case is `unsupported`.
   bool allow_emulation = false;

@@ -90,7 +90,9 @@ CaseOutcome outcome(const R& r) {
           r.outcome.message,
           r.wall_s,
           r.allocator,
-          r.run};
+          r.run,
+          r.sparse_embedding_rows_share,
+          r.sparse_embedding_crossover_share};
 }
 
 StepStatistics step_statistics(const StepSummary& s) {
