@@ -14,6 +14,10 @@ and with --compression fp16 (or bf16), two more:
   ddp hook   DDP as above with fp16_compress_hook (bf16_compress_hook): gradients divided by the
              ranks, all-reduced in 16 bits, widened
   compressed dlscale --bucket-mb 25 --grad-compression fp16 (bf16), a job of its own
+and with --sparse-embedding, two more:
+  ddp sparse DDP as above with the embedding's nn.Embedding(sparse=True): its gradient's rows
+             all-reduced sparse by gloo
+  sparse     dlscale --bucket-mb 25 --sparse-embedding, a job of its own
 
 dlscale runs both of its cases in one job, the blocking one first in even rounds and the bucketed
 one first in odd ones.
@@ -30,7 +34,7 @@ or without gloo, the bench says so in one line and exits 1.
 
   sudo /usr/bin/python3 bench/ddp_across_hosts.py [--hosts 2,4] [--rates 200mbit,1gbit,none]
       [--workloads resnet50:8,lstm32:64] [--rounds 2] [--iterations 5] [--warmup 2]
-      [--compression fp16|bf16] [--dlscale build/current/dlscale]
+      [--compression fp16|bf16] [--sparse-embedding] [--dlscale build/current/dlscale]
 
 Prints one table; no figure here is asserted by a test (timings depend on the machine and its
 load): the note of the change that measured them quotes them with this command.
@@ -65,7 +69,12 @@ def worker(args):
                             world_size=args.world)
     w = json.load(open(args.network))
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(pytorch_eager.build(w).train())  # bucket_cap_mb 25
+    net = pytorch_eager.build(w).train()
+    if args.sparse:
+        for i, m in enumerate(net):
+            if isinstance(m, nn.Embedding):
+                net[i] = nn.Embedding(m.num_embeddings, m.embedding_dim, sparse=True)
+    model = nn.parallel.DistributedDataParallel(net)  # bucket_cap_mb 25
     if args.hook != "none":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, getattr(default_hooks, f"{args.hook}_compress_hook"))
@@ -95,12 +104,13 @@ def worker(args):
     print(json.dumps(times), flush=True)
 
 
-def ddp_step(bed, hosts, network, batch, args, hook="none"):
-    """Median over iterations of the slowest rank's DDP step (with a compression hook: fp16, bf16)."""
+def ddp_step(bed, hosts, network, batch, args, hook="none", sparse=False):
+    """Median over iterations of the slowest rank's DDP step (with a compression hook: fp16, bf16;
+    with a sparse embedding)."""
     master = bed.addresses[hosts[0]]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--master", master, "--world", str(len(hosts)),
            "--network", network, "--batch", str(batch), "--iterations", str(args.iterations), "--warmup",
-           str(args.warmup), "--threads", "1", "--hook", hook]
+           str(args.warmup), "--threads", "1", "--hook", hook] + (["--sparse"] if sparse else [])
     # gloo binds to the interface the host name resolves to; the bed's hosts have no such entry.
     procs = [bed.popen(h, cmd + ["--rank", str(r)], env={"GLOO_SOCKET_IFNAME": "eth0"}, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True) for r, h in enumerate(hosts)]
@@ -118,16 +128,16 @@ def ddp_step(bed, hosts, network, batch, args, hook="none"):
     return statistics.median(max(t) for t in zip(*per_rank))
 
 
-def dlscale_steps(bed, hosts, workload, batch, args, workdir, order, compression="none"):
+def dlscale_steps(bed, hosts, workload, batch, args, workdir, order, extra=()):
     """((step, exposed all-reduce, the least exposed rank's, mechanism) of the blocking case, the
     same of the bucketed one), medians in s; `order` ("0,25" or "25,0") says which of the two the
-    job runs first; or "25" alone, with `compression`: that case's."""
+    job runs first; or "25" alone, with `extra` arguments: that case's."""
     import h5py
 
     out = os.path.join(workdir, "dlscale.h5")
     r = bed.run(hosts[0], bed.mpirun_args(1, hosts) + [
         args.dlscale, "run", "-d", "libtorch", "-w", workload, "--batch", str(batch), "--threads", "1",
-        "--bucket-mb", order, "--grad-compression", compression, "--warmup", str(args.warmup), "--iterations",
+        "--bucket-mb", order, *extra, "--warmup", str(args.warmup), "--iterations",
         str(args.iterations), "--peak", "skip", "--progress", "none", "--out", out, "--overwrite"], timeout=7200,
         cwd=workdir)
     if r.returncode != 0:
@@ -153,6 +163,9 @@ def main():
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--hook", default="none", help=argparse.SUPPRESS)
+    ap.add_argument("--sparse", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sparse-embedding", action="store_true",
+                    help="also DDP with a sparse nn.Embedding and dlscale's bucketed case with --sparse-embedding")
     ap.add_argument("--compression", choices=("none", "fp16", "bf16"), default="none",
                     help="also DDP with that compression hook and dlscale's bucketed case with that --grad-compression")
     ap.add_argument("--hosts", default="2,4", help="host counts, one rank each")
@@ -199,7 +212,7 @@ def main():
                     with open(network, "w") as f:
                         f.write(subprocess.run([args.dlscale, "list", "--json", workload], check=True,
                                                capture_output=True, text=True).stdout)
-                    ddp, blocking, bucketed, ddp_hook, compressed = [], [], [], [], []
+                    ddp, blocking, bucketed, ddp_hook, compressed, ddp_sparse, sparse = [], [], [], [], [], [], []
                     for k in range(args.rounds):
                         ddp.append(ddp_step(bed, bed.hosts, network, int(batch), args))
                         # The two dlscale cases run in one job, first one then the other in turn.
@@ -210,9 +223,22 @@ def main():
                         if args.compression != "none":
                             ddp_hook.append(ddp_step(bed, bed.hosts, network, int(batch), args, args.compression))
                             compressed.append(dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, "25",
-                                                            args.compression)[0])
+                                                            ["--grad-compression", args.compression]))
+                        if args.sparse_embedding:
+                            ddp_sparse.append(ddp_step(bed, bed.hosts, network, int(batch), args, sparse=True))
+                            sparse.append(dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, "25",
+                                                        ["--sparse-embedding"]))
+                    if sparse:
+                        s, d = statistics.median(x[0] for x in sparse), statistics.median(ddp_sparse)
+                        exposed = statistics.median(x[1] for x in sparse)
+                        print(f"-- {count} hosts, {rate}, {spec}: DDP sparse embedding {d:.3f} s, dlscale sparse "
+                              f"embedding {s:.3f} s: {s / d:.2f} of DDP's, "
+                              f"{s / statistics.median(x[0] for x in bucketed):.2f} of dlscale's dense buckets; "
+                              f"exposed all-reduce {exposed:.3f} s, "
+                              f"{exposed / statistics.median(x[1] for x in blocking):.2f} of the blocking one's",
+                              flush=True)
                     if compressed:
-                        c, h = statistics.median(compressed), statistics.median(ddp_hook)
+                        c, h = statistics.median(x[0] for x in compressed), statistics.median(ddp_hook)
                         print(f"-- {count} hosts, {rate}, {spec}: DDP {args.compression} hook {h:.3f} s, dlscale "
                               f"buckets {args.compression} {c:.3f} s: {c / h:.2f} of DDP's, "
                               f"{c / statistics.median(x[0] for x in bucketed):.2f} of dlscale's float32 buckets",
