@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DLSCALE_F16C 1
 #endif
@@ -57,7 +58,16 @@ __attribute__((target("avx,f16c"))) void add_fp16_f16c(const uint16_t* in, uint1
 
 bool fp16_in_hardware() {
 #ifdef DLSCALE_F16C
-  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // CPUID leaf 1 (clang 14 knows no "f16c" for __builtin_cpu_supports): F16C and AVX, and the
+  // operating system saving the AVX registers (OSXSAVE, then XCR0's SSE and AVX state bits).
+  static const bool f16c = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    if ((c & bit_F16C) == 0 || (c & bit_AVX) == 0 || (c & bit_OSXSAVE) == 0) return false;
+    unsigned low = 0, high = 0;
+    __asm__("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+    return (low & 6u) == 6u;
+  }();
   return f16c;
 #else
   return false;
