@@ -375,8 +375,23 @@ except Exception as e:
 RAW_READER = r'''
 import sys, h5py
 cases = h5py.File(sys.argv[1], "r")["cases"]
-print(len(cases))
-for i in range(len(cases)):
+try:
+    count = len(cases)
+except Exception:
+    # The disk ran out while the index of /cases itself grew: its count is past the file's end.
+    # Look the groups up by name until one fails, which is counted (and reported below).
+    count = 0
+    while True:
+        try:
+            cases["%04d" % count]
+        except KeyError:
+            break
+        except Exception:
+            count += 1
+            break
+        count += 1
+print(count)
+for i in range(count):
     name = "%04d" % i
     try:
         group = cases[name]
