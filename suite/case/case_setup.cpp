@@ -106,6 +106,12 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
                            "compression is the harness's MPI all-reduce's",
                            grad_compression_name(spec.grad_compression), driver.name())};
     }
+    if (built.ok() && spec.allreduce_hierarchy == Hierarchy::kHost && p.reducer) {
+      built = {Status::kUnsupported,
+               fmt::format("--allreduce-hierarchy host: the {} driver's own reducer chooses its algorithms; the "
+                           "host-level all-reduce is the harness's MPI all-reduce's",
+                           driver.name())};
+    }
     if (built.ok() && spec.accumulate > 1 && (p.model->grad_buffer().on_device || p.reducer)) {
       built = {Status::kUnsupported,
                fmt::format("gradient accumulation (--accumulate {}) sums the micro-batches' gradients in host "
@@ -157,7 +163,7 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   if (p.outcome.ok()) p.outcome = set_up_reduction(ctx, p);
   if (p.outcome.ok()) p.outcome = build_model(ctx, p, data);
   if (!p.outcome.ok()) return p;
-  p.mpi = {spec.grad_compression, resolved_hierarchy(spec.allreduce_hierarchy, ctx.c.placed)};
+  p.mpi = {spec.grad_compression, resolved_hierarchy(spec.allreduce_hierarchy, ctx.c.placed, ctx.c.gpu())};
   // A CPU model's buffer is the canonical layout: a first Embedding layer's rows come first.
   const std::vector<Layer>& layers = ctx.c.workload.layers;
   if (spec.sparse_embedding && !layers.empty() && layers.front().kind == LayerKind::kEmbedding) {

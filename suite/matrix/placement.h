@@ -45,8 +45,9 @@ struct CaseRanks {
 /// The first `ranks` of placement_order(hosts, placement).
 CaseRanks case_ranks(const std::vector<std::string>& hosts, Placement placement, int ranks);
 
-/// `asked`, with kAuto resolved for a case's ranks `placed`: kFlat or kHost.
-Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed);
+/// `asked`, with kAuto resolved for a case's ranks `placed`: kFlat or kHost; kFlat for a GPU case
+/// (`gpu`), whose gradients NCCL reduces, choosing its own algorithms.
+Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed, bool gpu);
 
 /// "0-3", "0,2,1,3": world ranks in case-rank order, ascending runs written as ranges
 /// (dlscale_report's parse_participants reads both).

@@ -47,7 +47,7 @@ CaseDescription description(const R& r) {
   d.data = spec.data;
   d.bucket_mb = spec.bucket_mb;
   d.grad_compression = grad_compression_name(spec.grad_compression);
-  d.allreduce_hierarchy = hierarchy_name(resolved_hierarchy(spec.allreduce_hierarchy, r.c->placed));
+  d.allreduce_hierarchy = hierarchy_name(resolved_hierarchy(spec.allreduce_hierarchy, r.c->placed, r.c->gpu()));
   d.case_key = r.c->key;
   d.started_utc = r.started_utc;
   d.mode = run_mode_name(spec.mode);

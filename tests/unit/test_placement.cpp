@@ -1,6 +1,7 @@
 // Which world ranks a case of P takes under each placement, whatever order the launcher gave.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,22 @@ TEST(Placement, ParticipantsKeepTheCaseOrder) {
   EXPECT_EQ(format_participants({0, 1, 2, 3}), "0-3");
   EXPECT_EQ(format_participants({0, 2, 1, 3}), "0,2,1,3");
   EXPECT_EQ(format_participants({0, 2, 3, 4, 1}), "0,2-4,1");
+}
+
+TEST(Placement, AutoHierarchyWhereACaseSharesHostsAcrossHosts) {
+  const std::vector<std::string> hosts{"n1", "n1", "n2", "n2"};
+  const CaseRanks packed4 = case_ranks(hosts, Placement::kPacked, 4), packed2 = case_ranks(hosts, Placement::kPacked, 2),
+                  spread2 = case_ranks(hosts, Placement::kSpread, 2);
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, false), Hierarchy::kHost);  // 2 hosts x 2 ranks
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed2, false), Hierarchy::kFlat);  // one host
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, spread2, false), Hierarchy::kFlat);  // one rank per host
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, true), Hierarchy::kFlat);   // NCCL's own
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kHost, packed2, false), Hierarchy::kHost);  // as asked
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kFlat, packed4, false), Hierarchy::kFlat);
+  for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kFlat, Hierarchy::kHost}) {
+    EXPECT_EQ(parse_hierarchy(hierarchy_name(h)), h);
+  }
+  EXPECT_THROW(parse_hierarchy("tree"), std::invalid_argument);
 }
 
 }  // namespace
