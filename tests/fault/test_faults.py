@@ -185,7 +185,10 @@ class CaseTimeout(unittest.TestCase):
 
     def test_a_case_stuck_in_a_collective_or_a_bucket_ends_the_job_with_a_message(self):
         # Rank 1 stopped (SIGSTOP) in the middle of a case: rank 0 waits in the step's all-reduce,
-        # where MPI cannot interrupt it; its watchdog ends it 2 x 1 + 30 s after the case began.
+        # where MPI cannot interrupt it; its watchdog ends it 2 x 5 + 30 s after the case began.
+        # The stop must come before the case's --case-timeout ends it at a step boundary: 5 s
+        # leaves room for a loaded machine (with 1 s, the stop sometimes came after the case had
+        # ended, and rank 1 was gone or stopped outside any case).
         # The same with gradient buckets (--bucket-mb 0.01): rank 0's communication thread waits
         # in a bucket's MPI_Allreduce and its main thread for that thread. The two jobs wait out
         # their deadlines side by side.
@@ -197,7 +200,7 @@ class CaseTimeout(unittest.TestCase):
     def start_and_stop_rank_1(self, bucket_mb):
         out = os.path.join(self.dir, f"h{bucket_mb}.h5")
         launcher = subprocess.Popen([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
-                                     "--batch", "64", "--iterations", "100000", "--case-timeout", "1", "--bucket-mb",
+                                     "--batch", "64", "--iterations", "100000", "--case-timeout", "5", "--bucket-mb",
                                      bucket_mb, "--out", out],
                                     cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(kill_all, launcher)
@@ -220,7 +223,7 @@ class CaseTimeout(unittest.TestCase):
                     pass
         self.assertEqual(launcher.returncode, 4, stderr)
         self.assertRegex(stderr, r"dlscale: rank 0 \(.*\): case dlscale run -w mnist_fnn:width=16 .* is still running "
-                                 r"32 s after it started, past its --case-timeout 1 s")
+                                 r"40 s after it started, past its --case-timeout 5 s")
         self.assertIn(f"Every finished case is in {out}; to run the rest, under the same launcher:", stderr)
         self.assertIn("--resume", stderr)
         with h5py.File(out, "r") as f:  # readable, with no half-written case
