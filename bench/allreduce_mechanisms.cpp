@@ -72,7 +72,8 @@ void allreduce_each(std::vector<float>& data, const std::vector<Bucket>& buckets
 }
 
 void dlscale_each(std::vector<float>& data, const std::vector<Bucket>& buckets, MPI_Comm comm) {
-  for (const Bucket& b : buckets) dlscale::allreduce_sum_in_place(data.data() + b.first, b.count, dlscale::GradCompression::kNone, comm);
+  for (const Bucket& b : buckets)
+    dlscale::allreduce_sum_in_place(data.data() + b.first, b.count, dlscale::GradCompression::kNone, comm);
 }
 
 }  // namespace

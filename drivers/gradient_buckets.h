@@ -146,7 +146,8 @@ inline size_t bucket_holding(const std::vector<BucketRange>& buckets, size_t e) 
 /// largest count one MPI or NCCL call of the bucket takes on every library version.
 inline size_t bucket_elements_for(double bucket_mb) {
   const double elements = bucket_mb * 1e6 / static_cast<double>(sizeof(float));
-  return elements >= static_cast<double>(INT_MAX) ? size_t{INT_MAX} : std::max<size_t>(1, static_cast<size_t>(elements));
+  return elements >= static_cast<double>(INT_MAX) ? size_t{INT_MAX}
+                                                  : std::max<size_t>(1, static_cast<size_t>(elements));
 }
 
 /// Which buckets of a gradient buffer may start their reduction, step by step: the bookkeeping

@@ -24,7 +24,7 @@ struct CaseDescription {
   bool phases = false;
   std::string data;
   double bucket_mb = 0;
-  std::string grad_compression = "none";  ///< the format gradients crossed ranks in: none, fp16, bf16
+  std::string grad_compression = "none";     ///< the format gradients crossed ranks in: none, fp16, bf16
   std::string allreduce_hierarchy = "flat";  ///< how the MPI all-reduce crossed hosts: flat, host
   std::string case_key, started_utc, mode, optimizer;
   double learning_rate = 0;

@@ -126,7 +126,8 @@ void BucketedAllreduce::merge_waiting_buckets() {
   // rows stay a bucket of their own.
   const size_t skip = sparse_rows_ > 0 ? 1 : 0;
   const auto from = [&](const auto& v) { return std::vector(v.begin() + static_cast<std::ptrdiff_t>(skip), v.end()); };
-  std::vector<BucketRange> merged = merge_waiting(from(buckets()), from(ready), from(began), schedule_.bucket_elements());
+  std::vector<BucketRange> merged =
+      merge_waiting(from(buckets()), from(ready), from(began), schedule_.bucket_elements());
   if (skip > 0) merged.insert(merged.begin(), buckets().front());
   schedule_.replace(std::move(merged));
   size_per_bucket();
@@ -291,8 +292,8 @@ void BucketedAllreduce::finish() {
   step_->last_sq = 0;
   for (double sq : own_sq_) step_->last_sq += sq;
   // Compressed, each bucket was divided before its sum.
-  const float mean = compression_ == GradCompression::kNone ? 1.0f / static_cast<float>(size_ * step_->micro_batches)
-                                                            : 1.0f;
+  const float mean =
+      compression_ == GradCompression::kNone ? 1.0f / static_cast<float>(size_ * step_->micro_batches) : 1.0f;
   step_->mean_sq = scale_and_norm(data_, n, mean);
   step_ = nullptr;
 }

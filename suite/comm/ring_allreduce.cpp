@@ -306,8 +306,7 @@ bool RingSum::post_receive(size_t m) {
     DLSCALE_CHECK_MPI(MPI_Test(&overwritten, &sent, MPI_STATUS_IGNORE));
     if (!sent) return false;
   }
-  DLSCALE_CHECK_MPI(
-      MPI_Irecv(into, static_cast<int>(msg.count), type_, left_, tag_, comm_, &scratch_->receives[m]));
+  DLSCALE_CHECK_MPI(MPI_Irecv(into, static_cast<int>(msg.count), type_, left_, tag_, comm_, &scratch_->receives[m]));
   return true;
 }
 

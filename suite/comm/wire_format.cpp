@@ -48,7 +48,8 @@ __attribute__((target("avx,f16c"))) void add_fp16_f16c(const uint16_t* in, uint1
   for (; i + 8 <= n; i += 8) {
     const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
     const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sum + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(sum + i), _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sum + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
   }
   for (; i < n; ++i) sum[i] = to_fp16(from_fp16(in[i]) + from_fp16(sum[i]));
 }

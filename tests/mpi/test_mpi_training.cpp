@@ -178,9 +178,9 @@ TEST(MpiTraining, CompressedGradientsAreTheMeanWithinTheFormatsRounding) {
     MPI_Allreduce(mine_abs.data(), abs_sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   }
   const double p = world_size();
-  for (const MpiReduction how : {MpiReduction{GradCompression::kFp16, Hierarchy::kFlat},
-                                 MpiReduction{GradCompression::kBf16, Hierarchy::kFlat},
-                                 MpiReduction{GradCompression::kFp16, Hierarchy::kHost}}) {
+  for (const MpiReduction how :
+       {MpiReduction{GradCompression::kFp16, Hierarchy::kFlat}, MpiReduction{GradCompression::kBf16, Hierarchy::kFlat},
+        MpiReduction{GradCompression::kFp16, Hierarchy::kHost}}) {
     const GradCompression c = how.compression;
     for (double bucket_mb : {0.0, 0.1}) {  // one all-reduce after backward; buckets of 25,000
       SCOPED_TRACE(std::string(grad_compression_name(c)) + " " + hierarchy_name(how.hierarchy) +

@@ -18,9 +18,7 @@
 namespace dlscale {
 namespace {
 
-bool is_nan16(uint16_t h, bool bf16) {
-  return bf16 ? (h & 0x7fffu) > 0x7f80u : (h & 0x7fffu) > 0x7c00u;
-}
+bool is_nan16(uint16_t h, bool bf16) { return bf16 ? (h & 0x7fffu) > 0x7f80u : (h & 0x7fffu) > 0x7c00u; }
 
 TEST(GradientCompression, NamesParseAndPrint) {
   for (GradCompression c : {GradCompression::kNone, GradCompression::kFp16, GradCompression::kBf16}) {
@@ -76,7 +74,7 @@ TEST(GradientCompression, FloatsRoundToNearestEven) {
   EXPECT_EQ(to_fp16(65520.0f), 0x7c00);
   EXPECT_EQ(to_fp16(1e30f), 0x7c00);
   EXPECT_EQ(to_fp16(-std::numeric_limits<float>::infinity()), 0xfc00);
-  EXPECT_EQ(to_fp16(std::ldexp(1.0f, -26)), 0);  // under half the least subnormal
+  EXPECT_EQ(to_fp16(std::ldexp(1.0f, -26)), 0);                   // under half the least subnormal
   EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to infinity
   EXPECT_TRUE(is_nan16(to_fp16(std::nanf("")), false));
   EXPECT_TRUE(is_nan16(to_bf16(std::nanf("")), true));

@@ -57,7 +57,8 @@ TEST(Placement, ParticipantsKeepTheCaseOrder) {
 
 TEST(Placement, AutoHierarchyWhereACaseSharesHostsAcrossHosts) {
   const std::vector<std::string> hosts{"n1", "n1", "n2", "n2"};
-  const CaseRanks packed4 = case_ranks(hosts, Placement::kPacked, 4), packed2 = case_ranks(hosts, Placement::kPacked, 2),
+  const CaseRanks packed4 = case_ranks(hosts, Placement::kPacked, 4),
+                  packed2 = case_ranks(hosts, Placement::kPacked, 2),
                   spread2 = case_ranks(hosts, Placement::kSpread, 2);
   EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, false), Hierarchy::kHost);  // 2 hosts x 2 ranks
   EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed2, false), Hierarchy::kFlat);  // one host
