@@ -159,6 +159,37 @@ bool identical_on_every_rank(std::vector<float> v) {
   return same == 1;
 }
 
+/// Over every rank, per element: the sum of `local`, and the sum of its magnitudes (in double).
+struct RankSums {
+  std::vector<double> sum, abs_sum;
+};
+RankSums sums_over_ranks(const std::vector<float>& local) {
+  std::vector<double> mine(local.begin(), local.end()), mine_abs(local.size());
+  for (size_t i = 0; i < local.size(); ++i) mine_abs[i] = std::abs(mine[i]);
+  RankSums out{std::vector<double>(local.size()), std::vector<double>(local.size())};
+  MPI_Allreduce(mine.data(), out.sum.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(mine_abs.data(), out.abs_sum.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  return out;
+}
+
+/// `grads` set to `local` and averaged as `how` says: one all-reduce (`bucket_mb` 0) or buckets
+/// of `bucket_mb` started after backward; returns the averages.
+std::vector<float> average(const GradBuffer& grads, const std::vector<float>& local, double bucket_mb,
+                           const MpiReduction& how) {
+  std::copy(local.begin(), local.end(), grads.data);
+  StepGradients step;
+  if (bucket_mb > 0) {
+    BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, how);
+    EXPECT_GT(buckets.bucket_count(), 3u);
+    buckets.start_step(std::chrono::steady_clock::now(), step);
+    buckets.finish();
+  } else {
+    allreduce_gradients(grads, MPI_COMM_WORLD, how, step);
+  }
+  return {grads.data, grads.data + grads.count};
+}
+
 TEST(MpiTraining, CompressedGradientsAreTheMeanWithinTheFormatsRounding) {
   // Each rank's gradient divided by P and rounded (one rounding), then P - 1 sums each rounded:
   // |error| <= P u (sum over ranks of |g| / P) + P x the format's least step, per element.
@@ -170,13 +201,7 @@ TEST(MpiTraining, CompressedGradientsAreTheMeanWithinTheFormatsRounding) {
   model->backward();
   const std::vector<float> local = model->export_gradients();
   const GradBuffer grads = model->grad_buffer();
-  std::vector<double> abs_sum(local.size()), sum(local.size());
-  {
-    std::vector<double> mine(local.begin(), local.end()), mine_abs(local.size());
-    for (size_t i = 0; i < local.size(); ++i) mine_abs[i] = std::abs(mine[i]);
-    MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(mine_abs.data(), abs_sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  }
+  const auto [sum, abs_sum] = sums_over_ranks(local);
   const double p = world_size();
   for (const MpiReduction how :
        {MpiReduction{GradCompression::kFp16, Hierarchy::kFlat}, MpiReduction{GradCompression::kBf16, Hierarchy::kFlat},
@@ -185,17 +210,7 @@ TEST(MpiTraining, CompressedGradientsAreTheMeanWithinTheFormatsRounding) {
     for (double bucket_mb : {0.0, 0.1}) {  // one all-reduce after backward; buckets of 25,000
       SCOPED_TRACE(std::string(grad_compression_name(c)) + " " + hierarchy_name(how.hierarchy) +
                    (bucket_mb > 0 ? " bucketed" : " whole"));
-      std::copy(local.begin(), local.end(), grads.data);
-      StepGradients step;
-      if (bucket_mb > 0) {
-        BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, how);
-        ASSERT_GT(buckets.bucket_count(), 3u);
-        buckets.start_step(std::chrono::steady_clock::now(), step);
-        buckets.finish();
-      } else {
-        allreduce_gradients(grads, MPI_COMM_WORLD, how, step);
-      }
-      const std::vector<float> averaged(grads.data, grads.data + grads.count);
+      const std::vector<float> averaged = average(grads, local, bucket_mb, how);
       size_t rounded = 0;
       for (size_t i = 0; i < averaged.size(); ++i) {
         const double error = std::abs(averaged[i] - sum[i] / p);
@@ -269,26 +284,12 @@ TEST(MpiTraining, HostHierarchyGivesTheFlatRingsSums) {
   model->backward();
   const std::vector<float> local = model->export_gradients();
   const GradBuffer grads = model->grad_buffer();
-  std::vector<double> mine(local.begin(), local.end()), mine_abs(local.size()), sum(local.size()),
-      abs_sum(local.size());
-  for (size_t i = 0; i < mine.size(); ++i) mine_abs[i] = std::abs(mine[i]);
-  MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allreduce(mine_abs.data(), abs_sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const auto [sum, abs_sum] = sums_over_ranks(local);
   const double p = world_size();
   EXPECT_EQ(host_groups(MPI_COMM_WORLD).hosts, 1);
   for (double bucket_mb : {0.0, 0.1, 0.01}) {
     SCOPED_TRACE(bucket_mb);
-    std::copy(local.begin(), local.end(), grads.data);
-    StepGradients step;
-    const MpiReduction how{GradCompression::kNone, Hierarchy::kHost};
-    if (bucket_mb > 0) {
-      BucketedAllreduce buckets(grads, MPI_COMM_WORLD, bucket_mb, {}, how);
-      buckets.start_step(std::chrono::steady_clock::now(), step);
-      buckets.finish();
-    } else {
-      allreduce_gradients(grads, MPI_COMM_WORLD, how, step);
-    }
-    const std::vector<float> averaged(grads.data, grads.data + grads.count);
+    const std::vector<float> averaged = average(grads, local, bucket_mb, {GradCompression::kNone, Hierarchy::kHost});
     for (size_t i = 0; i < averaged.size(); ++i) {
       // Float sums in some order: within P float roundings of the magnitudes summed.
       ASSERT_NEAR(averaged[i], sum[i] / p, (p + 1) * 0x1p-24 * abs_sum[i] / p) << "element " << i;
