@@ -133,6 +133,21 @@ void read_mechanism(const RecordedCase& r, const SoftwareRecord& software, bool 
 
 }  // namespace
 
+namespace {
+
+/// Compressed gradients cross the network in 16 bits: half of each bucket's bytes (its record is
+/// the float32 gradient's). An unknown `compression` is refused naming the case (`where`).
+void to_wire_bytes(const std::string& compression, const std::string& where, std::vector<GradientBucket>& buckets) {
+  try {
+    const double share = wire_bytes(parse_grad_compression(compression)) / 4.0;
+    for (GradientBucket& b : buckets) b.bytes *= share;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& software_attrs) {
   const std::string where = "case " + name;
   const RecordedCase r = recorded_case(record, where);
@@ -186,14 +201,7 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(where + ": " + e.what());
   }
   c.readiness_measured = apply_measured_readiness(record, c.buckets);
-  // Compressed gradients cross the network in 16 bits: half of each bucket's bytes (its record is
-  // the float32 gradient's).
-  try {
-    const double share = wire_bytes(parse_grad_compression(d.grad_compression)) / 4.0;
-    for (GradientBucket& b : c.buckets) b.bytes *= share;
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(where + ": " + e.what());
-  }
+  to_wire_bytes(d.grad_compression, where, c.buckets);
   return c;
 }
 
