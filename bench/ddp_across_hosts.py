@@ -201,11 +201,7 @@ def main():
             workdir = os.path.join(bed.dir, "work")
             os.makedirs(workdir)
             for rate in args.rates.split(","):
-                for h in bed.hosts:
-                    if rate == "none":
-                        bed.unshape(h)
-                    else:
-                        bed.shape(h, rate)
+                bed.shape_every_host(rate)
                 for spec in args.workloads.split(","):
                     workload, batch = spec.split(":")
                     network = os.path.join(workdir, f"{workload}.json")

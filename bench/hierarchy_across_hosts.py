@@ -70,11 +70,7 @@ def main():
         workdir = os.path.join(bed.dir, "work")
         os.makedirs(workdir)
         for rate in args.rates.split(","):
-            for h in bed.hosts:
-                if rate == "none":
-                    bed.unshape(h)
-                else:
-                    bed.shape(h, rate)
+            bed.shape_every_host(rate)
             rounds = [steps(bed, args, workdir, "flat,host" if k % 2 == 0 else "host,flat")
                       for k in range(args.rounds)]
             flat = statistics.median(r["flat"] for r in rounds)

@@ -345,6 +345,14 @@ class Cluster:
         for ns, dev in ((self.host(host), "eth0"), (self.switch, self._port(host))):
             _sh(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"], check=False)
 
+    def shape_every_host(self, rate):
+        """shape() every host's link to `rate`; "none": unshape() them all (the benches' --rates)."""
+        for h in self.hosts:
+            if rate == "none":
+                self.unshape(h)
+            else:
+                self.shape(h, rate)
+
     def link(self, host, up):
         """Take `host`'s link down (up=False: its switch port goes down, eth0 loses carrier) or up."""
         _sh(["ip", "-n", self.switch, "link", "set", self._port(host), "up" if up else "down"])
