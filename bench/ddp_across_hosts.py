@@ -18,6 +18,10 @@ and with --sparse-embedding, two more:
   ddp sparse DDP as above with the embedding's nn.Embedding(sparse=True): its gradient's rows
              all-reduced sparse by gloo
   sparse     dlscale --bucket-mb 25 --sparse-embedding, a job of its own
+and with --sharding optimizer, two more:
+  zero       DDP as above stepping torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO stage 1
+             over SGD): each rank updates its share, then broadcasts it to the others
+  sharded    dlscale --bucket-mb 25 --sharding optimizer, a job of its own
 
 dlscale runs both of its cases in one job, the blocking one first in even rounds and the bucketed
 one first in odd ones.
@@ -34,7 +38,8 @@ or without gloo, the bench says so in one line and exits 1.
 
   sudo /usr/bin/python3 bench/ddp_across_hosts.py [--hosts 2,4] [--rates 200mbit,1gbit,none]
       [--workloads resnet50:8,lstm32:64] [--rounds 2] [--iterations 5] [--warmup 2]
-      [--compression fp16|bf16] [--sparse-embedding] [--dlscale build/current/dlscale]
+      [--compression fp16|bf16] [--sparse-embedding] [--sharding optimizer]
+      [--dlscale build/current/dlscale]
 
 Prints one table; no figure here is asserted by a test (timings depend on the machine and its
 load): the note of the change that measured them quotes them with this command.
@@ -90,7 +95,11 @@ def worker(args):
     else:
         y = torch.randint(0, w["num_classes"], (batch * steps,))
         loss_fn = lambda out: nn.functional.cross_entropy(out.reshape(-1, w["num_classes"]), y)  # noqa: E731
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if args.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.01)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
     times = []
     for it in range(args.warmup + args.iterations):
         dist.barrier()  # every rank starts the step together, as dlscale's steps do
@@ -104,13 +113,14 @@ def worker(args):
     print(json.dumps(times), flush=True)
 
 
-def ddp_step(bed, hosts, network, batch, args, hook="none", sparse=False):
+def ddp_step(bed, hosts, network, batch, args, hook="none", sparse=False, zero=False):
     """Median over iterations of the slowest rank's DDP step (with a compression hook: fp16, bf16;
-    with a sparse embedding)."""
+    with a sparse embedding; stepping ZeroRedundancyOptimizer)."""
     master = bed.addresses[hosts[0]]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--master", master, "--world", str(len(hosts)),
            "--network", network, "--batch", str(batch), "--iterations", str(args.iterations), "--warmup",
-           str(args.warmup), "--threads", "1", "--hook", hook] + (["--sparse"] if sparse else [])
+           str(args.warmup), "--threads", "1", "--hook", hook] + (["--sparse"] if sparse else []) + \
+        (["--zero"] if zero else [])
     # gloo binds to the interface the host name resolves to; the bed's hosts have no such entry.
     procs = [bed.popen(h, cmd + ["--rank", str(r)], env={"GLOO_SOCKET_IFNAME": "eth0"}, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True) for r, h in enumerate(hosts)]
@@ -164,6 +174,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--hook", default="none", help=argparse.SUPPRESS)
     ap.add_argument("--sparse", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--zero", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sharding", choices=("none", "optimizer"), default="none",
+                    help="also DDP with ZeroRedundancyOptimizer and dlscale's bucketed case with --sharding optimizer")
     ap.add_argument("--sparse-embedding", action="store_true",
                     help="also DDP with a sparse nn.Embedding and dlscale's bucketed case with --sparse-embedding")
     ap.add_argument("--compression", choices=("none", "fp16", "bf16"), default="none",
@@ -209,6 +222,7 @@ def main():
                         f.write(subprocess.run([args.dlscale, "list", "--json", workload], check=True,
                                                capture_output=True, text=True).stdout)
                     ddp, blocking, bucketed, ddp_hook, compressed, ddp_sparse, sparse = [], [], [], [], [], [], []
+                    zero, sharded = [], []
                     for k in range(args.rounds):
                         ddp.append(ddp_step(bed, bed.hosts, network, int(batch), args))
                         # The two dlscale cases run in one job, first one then the other in turn.
@@ -224,6 +238,16 @@ def main():
                             ddp_sparse.append(ddp_step(bed, bed.hosts, network, int(batch), args, sparse=True))
                             sparse.append(dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, "25",
                                                         ["--sparse-embedding"]))
+                        if args.sharding != "none":
+                            zero.append(ddp_step(bed, bed.hosts, network, int(batch), args, zero=True))
+                            sharded.append(dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, "25",
+                                                         ["--sharding", args.sharding]))
+                    if sharded:
+                        s, z = statistics.median(x[0] for x in sharded), statistics.median(zero)
+                        print(f"-- {count} hosts, {rate}, {spec}: DDP with ZeroRedundancyOptimizer {z:.3f} s, dlscale "
+                              f"sharded {s:.3f} s ({sharded[0][3]}): {s / z:.2f} of ZeRO's, "
+                              f"{s / statistics.median(x[0] for x in bucketed):.2f} of dlscale's unsharded buckets",
+                              flush=True)
                     if sparse:
                         s, d = statistics.median(x[0] for x in sparse), statistics.median(ddp_sparse)
                         exposed = statistics.median(x[1] for x in sparse)

@@ -42,6 +42,15 @@ OptimizerKind parse_optimizer(const std::string& name) {
   throw std::invalid_argument(fmt::format("unknown optimizer '{}' (expected sgd or adam)", name));
 }
 
+const char* sharding_name(Sharding s) { return s == Sharding::kOptimizer ? "optimizer" : "none"; }
+
+Sharding parse_sharding(const std::string& name) {
+  for (Sharding s : {Sharding::kNone, Sharding::kOptimizer}) {
+    if (name == sharding_name(s)) return s;
+  }
+  throw std::invalid_argument(fmt::format("unknown sharding '{}' (expected none or optimizer)", name));
+}
+
 const char* denormals_name(Denormals d) { return d == Denormals::kFlush ? "flush" : "ieee"; }
 
 Denormals parse_denormals(const std::string& name) {

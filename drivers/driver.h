@@ -111,6 +111,50 @@ struct Evaluation {
 
 struct MemoryStats {
   int64_t device_peak_bytes = 0;  ///< 0 on CPU; -1 where the backend cannot tell
+  /// The bytes the optimiser's state takes now (Adam's m and v; 0 for SGD, and before Adam's
+  /// first update): for a sharded update, of the shard's parameters only.
+  int64_t optimizer_state_bytes = 0;
+};
+
+/// What each rank of a data-parallel case keeps of the training state (--sharding). kNone: every
+/// rank keeps and updates all of it, as DDP. kOptimizer (ZeRO stage 1, as PyTorch's
+/// ZeroRedundancyOptimizer): the gradients are reduce-scattered, each rank updates its share of
+/// the parameters and keeps the optimiser's state for those only, and the parameters are then
+/// all-gathered; the same bytes as the all-reduce, and the optimiser's memory falls as 1/P.
+enum class Sharding { kNone, kOptimizer };
+
+/// "none", "optimizer".
+const char* sharding_name(Sharding s);
+/// The sharding named `name`; throws std::invalid_argument for anything else.
+Sharding parse_sharding(const std::string& name);
+
+/// The parameters one update() applies the gradients to. `whole` (the default): every parameter.
+/// Otherwise `ranges` of the flat layout of grad_buffer() and parameters(), ascending and
+/// disjoint: with the optimiser sharded over the ranks (--sharding optimizer), each rank updates
+/// its own share, and its optimiser state covers only those parameters, packed in range order.
+/// The ranges of a model's updates stay the same from one update to the next until
+/// load_parameters(), which starts the state afresh.
+struct ParameterShard {
+  bool whole = true;
+  std::vector<ParamRange> ranges;
+  /// Its ranges in a model of `total` parameters.
+  std::vector<ParamRange> ranges_in(size_t total) const { return whole ? std::vector<ParamRange>{{0, total}} : ranges; }
+  /// The parameters it covers in a model of `total`.
+  size_t elements(size_t total) const {
+    if (whole) return total;
+    size_t n = 0;
+    for (const ParamRange& r : ranges) n += r.count;
+    return n;
+  }
+};
+
+/// A model's parameters where the harness may write them (parameters()): `count` values of
+/// `value_bytes` bytes each (4: float; 8: the reference driver's double), in the flat layout of
+/// grad_buffer(), in host memory.
+struct ParameterBuffer {
+  void* data = nullptr;
+  size_t count = 0;
+  size_t value_bytes = sizeof(float);
 };
 
 /// What a measured peak times: a square matrix product of the backend's own library (FLOP/s), or
@@ -263,8 +307,20 @@ class Model {
   /// The flat buffer the reducer averages: the canonical layout in host memory on the CPU; a GPU
   /// driver's own layout (padding, cuDNN's weight spaces), at least parameter_count() values.
   virtual GradBuffer grad_buffer() = 0;
-  /// Applies the gradients in grad_buffer() to the parameters.
-  virtual void update(const Optimizer& opt) = 0;
+  /// Applies the gradients in grad_buffer() to the parameters of `shard` (ParameterShard), keeping
+  /// the optimiser's state for those only. A driver that cannot update part of its parameters
+  /// (parameters() gives none) throws std::logic_error for a shard that is not whole.
+  virtual void update(const Optimizer& opt, const ParameterShard& shard) = 0;
+  /// Applies the gradients to every parameter.
+  void update(const Optimizer& opt) { update(opt, ParameterShard{}); }
+  /// The parameters in host memory in grad_buffer()'s layout, for the harness to write the ranks'
+  /// updated shares into (an all-gather after a sharded update), then parameters_changed(). Empty
+  /// (data nullptr, the default) where the driver keeps them otherwise (a GPU's memory, cuDNN's
+  /// layouts): such a driver cannot shard its optimiser.
+  virtual ParameterBuffer parameters() { return {}; }
+  /// The harness wrote into parameters(): anything the driver derived from them (staged copies in
+  /// its library's layouts) is stale.
+  virtual void parameters_changed() {}
   /// Waits for all queued device work.
   virtual void synchronize() = 0;
   /// The gradients in the canonical layout (cross-checks only; may be slow).

@@ -26,6 +26,7 @@ struct CaseDescription {
   double bucket_mb = 0;
   std::string grad_compression = "none";     ///< the format gradients crossed ranks in: none, fp16, bf16
   std::string allreduce_hierarchy = "flat";  ///< how the MPI all-reduce crossed hosts: flat, host
+  std::string sharding = "none";             ///< what the ranks shard: none, optimizer
   std::string case_key, started_utc, mode, optimizer;
   double learning_rate = 0;
   int64_t accumulate = 1;  ///< micro-batches per optimiser step
@@ -60,6 +61,7 @@ inline const Field<CaseDescription> kCaseDescriptionFields[] = {
     member<&CaseDescription::bucket_mb>("bucket_mb"),
     member<&CaseDescription::grad_compression>("grad_compression"),
     member<&CaseDescription::allreduce_hierarchy>("allreduce_hierarchy"),
+    member<&CaseDescription::sharding>("sharding"),
     member<&CaseDescription::case_key>("case_key"),
     member<&CaseDescription::started_utc>("started_utc"),
     member<&CaseDescription::mode>("mode"),

@@ -155,7 +155,9 @@ class CudaModel final : public Model {
 
   GradBuffer grad_buffer() override { return {grads_.as(), static_cast<size_t>(total_), true}; }
 
-  void update(const Optimizer& opt) override {
+  void update(const Optimizer& opt, const ParameterShard& shard) override {
+    // Its parameters are in cuDNN's weight spaces, not the flat layout a shard's ranges name.
+    if (!shard.whole) throw std::logic_error("cuda driver: a sharded update");
     if (opt.kind == OptimizerKind::kSgd) {
       sgd_update(params_.as(), grads_.as(), total_, static_cast<float>(opt.learning_rate), stream_);
       return;
@@ -183,7 +185,9 @@ class CudaModel final : public Model {
 
   void synchronize() override { DLSCALE_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
 
-  MemoryStats memory() const override { return {memory_.peak}; }
+  MemoryStats memory() const override {
+    return {memory_.peak, adam_m_.get() == nullptr ? 0 : 2 * static_cast<int64_t>(total_) * 4};
+  }
 
   std::unique_ptr<StepTimer> make_step_timer() override { return gpu::make_event_timer(stream_.get(), device_.index); }
 

@@ -400,27 +400,48 @@ class KokkosModel final : public Model {
 
   GradBuffer grad_buffer() override { return {grads_.data(), grads_.extent(0), kOnDevice}; }
 
-  void update(const Optimizer& opt) override {
+  void update(const Optimizer& opt, const ParameterShard& shard) override {
+    if (!shard.whole && kOnDevice) throw std::logic_error("kokkos driver: a sharded update on a device");
     const auto scope = use_threads();
+    const std::vector<ParamRange> ranges = shard.ranges_in(params_.extent(0));
+    const auto part = [](const kk::Floats& v, size_t first, size_t count) {
+      return kk::slice(v, static_cast<int64_t>(first), static_cast<int64_t>(count));
+    };
     if (opt.kind == OptimizerKind::kSgd) {
-      kk::sgd(params_, grads_, static_cast<float>(opt.learning_rate));
+      for (const ParamRange& r : ranges) {
+        kk::sgd(part(params_, r.first, r.count), part(grads_, r.first, r.count), static_cast<float>(opt.learning_rate));
+      }
       return;
     }
-    if (adam_m_.extent(0) != params_.extent(0)) {  // the first Adam step since making or loading: zero moments
+    const size_t state = shard.elements(params_.extent(0));
+    if (adam_m_.extent(0) == 0) {  // the first Adam step since making or loading: zero moments
       try {
-        adam_m_ = kk::Floats("kokkos_driver::adam_m", params_.extent(0));
-        adam_v_ = kk::Floats("kokkos_driver::adam_v", params_.extent(0));
+        adam_m_ = kk::Floats("kokkos_driver::adam_m", state);
+        adam_v_ = kk::Floats("kokkos_driver::adam_v", state);
       } catch (const std::bad_alloc&) {  // what Kokkos' allocation failures derive from
-        throw OutOfMemory(
-            fmt::format("kokkos driver: out of memory for Adam's state of {} parameters", params_.extent(0)));
+        throw OutOfMemory(fmt::format("kokkos driver: out of memory for Adam's state of {} parameters", state));
       }
     }
-    kk::adam(params_, grads_, adam_m_, adam_v_, opt, ++adam_steps_);
+    if (adam_m_.extent(0) != state) throw std::logic_error("kokkos driver: Adam's shard changed between updates");
+    ++adam_steps_;
+    size_t offset = 0;  // the state is packed in range order
+    for (const ParamRange& r : ranges) {
+      kk::adam(part(params_, r.first, r.count), part(grads_, r.first, r.count), part(adam_m_, offset, r.count),
+               part(adam_v_, offset, r.count), opt, adam_steps_);
+      offset += r.count;
+    }
+  }
+
+  ParameterBuffer parameters() override {
+    if (kOnDevice) return {};
+    return {params_.data(), params_.extent(0), sizeof(float)};
   }
 
   void synchronize() override { Kokkos::fence(); }
 
-  MemoryStats memory() const override { return {kOnDevice ? -1 : 0}; }
+  MemoryStats memory() const override {
+    return {kOnDevice ? -1 : 0, static_cast<int64_t>((adam_m_.extent(0) + adam_v_.extent(0)) * sizeof(float))};
+  }
 
  private:
   /// At every computing entry point on the host: the case's BLAS threads, and its floating-point

@@ -317,28 +317,47 @@ class LibTorchModel final : public Model {
     return {grads_.data_ptr<float>(), static_cast<size_t>(grads_.numel()), device_.is_cuda()};
   }
 
-  void update(const Optimizer& opt) override {
+  void update(const Optimizer& opt, const ParameterShard& shard) override {
+    if (!shard.whole && device_.is_cuda()) throw std::logic_error("libtorch driver: a sharded update on a GPU");
     out_of_memory_as_such([&] {
       const auto scope = cpu_mode();
       at::NoGradGuard no_grad;
+      const std::vector<ParamRange> ranges = shard.ranges_in(static_cast<size_t>(params_.numel()));
+      const auto part = [](const at::Tensor& t, size_t first, size_t count) {
+        return t.narrow(0, static_cast<int64_t>(first), static_cast<int64_t>(count));
+      };
       if (opt.kind == OptimizerKind::kSgd) {
-        params_.add_(grads_, -opt.learning_rate);
+        for (const ParamRange& r : ranges)
+          part(params_, r.first, r.count).add_(part(grads_, r.first, r.count), -opt.learning_rate);
         return;
       }
       // torch.optim.Adam (foreach=False) on the flat tensors, op for op, scalars in double as
       // Python passes them: fp32 moments beside the fp32 master weights in every precision.
+      const auto state = static_cast<int64_t>(shard.elements(static_cast<size_t>(params_.numel())));
       if (!adam_m_.defined()) {
-        adam_m_ = at::zeros_like(params_);
-        adam_v_ = at::zeros_like(params_);
+        adam_m_ = at::zeros({state}, params_.options());
+        adam_v_ = at::zeros({state}, params_.options());
       }
+      if (adam_m_.numel() != state) throw std::logic_error("libtorch driver: Adam's shard changed between updates");
       ++adam_steps_;
       const double t = static_cast<double>(adam_steps_);
       const double bias_correction1 = 1 - std::pow(opt.beta1, t), bias_correction2 = 1 - std::pow(opt.beta2, t);
-      adam_m_.mul_(opt.beta1).add_(grads_, 1 - opt.beta1);
-      adam_v_.mul_(opt.beta2).addcmul_(grads_, grads_, 1 - opt.beta2);
-      const at::Tensor denom = (adam_v_.sqrt() / std::sqrt(bias_correction2)).add_(opt.epsilon);
-      params_.addcdiv_(adam_m_, denom, -opt.learning_rate / bias_correction1);
+      size_t offset = 0;  // the state is packed in range order
+      for (const ParamRange& r : ranges) {
+        const at::Tensor g = part(grads_, r.first, r.count);
+        at::Tensor m = part(adam_m_, offset, r.count), v = part(adam_v_, offset, r.count);
+        m.mul_(opt.beta1).add_(g, 1 - opt.beta1);
+        v.mul_(opt.beta2).addcmul_(g, g, 1 - opt.beta2);
+        const at::Tensor denom = (v.sqrt() / std::sqrt(bias_correction2)).add_(opt.epsilon);
+        part(params_, r.first, r.count).addcdiv_(m, denom, -opt.learning_rate / bias_correction1);
+        offset += r.count;
+      }
     });
+  }
+
+  ParameterBuffer parameters() override {
+    if (device_.is_cuda()) return {};
+    return {params_.data_ptr<float>(), static_cast<size_t>(params_.numel()), sizeof(float)};
   }
 
   void synchronize() override {
@@ -351,16 +370,17 @@ class LibTorchModel final : public Model {
   }
 
   MemoryStats memory() const override {
-    if (!device_.is_cuda()) return {0};
+    const int64_t state = adam_m_.defined() ? 2 * adam_m_.numel() * static_cast<int64_t>(sizeof(float)) : 0;
+    if (!device_.is_cuda()) return {0, state};
 #ifdef DLSCALE_TORCH_CUDA_ALLOCATOR
     // The peak of what the caching allocator reserved from CUDA since the model was made: the
     // device memory the case held, cached blocks included.
     // Index 0 is StatType::AGGREGATE (all pools), named by index because that enum moved
     // out of c10::cuda::CUDACachingAllocator in later LibTorch versions.
     constexpr size_t kAllPools = 0;
-    return {c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).reserved_bytes[kAllPools].peak};
+    return {c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).reserved_bytes[kAllPools].peak, state};
 #else
-    return {-1};  // a LibTorch without its CUDA allocator library (c10_cuda) to ask
+    return {-1, state};  // a LibTorch without its CUDA allocator library (c10_cuda) to ask
 #endif
   }
 

@@ -220,29 +220,45 @@ class OnednnModel final : public Model {
 
   GradBuffer grad_buffer() override { return {grads_.data(), grads_.size(), false}; }
 
-  void update(const Optimizer& opt) override {
+  void update(const Optimizer& opt, const ParameterShard& shard) override {
     const ExecutionScope scope(threads_, denormals_);
-    const auto n = static_cast<int64_t>(params_.size());
+    const std::vector<ParamRange> ranges = shard.ranges_in(params_.size());
     if (opt.kind == OptimizerKind::kAdam) {
-      if (adam_m_.size() != params_.size()) {  // the first Adam step since making or loading
+      const size_t state = shard.elements(params_.size());
+      if (adam_m_.size() == 0) {  // the first Adam step since making or loading
         try {
-          adam_m_ = AlignedFloats(params_.size());
-          adam_v_ = AlignedFloats(params_.size());
+          adam_m_ = AlignedFloats(state);
+          adam_v_ = AlignedFloats(state);
         } catch (const std::bad_alloc&) {
-          throw OutOfMemory(fmt::format("onednn driver: out of host memory for Adam's state of {} parameters", n));
+          throw OutOfMemory(fmt::format("onednn driver: out of host memory for Adam's state of {} parameters", state));
         }
       }
+      if (adam_m_.size() != state) throw std::logic_error("onednn driver: Adam's shard changed between updates");
       ++adam_steps_;
-      adam(params_.data(), grads_.data(), adam_m_.data(), adam_v_.data(), AdamStep(opt, adam_steps_), n);
+      const AdamStep step(opt, adam_steps_);
+      size_t at = 0;  // the state is packed in range order
+      for (const ParamRange& r : ranges) {
+        adam(params_.data() + r.first, grads_.data() + r.first, adam_m_.data() + at, adam_v_.data() + at, step,
+             static_cast<int64_t>(r.count));
+        at += r.count;
+      }
     } else {
-      sgd(params_.data(), grads_.data(), static_cast<float>(opt.learning_rate), n);
+      for (const ParamRange& r : ranges) {
+        sgd(params_.data() + r.first, grads_.data() + r.first, static_cast<float>(opt.learning_rate),
+            static_cast<int64_t>(r.count));
+      }
     }
     ++version_;  // staged weight copies are stale now
   }
 
+  ParameterBuffer parameters() override { return {params_.data(), params_.size(), sizeof(float)}; }
+  void parameters_changed() override { ++version_; }
+
   void synchronize() override { env_.stream.wait(); }
 
-  MemoryStats memory() const override { return {0}; }
+  MemoryStats memory() const override {
+    return {0, static_cast<int64_t>((adam_m_.size() + adam_v_.size()) * sizeof(float))};
+  }
 
  private:
   std::unique_ptr<NetLayer> make_layer(const Layer& l, size_t index, const std::vector<ParamSlot>& slots,

@@ -86,28 +86,38 @@ class ReferenceModel final : public Model {
 
   // Reads the float buffer, not the double gradients: the harness has all-reduced it in place.
   // Adam's state is double like the parameters: the oracle computes every step in float64.
-  void update(const Optimizer& opt) override {
+  void update(const Optimizer& opt, const ParameterShard& shard) override {
     const DenormalScope scope(denormals_, 1);
+    const std::vector<ParamRange> ranges = shard.ranges_in(params_.size());
     if (opt.kind == OptimizerKind::kSgd) {
-      for (size_t i = 0; i < params_.size(); ++i)
-        params_[i] -= opt.learning_rate * static_cast<double>(grad_buffer_[i]);
+      for (const ParamRange& r : ranges) {
+        for (size_t i = r.first; i < r.first + r.count; ++i)
+          params_[i] -= opt.learning_rate * static_cast<double>(grad_buffer_[i]);
+      }
       return;
     }
+    const size_t state = shard.elements(params_.size());
     if (adam_m_.empty()) {
-      adam_m_.assign(params_.size(), 0.0);
-      adam_v_.assign(params_.size(), 0.0);
+      adam_m_.assign(state, 0.0);
+      adam_v_.assign(state, 0.0);
     }
+    if (adam_m_.size() != state) throw std::logic_error("reference driver: Adam's shard changed between updates");
     ++adam_step_;
     const double t = static_cast<double>(adam_step_);
     const double step_size = opt.learning_rate / (1 - std::pow(opt.beta1, t));
     const double sqrt_correction2 = std::sqrt(1 - std::pow(opt.beta2, t));
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const double g = grad_buffer_[i];
-      adam_m_[i] = opt.beta1 * adam_m_[i] + (1 - opt.beta1) * g;
-      adam_v_[i] = opt.beta2 * adam_v_[i] + (1 - opt.beta2) * g * g;
-      params_[i] -= step_size * adam_m_[i] / (std::sqrt(adam_v_[i]) / sqrt_correction2 + opt.epsilon);
+    size_t s = 0;  // the state's index: packed in range order
+    for (const ParamRange& r : ranges) {
+      for (size_t i = r.first; i < r.first + r.count; ++i, ++s) {
+        const double g = grad_buffer_[i];
+        adam_m_[s] = opt.beta1 * adam_m_[s] + (1 - opt.beta1) * g;
+        adam_v_[s] = opt.beta2 * adam_v_[s] + (1 - opt.beta2) * g * g;
+        params_[i] -= step_size * adam_m_[s] / (std::sqrt(adam_v_[s]) / sqrt_correction2 + opt.epsilon);
+      }
     }
   }
+
+  ParameterBuffer parameters() override { return {params_.data(), params_.size(), sizeof(double)}; }
 
   Evaluation evaluate(const Batch& batch) override {
     const DenormalScope scope(denormals_, 1);
@@ -139,7 +149,9 @@ class ReferenceModel final : public Model {
 
   std::vector<float> export_gradients() override { return grad_buffer_; }
 
-  MemoryStats memory() const override { return {}; }
+  MemoryStats memory() const override {
+    return {0, static_cast<int64_t>((adam_m_.size() + adam_v_.size()) * sizeof(double))};
+  }
 
  private:
   Denormals denormals_;                        ///< single-threaded: the mode of the calling thread

@@ -59,6 +59,11 @@ std::string unusable_reason(const CaseRecord& record) {
     return fmt::format("status {}, not ok", r.outcome.status.empty() ? "missing" : r.outcome.status);
   }
   if (!r.description.phases || record.phase_time_s.empty()) return "no per-rank phase times (run it with --phases)";
+  // Its update phase holds the parameters' all-gather, which the simulation would have to take
+  // out of the measured compute and put on the network.
+  if (!r.lacks("sharding") && r.description.sharding != "none") {
+    return fmt::format("a sharded optimiser (sharding {}): its all-gather is not simulated", r.description.sharding);
+  }
   return "";
 }
 

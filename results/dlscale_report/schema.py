@@ -159,7 +159,7 @@ ATTR_TYPES = {
         "placement", "data", "case_key", "started_utc", "status", "allreduce_mechanism",
         "mpi_allreduce_settings", "blas_core", "blas_core_chosen", "blas_core_reason", "message", "mode",
         "optimizer", "lr_scaling", "allocator", "test_data", "grad_compression",
-        "allreduce_hierarchy",
+        "allreduce_hierarchy", "sharding",
         # summary, utilisation, projection, timeline, noise_scale, simulations, /allreduce, /peak, /runs
         "peak_share_note", "peak", "energy", "model", "network_note", "clock", "clock_sync", "definition",
         "source", "simgrid_version", "platform", "platform_toml", "platform_xml", "allreduce",

@@ -90,12 +90,13 @@ def batch_as_given(case):
 
 def comm_key(case):
     """Gradient-communication settings (newer files): the bucket size, None when not recorded, the
-    format the gradients were summed in ("none" in files from before compression) and the
-    all-reduce's hierarchy ("flat" in files from before it). Whether the
+    format the gradients were summed in ("none" in files from before compression), the
+    all-reduce's hierarchy ("flat" in files from before it) and what the ranks shard ("none" in
+    files from before sharding). Whether the
     buckets overlapped backward is not part of it: that follows from the driver and the rank count
     (one rank reduces nothing), and a series holds its one-rank case beside the rest."""
     return (case.attrs.get("bucket_mb"), case.attrs.get("grad_compression") or "none",
-            case.attrs.get("allreduce_hierarchy") or "flat")
+            case.attrs.get("allreduce_hierarchy") or "flat", case.attrs.get("sharding") or "none")
 
 
 def placement_of(case):
@@ -153,13 +154,15 @@ def describe(case, without=()):
              ("batch", f"b={batch_as_given(case)}"), ("threads", f"t={requested_threads(case)}")]
     # Shown only when set (0: one all-reduce after backward), to keep labels short; the grouping
     # keys above always include it.
-    bucket, compression, hierarchy = comm_key(case)
+    bucket, compression, hierarchy, sharding = comm_key(case)
     if bucket:
         parts.append(("bucket", f"bucket={bucket:g}MB"))
     if compression != "none":
         parts.append(("compression", f"grads={compression}"))
     if hierarchy != "flat":
         parts.append(("hierarchy", f"allreduce={hierarchy}"))
+    if sharding != "none":
+        parts.append(("sharding", f"sharded={sharding}"))
     return " ".join(str(v) for k, v in parts if k not in without and v != "")
 
 

@@ -96,6 +96,8 @@ SUMMARY_COLUMNS = (
     SummaryColumn("host_peak_rss_mb", "host RSS MB", compute=_memory_mb("host_peak_rss_bytes"), fmt="{:.1f}",
                   detail=6),
     SummaryColumn("device_peak_mb", "device MB", compute=_memory_mb("device_peak_bytes"), fmt="{:.1f}", detail=7),
+    SummaryColumn("optimizer_state_mb", "opt state MB", compute=_memory_mb("optimizer_state_bytes"), fmt="{:.1f}",
+                  detail=7, shown=lambda rows: any(r["optimizer_state_mb"] is not None for r in rows)),
     SummaryColumn("energy_j_per_step", summary="energy_j_per_step"),
     SummaryColumn("energy_j_per_sample", "J/sample", summary="energy_j_per_sample", fmt="{:.3g}", detail=8),
     SummaryColumn("energy_source", compute=lambda c: c.utilisation.attrs.get("energy") if c.utilisation else None),

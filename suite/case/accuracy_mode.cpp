@@ -16,7 +16,6 @@
 #include "suite/data/accuracy_data.h"
 #include "suite/errors.h"
 #include "suite/exit_code.h"
-#include "suite/meters/host_memory.h"
 #include "suite/meters/statistics.h"
 #include "suite/process/stop_signals.h"
 #include "workloads/init.h"
@@ -399,9 +398,7 @@ class AccuracyMode final : public CaseMode {
   }
   Outcome outcome() const override { return result_.outcome; }
   bool interrupted() const override { return result_.interrupted; }
-  RankMemory memory(const PreparedCase& p) const override {
-    return {peak_rss_bytes(), p.model ? p.model->memory().device_peak_bytes : 0};
-  }
+  RankMemory memory(const PreparedCase& p) const override { return p.memory(); }
   void record(PreparedCase&, CaseResult& r) override {
     if (result_.outcome.ok() && !result_.interrupted) {
       r.noise = gather_noise_scale(ctx_.comm, result_.small_sq, result_.big_sq,

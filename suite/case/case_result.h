@@ -25,9 +25,11 @@ namespace dlscale {
 /// Phase indices of a step's phase times.
 enum Phase { kForward = 0, kBackward = 1, kAllreduce = 2, kUpdate = 3, kPhaseCount = 4 };
 
-/// One rank's memory peaks over the case.
+/// One rank's memory peaks over the case, and what its model held at the case's end: its
+/// parameters, its gradient buffer and its optimiser's state (a share of it, sharded).
 struct RankMemory {
   int64_t host_peak_rss_bytes = -1, device_peak_bytes = 0;
+  int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_state_bytes = 0;
 };
 
 /// With --phases: what places every rank's timed steps on one clock (docs/timelines.md), on the

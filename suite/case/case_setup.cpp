@@ -106,6 +106,18 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
                            "compression is the harness's MPI all-reduce's",
                            grad_compression_name(spec.grad_compression), driver.name())};
     }
+    if (built.ok() && spec.sharding != Sharding::kNone && (p.reducer || p.model->parameters().data == nullptr)) {
+      built = {Status::kUnsupported,
+               fmt::format("--sharding {}: the {} driver keeps its parameters on its device, and a sharded "
+                           "optimiser is the harness's MPI reduction's, over parameters in host memory",
+                           sharding_name(spec.sharding), driver.name())};
+    }
+    if (built.ok() && spec.sharding != Sharding::kNone && spec.allreduce_hierarchy == Hierarchy::kHost) {
+      built = {Status::kUnsupported,
+               fmt::format("--sharding {} with --allreduce-hierarchy host: a sharded optimiser reduce-scatters "
+                           "its gradients round one flat ring",
+                           sharding_name(spec.sharding))};
+    }
     if (built.ok() && spec.allreduce_hierarchy == Hierarchy::kHost && p.reducer) {
       built = {Status::kUnsupported,
                fmt::format("--allreduce-hierarchy host: the {} driver's own reducer chooses its algorithms; the "
@@ -151,6 +163,22 @@ void reset_memory_mark(Progress& progress) {
   }
 }
 
+RankMemory PreparedCase::memory() const {
+  RankMemory m;
+  m.host_peak_rss_bytes = peak_rss_bytes();
+  if (!model) return m;
+  const MemoryStats stats = model->memory();
+  m.device_peak_bytes = stats.device_peak_bytes;
+  m.optimizer_state_bytes = stats.optimizer_state_bytes;
+  const GradBuffer grads = model->grad_buffer();
+  m.gradient_bytes = static_cast<int64_t>(grads.count * sizeof(float));
+  // A driver that gives no host parameter buffer keeps as many parameters as gradients.
+  const ParameterBuffer params = model->parameters();
+  m.parameter_bytes =
+      static_cast<int64_t>(params.data != nullptr ? params.count * params.value_bytes : grads.count * sizeof(float));
+  return m;
+}
+
 PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   PreparedCase p;
   const CaseSpec& spec = ctx.c.spec;
@@ -163,7 +191,9 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   if (p.outcome.ok()) p.outcome = set_up_reduction(ctx, p);
   if (p.outcome.ok()) p.outcome = build_model(ctx, p, data);
   if (!p.outcome.ok()) return p;
-  p.mpi = {spec.grad_compression, resolved_hierarchy(spec.allreduce_hierarchy, ctx.c.placed, ctx.c.gpu())};
+  const bool sharded = spec.sharding != Sharding::kNone;
+  p.mpi = {spec.grad_compression, resolved_hierarchy(spec.allreduce_hierarchy, ctx.c.placed, ctx.c.gpu(), sharded)};
+  p.mpi.sharding = spec.sharding;
   // A CPU model's buffer is the canonical layout: a first Embedding layer's rows come first.
   const std::vector<Layer>& layers = ctx.c.workload.layers;
   if (spec.sparse_embedding && !layers.empty() && layers.front().kind == LayerKind::kEmbedding) {
@@ -172,9 +202,10 @@ PreparedCase prepare_case(const CaseContext& ctx, DatasetCache& data) {
   }
   p.timer = p.model->make_step_timer();
   if (!p.timer) p.timer = make_host_step_timer(*p.model);
-  if (!p.reducer && spec.bucket_mb > 0 && spec.ranks > 1) {
+  if (!p.reducer && (spec.bucket_mb > 0 || sharded) && spec.ranks > 1) {
     // A CPU model's buffer is the canonical layout, whose layers' gradients backward finishes one
-    // by one.
+    // by one. A sharded optimiser's reduce-scatter is the buckets' also without a bucket size
+    // (one bucket).
     p.buckets = std::make_unique<BucketedAllreduce>(p.model->grad_buffer(), ctx.comm, spec.bucket_mb,
                                                     layer_parameter_starts(ctx.c.workload), p.mpi);
     p.overlap = p.buckets->follow(*p.model);

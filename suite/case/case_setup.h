@@ -12,6 +12,7 @@
 
 #include "drivers/driver.h"
 #include "suite/case/accuracy_mode.h"
+#include "suite/case/case_result.h"
 #include "suite/case/progress.h"
 #include "suite/case/resolved_case.h"
 #include "suite/comm/gradient_allreduce.h"
@@ -60,6 +61,8 @@ struct PreparedCase {
   std::string allreduce_mechanism(int ranks) const;
   int64_t allreduce_buckets(int ranks) const;
   int64_t allreduce_lanes() const { return buckets ? buckets->lanes() : 1; }  ///< in flight at once
+  /// This rank's memory now (RankMemory): its peaks so far, and what its model holds.
+  RankMemory memory() const;
 };
 
 /// Prepares the case on every rank of ctx.comm (collective); the outcome is agreed.

@@ -37,11 +37,14 @@ std::string describe_isa(const ResolvedCase& c) {
 std::vector<RankMemory> gather_memory(MPI_Comm comm, int ranks, const RankMemory& mine) {
   int rank = 0;
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-  const int64_t local[2] = {mine.host_peak_rss_bytes, mine.device_peak_bytes};
-  std::vector<int64_t> all(rank == 0 ? static_cast<size_t>(ranks) * 2 : 0);
-  DLSCALE_CHECK_MPI(MPI_Gather(local, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, comm));
+  constexpr int kFields = 5;
+  const int64_t local[kFields] = {mine.host_peak_rss_bytes, mine.device_peak_bytes, mine.parameter_bytes,
+                                  mine.gradient_bytes, mine.optimizer_state_bytes};
+  std::vector<int64_t> all(rank == 0 ? static_cast<size_t>(ranks) * kFields : 0);
+  DLSCALE_CHECK_MPI(MPI_Gather(local, kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T, 0, comm));
   std::vector<RankMemory> memory;
-  for (size_t r = 0; r < all.size(); r += 2) memory.push_back({all[r], all[r + 1]});
+  for (size_t r = 0; r < all.size(); r += kFields)
+    memory.push_back({all[r], all[r + 1], all[r + 2], all[r + 3], all[r + 4]});
   return memory;
 }
 

@@ -21,7 +21,6 @@
 #include "suite/errors.h"
 #include "suite/exit_code.h"
 #include "suite/meters/allreduce_microbenchmark.h"
-#include "suite/meters/host_memory.h"
 #include "suite/meters/statistics.h"
 #include "suite/process/stop_signals.h"
 
@@ -285,7 +284,7 @@ void TimingMode::measure(PreparedCase& p) {
     fmt::print(stderr, "dlscale: test: rank {} slept {:.6f} s of its {:.6f} s timed region (DLSCALE_TEST_SLEEP_RANK)\n",
                ctx_.mpi.rank(), slept, meters_.meters.wall_s);
   }
-  memory_ = {peak_rss_bytes(), p.model->memory().device_peak_bytes};
+  memory_ = p.memory();
 }
 
 void TimingMode::gather(const std::vector<double>& mine, int per_rank, std::vector<double>& all) const {

@@ -139,9 +139,22 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
   }
   if (time_allreduce && !failure) timer->mark(2);
   reduce_gradients(model, comm, buckets, reducer, failure != nullptr, how, grads);
-  if (failure) std::rethrow_exception(failure);
-  if (time_allreduce) timer->mark(3);
-  model.update(opt);
+  if (buckets == nullptr || !buckets->sharded()) {
+    if (failure) std::rethrow_exception(failure);
+    if (time_allreduce) timer->mark(3);
+    model.update(opt);
+  } else {
+    // Sharded: the update of this rank's share, then the all-gather of every rank's, a collective
+    // that a rank whose step failed joins too (with its parameters as they were).
+    if (time_allreduce && !failure) timer->mark(3);
+    try {
+      if (!failure) model.update(opt, buckets->shard());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    buckets->gather_parameters(model);
+    if (failure) std::rethrow_exception(failure);
+  }
   const int last = time_phases ? kPhaseCount : 1;
   timer->mark(last);
   // After the whole step is queued, so that the device never idles for the host; reading the

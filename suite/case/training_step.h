@@ -55,6 +55,8 @@ struct MicroBatches {
 /// buckets are reduced; "forward" (with `time_phases`) then runs from the step's start to the end of the last
 /// micro-batch's forward pass, the earlier micro-batches' passes included, and "backward" is the last one's.
 /// `how`: the format and hierarchy of the one blocking MPI all-reduce (the buckets have their own).
+/// Sharded `buckets` (BucketedAllreduce::sharded): the update applies to this rank's share, and the
+/// parameters are all-gathered after it, inside the update phase.
 StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool time_phases,
                         BucketedAllreduce* buckets = nullptr, StepTimer* timer = nullptr,
                         GradientReducer* reducer = nullptr, Deadline deadline = Deadline::max(),

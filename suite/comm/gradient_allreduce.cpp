@@ -62,11 +62,21 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, const MpiReduct
 
 BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb,
                                      const std::vector<size_t>& unit_starts, const MpiReduction& how)
-    : data_(grads.data), comm_(comm), compression_(how.compression), hierarchy_(how.hierarchy) {
+    : data_(grads.data), count_(grads.count), comm_(comm), compression_(how.compression), hierarchy_(how.hierarchy) {
   if (grads.on_device) throw std::runtime_error("bucketed MPI all-reduce needs gradients in host memory");
   if (compression_ != GradCompression::kNone) wire_.resize(grads.count);
   DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size_));
-  schedule_ = BucketSchedule(grads.count, bucket_mb, unit_starts);
+  sharded_ = how.sharding == Sharding::kOptimizer && size_ > 1;
+  if (sharded_ && hierarchy_ != Hierarchy::kFlat) {
+    throw std::logic_error("a sharded optimiser's gradients are reduce-scattered round one flat ring");
+  }
+  // No bucket size (a sharded optimiser's one reduce-scatter after backward): one bucket.
+  const auto cut = [&](size_t elements, const std::vector<size_t>& units) {
+    return bucket_mb > 0 ? cut_buckets(elements, bucket_elements_for(bucket_mb), units)
+                         : std::vector<BucketRange>{{0, elements}};
+  };
+  if (bucket_mb > 0) schedule_ = BucketSchedule(grads.count, bucket_mb, unit_starts);
+  schedule_.replace(cut(grads.count, unit_starts));
   const size_t block = how.sparse_rows * how.sparse_width;
   if (size_ > 1 && block > 0 && block < grads.count) {
     // The embedding's rows are a bucket of their own, the first (reduced last: backward finishes
@@ -78,12 +88,22 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
       if (u >= block) rest_units.push_back(u - block);
     }
     std::vector<BucketRange> buckets{{0, block}};
-    for (const BucketRange& b : cut_buckets(grads.count - block, schedule_.bucket_elements(), rest_units)) {
+    for (const BucketRange& b : cut(grads.count - block, rest_units)) {
       buckets.push_back({b.first + block, b.count});
     }
     schedule_.replace(std::move(buckets));
   }
   size_per_bucket();
+  if (sharded_) {
+    int rank = 0;
+    DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    rank_ = static_cast<size_t>(rank);
+    shard_.whole = false;
+    for (size_t i = 0; i < buckets().size(); ++i) {
+      const ParamRange own = owned(i);
+      if (own.count > 0) shard_.ranges.push_back(own);
+    }
+  }
   // The rings' segment size is agreed here, on every rank, rather than by the thread's first ring.
   if (size_ > 1) ring_segment_bytes(comm);
   if (size_ > 1 && hierarchy_ == Hierarchy::kHost) host_groups(comm);
@@ -109,8 +129,15 @@ void BucketedAllreduce::size_per_bucket() {
   reduced_s_.assign(2 * buckets().size(), 0.0);
 }
 
+ParamRange BucketedAllreduce::owned(size_t index) const {
+  const BucketRange& b = buckets()[index];
+  // The embedding's rows, summed whole on every rank, are shared out as a ring's would be.
+  const ParamRange own = ring_owned_chunk(b.count, static_cast<size_t>(size_), rank_);
+  return {b.first + own.first, own.count};
+}
+
 void BucketedAllreduce::merge_waiting_buckets() {
-  if (!stepped_) return;
+  if (!stepped_ || sharded_) return;
   const size_t n = buckets().size();
   std::vector<double> times(2 * n);  // when each was final, when its reduction began
   for (size_t i = 0; i < n; ++i) {
@@ -177,6 +204,9 @@ void* BucketedAllreduce::begin_reduction(size_t index) {
 
 std::unique_ptr<InFlightSum> BucketedAllreduce::start_bucket(size_t index, void* data, int lane) {
   if (sparse_bucket(index)) return std::make_unique<SparseRowsSum>(data_, sparse_rows_, sparse_width_, comm_, lane);
+  if (sharded_) {
+    return std::make_unique<RingSum>(data, buckets()[index].count, compression_, comm_, lane, RingPart::kReduceScatter);
+  }
   return start_sum(data, buckets()[index].count, compression_, comm_, lane, hierarchy_);
 }
 
@@ -191,7 +221,9 @@ void BucketedAllreduce::end_reduction(size_t index, const InFlightSum& sum) {
       scale_and_norm(data_ + b.first, b.count, 1.0f / static_cast<float>(size_ * step_->micro_batches));
     }
   } else if (compression_ != GradCompression::kNone) {
-    widen(wire_.data() + b.first, data_ + b.first, b.count, compression_);
+    // Sharded, only this rank's share holds the sum.
+    const ParamRange part = sharded_ ? owned(index) : ParamRange{b.first, b.count};
+    widen(wire_.data() + part.first, data_ + part.first, part.count, compression_);
   }
   reduced_s_[2 * index + 1] = since_step_start();
 }
@@ -213,7 +245,8 @@ void BucketedAllreduce::launch_ready(std::vector<InFlight>& in_flight, std::uniq
     const size_t index = *next;
     const BucketRange& b = buckets()[index];
     const int lane = static_cast<int>(index % kRingLanes);
-    if (!sparse_bucket(index) && !RingSum::goes_round(b.count, compression_, static_cast<size_t>(size_))) {
+    const auto value_bytes = static_cast<size_t>(wire_bytes(compression_));
+    if (!sparse_bucket(index) && !RingSum::goes_round(b.count, value_bytes, static_cast<size_t>(size_))) {
       if (!in_flight.empty()) break;
     } else if (std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.lane == lane; })) {
       ++next;
@@ -294,8 +327,51 @@ void BucketedAllreduce::finish() {
   // Compressed, each bucket was divided before its sum.
   const float mean =
       compression_ == GradCompression::kNone ? 1.0f / static_cast<float>(size_ * step_->micro_batches) : 1.0f;
-  step_->mean_sq = scale_and_norm(data_, n, mean);
+  if (!sharded_) {
+    step_->mean_sq = scale_and_norm(data_, n, mean);
+  } else {
+    // Each rank holds its share of the average: the norm is the sum of the shares' (the
+    // communication thread waits for the next step meanwhile, so this thread may call MPI).
+    double sq = 0;
+    for (const ParamRange& r : shard_.ranges) sq += scale_and_norm(data_ + r.first, r.count, mean);
+    DLSCALE_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
+    step_->mean_sq = sq;
+  }
   step_ = nullptr;
+}
+
+void BucketedAllreduce::gather_parameters(Model& model) {
+  if (!sharded_) return;
+  const ParameterBuffer params = model.parameters();
+  if (params.data == nullptr || params.count < count_) {
+    throw std::logic_error("a sharded optimiser needs the model's parameters in host memory");
+  }
+  char* data = static_cast<char*>(params.data);
+  // From the last bucket, as they were reduced, two rings in flight; one small enough for a
+  // blocking MPI call only when none is (as launch_ready()).
+  std::vector<std::unique_ptr<RingSum>> lanes(kRingLanes);
+  Pacer pacer;
+  const auto drain = [&](std::unique_ptr<RingSum>& ring) {
+    while (ring && !ring->done()) pacer.after(ring->progress());
+    ring.reset();
+  };
+  for (size_t i = buckets().size(); i-- > 0;) {
+    const BucketRange& b = buckets()[i];
+    std::unique_ptr<RingSum>& lane = lanes[i % kRingLanes];
+    if (!RingSum::goes_round(b.count, params.value_bytes, static_cast<size_t>(size_))) {
+      for (auto& l : lanes) drain(l);
+    }
+    // The other lane's ring moves on while this one's waits for its lane.
+    while (lane && !lane->done()) {
+      bool moved = false;
+      for (auto& l : lanes) moved = (l && l->progress()) || moved;
+      pacer.after(moved);
+    }
+    lane = RingSum::all_gather(data + b.first * params.value_bytes, b.count, params.value_bytes, comm_,
+                               static_cast<int>(i % kRingLanes));
+  }
+  for (auto& l : lanes) drain(l);
+  model.parameters_changed();
 }
 
 }  // namespace dlscale

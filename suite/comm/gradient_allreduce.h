@@ -37,6 +37,8 @@ struct MpiReduction {
   /// gradient) are summed by the buckets as the rows the ranks touched (SparseRowsSum), in fp32;
   /// 0: no such block. The one all-reduce after backward sends it dense.
   size_t sparse_rows = 0, sparse_width = 0;
+  /// Sharding::kOptimizer: the buckets are reduce-scattered (BucketedAllreduce::shard()), flat.
+  Sharding sharding = Sharding::kNone;
 };
 
 /// What a step's gradient average adds to the last micro-batch's gradients in the buffer and
@@ -81,7 +83,8 @@ void allreduce_gradients(const GradBuffer& grads, MPI_Comm comm, const MpiReduct
 class BucketedAllreduce {
  public:
   /// `unit_starts`: where the ranges the model reports final together begin in the buffer (its
-  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. `how`: the format the
+  /// layers'), which buckets do not cut (cut_buckets); empty: anywhere. `bucket_mb` 0: one bucket,
+  /// the whole buffer (with the embedding's rows a bucket of their own), reduced after backward. `how`: the format the
   /// buckets are summed in and the hierarchy. A collective on more than one rank
   /// (ring_segment_bytes, host_groups).
   BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, double bucket_mb, const std::vector<size_t>& unit_starts,
@@ -138,15 +141,29 @@ class BucketedAllreduce {
   int lanes() const { return progress_thread() ? kRingLanes : 1; }
   /// For the record (docs/schema.md, allreduce_mechanism): "mpi_allreduce_buckets_thread";
   /// "mpi_allreduce" for a single bucket (one all-reduce after backward); else
-  /// "mpi_allreduce_buckets_after_backward" (no communication thread).
+  /// "mpi_allreduce_buckets_after_backward" (no communication thread); the same when sharded(),
+  /// whose reduce-scatters the case's `sharding` names.
   std::string mechanism() const {
     if (progress_thread()) return "mpi_allreduce_buckets_thread";
     return buckets().size() <= 1 ? "mpi_allreduce" : "mpi_allreduce_buckets_after_backward";
   }
+  /// --sharding optimizer on more than one rank: each bucket is reduce-scattered, and after
+  /// finish() this rank's share of it (ring_owned_chunk of each bucket) alone holds the averaged
+  /// gradient; the rest of the buffer holds partial sums. The buckets then stay as cut (no
+  /// merge_waiting_buckets()): the optimiser's state lives where the cut put each share.
+  bool sharded() const { return sharded_; }
+  /// The parameters this rank updates (sharded; else the whole model): its share of every bucket.
+  const ParameterShard& shard() const { return shard_; }
+  /// After this rank updated shard() (or failed to; a collective either way): every rank's share
+  /// of the parameters copied into every rank's model.parameters(), each bucket's by the ring's
+  /// all-gather, then model.parameters_changed(). Nothing when not sharded.
+  void gather_parameters(Model& model);
 
  private:
   /// The per-bucket times sized for buckets().
   void size_per_bucket();
+  /// This rank's share of bucket `index`, from the buffer's start (sharded).
+  ParamRange owned(size_t index) const;
   /// Bucket `index` is ready: queued for the communication thread, or for finish() without one.
   void start(size_t index);
   double since_step_start() const;  ///< seconds since start_step()'s time point
@@ -173,14 +190,18 @@ class BucketedAllreduce {
   void communicate();  ///< the communication thread's loop
 
   float* data_;
+  size_t count_;  ///< the buffer's
   MPI_Comm comm_;
   GradCompression compression_;
   Hierarchy hierarchy_;
+  bool sharded_ = false;
+  ParameterShard shard_;                       ///< sharded: this rank's share of each bucket
   size_t sparse_rows_ = 0, sparse_width_ = 0;  ///< the embedding's block (MpiReduction); 0: none
   double rows_share_ = std::numeric_limits<double>::quiet_NaN();
   bool went_dense_ = false;
   std::vector<uint16_t> wire_;  ///< compressed: the buffer in 16 bits, what the rings sum
   int size_ = 1;
+  size_t rank_ = 0;
   BucketSchedule schedule_;  ///< buckets() and which of them may start
   bool stepped_ = false;     ///< a step has finished: its times are there to merge by
   std::chrono::steady_clock::time_point step_start_;

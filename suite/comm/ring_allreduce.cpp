@@ -18,6 +18,12 @@ namespace {
 
 constexpr int kTag = 0x6c72;  // the ring's messages on the caller's communicator, plus the lane
 
+/// Chunk c of a ring's `count` values over `ranks`: [first(c), first(c + 1)), P nearly equal parts.
+ParamRange ring_chunk(size_t count, size_t ranks, size_t c) {
+  const auto first = [&](size_t i) { return count / ranks * i + std::min(i, count % ranks); };
+  return {first(c), first(c + 1) - first(c)};
+}
+
 /// `in` added into `target`, `n` values of `wire`.
 void add_into(char* target, const char* in, size_t n, GradCompression wire) {
   if (wire != GradCompression::kNone) {
@@ -64,9 +70,30 @@ MPI_Op sum_of(GradCompression wire) {
   return sums.of(wire);
 }
 
+/// The MPI datatype of values of `bytes` bytes: the 16-bit formats' bits, float, double.
+MPI_Datatype value_type(size_t bytes) {
+  if (bytes == 2) return MPI_UINT16_T;
+  return bytes == 8 ? MPI_DOUBLE : MPI_FLOAT;
+}
+
+/// Every rank's owned chunk (ring_owned_chunk) of `count` values of `bytes` bytes, copied to every
+/// rank by one MPI_Allgatherv in place: the all-gather of a buffer too small for the ring.
+void mpi_allgather_owned(char* data, size_t count, size_t bytes, MPI_Comm comm) {
+  int size = 1;
+  DLSCALE_CHECK_MPI(MPI_Comm_size(comm, &size));
+  std::vector<int> counts(static_cast<size_t>(size)), displacements(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const ParamRange own = ring_owned_chunk(count, counts.size(), i);
+    counts[i] = static_cast<int>(own.count);
+    displacements[i] = static_cast<int>(own.first);
+  }
+  DLSCALE_CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displacements.data(),
+                                   value_type(bytes), comm));
+}
+
 void mpi_allreduce_in_place(char* data, size_t count, GradCompression wire, MPI_Comm comm) {
   const size_t value_bytes = static_cast<size_t>(wire_bytes(wire));
-  const MPI_Datatype type = wire == GradCompression::kNone ? MPI_FLOAT : MPI_UINT16_T;
+  const MPI_Datatype type = value_type(value_bytes);
   for (size_t done = 0; done < count;) {
     const size_t n = std::min<size_t>(count - done, INT_MAX);
     DLSCALE_CHECK_MPI(
@@ -194,12 +221,25 @@ struct RingSum::Scratch {
 // steps wait for each other leaves the link idle at every step's end for as long as its last
 // segment takes to arrive and the next one's rendezvous to cross back, which on 4 hosts at
 // 200 Mbit/s made a 24.7 MB all-reduce 1.04x gloo's (whose ring is pipelined this way).
-RingSum::RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane)
+ParamRange ring_owned_chunk(size_t count, size_t ranks, size_t rank) {
+  return ring_chunk(count, ranks, (rank + 1) % ranks);
+}
+
+RingSum::RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane, RingPart part)
+    : RingSum(data, count, static_cast<size_t>(wire_bytes(wire)), wire, comm, lane, part) {}
+
+std::unique_ptr<RingSum> RingSum::all_gather(void* data, size_t count, size_t value_bytes, MPI_Comm comm, int lane) {
+  return std::unique_ptr<RingSum>(
+      new RingSum(data, count, value_bytes, GradCompression::kNone, comm, lane, RingPart::kAllGather));
+}
+
+RingSum::RingSum(void* data, size_t count, size_t value_bytes, GradCompression wire, MPI_Comm comm, int lane,
+                 RingPart part)
     : data_(static_cast<char*>(data)),
       count_(count),
       wire_(wire),
-      value_bytes_(static_cast<size_t>(wire_bytes(wire))),
-      type_(wire == GradCompression::kNone ? MPI_FLOAT : MPI_UINT16_T),
+      value_bytes_(value_bytes),
+      type_(value_type(value_bytes)),
       comm_(comm),
       tag_(kTag + lane) {
   int size = 1, rank = 0;
@@ -207,8 +247,14 @@ RingSum::RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, 
   DLSCALE_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   p_ = static_cast<size_t>(size);
   r_ = static_cast<size_t>(rank);
-  if (!goes_round(count, wire, p_)) {
-    if (p_ > 1) mpi_allreduce_in_place(data_, count, wire, comm);
+  part_ = part;
+  // The reduce-scatter is the first P - 1 steps, the all-gather the rest.
+  first_step_ = part == RingPart::kAllGather ? p_ - 1 : 0;
+  end_step_ = part == RingPart::kReduceScatter ? p_ - 1 : 2 * (p_ - 1);
+  if (!goes_round(count, value_bytes, p_)) {
+    // One MPI call: a sum leaves the whole sum everywhere, the owned chunks among it.
+    if (p_ > 1 && part == RingPart::kAllGather) mpi_allgather_owned(data_, count, value_bytes, comm);
+    if (p_ > 1 && part != RingPart::kAllGather) mpi_allreduce_in_place(data_, count, wire, comm);
     done_ = true;
     return;
   }
@@ -219,19 +265,21 @@ RingSum::RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, 
   left_ = (rank + size - 1) % size;
   right_ = (rank + 1) % size;
   // Message m of the receive order is segment k of step s; send i of step s + 1 is receive i of
-  // step s, so the sends' order is step 0's segments, then the receives' order shifted by a step.
-  for (size_t s = 0; s < steps(); ++s) {
+  // step s, so the sends' order is the first step's segments, then the receives' order shifted by
+  // a step.
+  for (size_t s = first_step_; s < end_step_; ++s) {
     step_first_.push_back(messages_.size());
     const Span c = chunk(received(s));
     for (size_t k = 0; k * segment_ < c.count; ++k)
       messages_.push_back({s, k, c.data + k * segment_ * value_bytes_, std::min(segment_, c.count - k * segment_)});
   }
-  first_send_ = (chunk(r_).count + segment_ - 1) / segment_;
+  // The first step sends this rank's own chunk: its gradients, or for the all-gather its sum.
+  const Span own = chunk(part == RingPart::kAllGather ? (r_ + 1) % p_ : r_);
+  first_send_ = (own.count + segment_ - 1) / segment_;
   scratch_->receives.assign(messages_.size(), MPI_REQUEST_NULL);
   scratch_->sends.assign(first_send_ + messages_.size(), MPI_REQUEST_NULL);
   const size_t slot_floats = (ahead_ * segment_ * value_bytes_ + sizeof(float) - 1) / sizeof(float);
   if (scratch_->slots.size() < slot_floats) scratch_->slots.resize(slot_floats);
-  const Span own = chunk(r_);
   for (size_t k = 0; k < first_send_; ++k) {
     const size_t at = k * segment_;
     send(own.data + at * value_bytes_, std::min(segment_, own.count - at), scratch_->sends[k]);
@@ -254,7 +302,7 @@ bool RingSum::progress() {
     if (!arrived) break;
     const Message& got = messages_[arrived_];
     if (reducing(got.step)) add_into(got.target, slot(arrived_), got.count, wire_);
-    if (got.step + 1 < steps()) send(got.target, got.count, scratch_->sends[first_send_ + arrived_]);
+    if (got.step + 1 < end_step_) send(got.target, got.count, scratch_->sends[first_send_ + arrived_]);
     ++arrived_;
     moved = true;
   }
@@ -268,10 +316,9 @@ bool RingSum::progress() {
   return moved;
 }
 
-/// Chunk c is [first(c), first(c + 1)): P nearly equal parts.
 RingSum::Span RingSum::chunk(size_t c) const {
-  const auto first = [&](size_t i) { return count_ / p_ * i + std::min(i, count_ % p_); };
-  return {data_ + first(c) * value_bytes_, first(c + 1) - first(c)};
+  const ParamRange part = ring_chunk(count_, p_, c);
+  return {data_ + part.first * value_bytes_, part.count};
 }
 
 /// The chunk step s receives: during the reduce-scatter r - s - 1, which this rank holds summed
@@ -285,22 +332,25 @@ char* RingSum::slot(size_t m) const {
 }
 
 /// Where segment k of step s is in the sends' order.
-size_t RingSum::send_index(size_t s, size_t k) const { return s == 0 ? k : first_send_ + step_first_[s - 1] + k; }
+size_t RingSum::send_index(size_t s, size_t k) const {
+  return s == first_step_ ? k : first_send_ + step_first_[s - 1 - first_step_] + k;
+}
 
 void RingSum::send(const char* from, size_t n, MPI_Request& request) {
   DLSCALE_CHECK_MPI(MPI_Isend(from, static_cast<int>(n), type_, right_, tag_, comm_, &request));
 }
 
 /// Receive m goes to its slot to be added, or, during the all-gather, straight into the buffer.
-/// There it overwrites what this rank sent of the same chunk during the reduce-scatter (step j
-/// sends chunk r - j, all-gather step j receives it), so that send must have completed first; it
-/// has in practice, long since: the sum that arrives was made from it. Returns whether it posted.
+/// There, in a whole all-reduce, it overwrites what this rank sent of the same chunk during the
+/// reduce-scatter (step j sends chunk r - j, all-gather step j receives it), so that send must have
+/// completed first; it has in practice, long since: the sum that arrives was made from it. (An
+/// all-gather alone receives only chunks it has not sent.) Returns whether it posted.
 bool RingSum::post_receive(size_t m) {
   const Message& msg = messages_[m];
   char* into = msg.target;
   if (reducing(msg.step)) {
     into = slot(m);
-  } else {
+  } else if (part_ == RingPart::kAllReduce) {
     int sent = 0;
     MPI_Request& overwritten = scratch_->sends[send_index(msg.step - (p_ - 1), msg.segment)];
     DLSCALE_CHECK_MPI(MPI_Test(&overwritten, &sent, MPI_STATUS_IGNORE));

@@ -16,6 +16,7 @@
 #include "drivers/gradient_compression.h"
 #include "suite/comm/mpi_context.h"
 #include "suite/matrix/placement.h"
+#include "workloads/workload.h"
 
 namespace dlscale {
 
@@ -67,6 +68,16 @@ class InFlightSum {
   virtual bool done() const = 0;
 };
 
+/// What a ring does: the whole all-reduce; its first half alone, the reduce-scatter, after which
+/// each rank holds the sum of its own chunk (ring_owned_chunk); or its second half alone, the
+/// all-gather, which copies each rank's own chunk to every rank.
+enum class RingPart { kAllReduce, kReduceScatter, kAllGather };
+
+/// The chunk of a ring's `count` values over `ranks` that rank `rank` holds summed after the
+/// reduce-scatter, and sends first in the all-gather: one of P nearly equal parts, the same for a
+/// buffer too small for the ring (summed whole by MPI_Allreduce, all-gathered by MPI_Allgatherv).
+ParamRange ring_owned_chunk(size_t count, size_t ranks, size_t rank);
+
 /// One sum of `count` values in place over `comm`, in flight: round dlscale's ring, advanced by
 /// progress() as its messages arrive, so that one thread can keep several in flight. The values
 /// are floats, or with `wire` fp16 or bf16 (uint16_t bits, GradCompression): those are sent as
@@ -76,18 +87,23 @@ class InFlightSum {
 /// (0 <= lane < kRingLanes), which keep their messages and buffers apart. The result is
 /// bit-identical on every rank: each chunk is summed once, on one rank, in ring order, and the
 /// others receive that sum. A buffer under kRingMinBytes is summed by one MPI_Allreduce in the
-/// constructor (done() at once).
+/// constructor (done() at once). `part` runs half the ring (RingPart): a sharded optimiser
+/// reduce-scatters the gradients and all-gathers the parameters it updated (all_gather()).
 class RingSum final : public InFlightSum {
  public:
-  RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane);
+  RingSum(void* data, size_t count, GradCompression wire, MPI_Comm comm, int lane,
+          RingPart part = RingPart::kAllReduce);
+  /// The all-gather of `count` values of `value_bytes` bytes (4: float, 8: double): each rank's
+  /// ring_owned_chunk copied to every rank, under kRingMinBytes by one MPI_Allgatherv.
+  static std::unique_ptr<RingSum> all_gather(void* data, size_t count, size_t value_bytes, MPI_Comm comm, int lane);
   RingSum(const RingSum&) = delete;
   RingSum& operator=(const RingSum&) = delete;
   bool progress() override;
   bool done() const override { return done_; }
-  /// Whether a sum of `count` values of `wire` over `ranks` ranks goes round the ring (else it is
-  /// one MPI_Allreduce, or nothing on one rank).
-  static bool goes_round(size_t count, GradCompression wire, size_t ranks) {
-    return ranks > 1 && count * static_cast<size_t>(wire_bytes(wire)) >= kRingMinBytes && count >= ranks;
+  /// Whether `count` values of `value_bytes` bytes over `ranks` ranks go round the ring (else
+  /// one MPI call, or nothing on one rank).
+  static bool goes_round(size_t count, size_t value_bytes, size_t ranks) {
+    return ranks > 1 && count * value_bytes >= kRingMinBytes && count >= ranks;
   }
 
  private:
@@ -102,7 +118,7 @@ class RingSum final : public InFlightSum {
   };
   struct Scratch;
 
-  size_t steps() const { return 2 * (p_ - 1); }
+  RingSum(void* data, size_t count, size_t value_bytes, GradCompression wire, MPI_Comm comm, int lane, RingPart part);
   bool reducing(size_t step) const { return step + 1 < p_; }
   Span chunk(size_t c) const;
   size_t received(size_t step) const;
@@ -113,14 +129,16 @@ class RingSum final : public InFlightSum {
 
   char* data_;
   size_t count_;
-  GradCompression wire_;
-  size_t value_bytes_;  // wire_bytes(wire_)
-  MPI_Datatype type_;   // MPI_FLOAT, or MPI_UINT16_T for the 16-bit formats
+  GradCompression wire_;  // the sum's format (kNone for an all-gather)
+  size_t value_bytes_;    // wire_bytes(wire_), or an all-gather's
+  MPI_Datatype type_;     // MPI_FLOAT, MPI_UINT16_T for the 16-bit formats, MPI_DOUBLE
   MPI_Comm comm_;
   size_t segment_ = 0;  // values per segment (ring_segment_bytes)
   size_t ahead_ = 0;    // receives posted ahead (kRingBytesAhead)
   int tag_;
   size_t p_ = 1, r_ = 0;
+  RingPart part_ = RingPart::kAllReduce;
+  size_t first_step_ = 0, end_step_ = 0;  // the steps it runs: [first_step_, end_step_) of 2 (P - 1)
   int left_ = 0, right_ = 0;
   Scratch* scratch_ = nullptr;
   std::vector<Message> messages_;    // the receive order

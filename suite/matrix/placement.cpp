@@ -30,9 +30,9 @@ Hierarchy parse_hierarchy(const std::string& name) {
   throw std::invalid_argument("unknown all-reduce hierarchy '" + name + "' (expected auto, flat or host)");
 }
 
-Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed, bool gpu) {
+Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed, bool gpu, bool sharded) {
   if (asked != Hierarchy::kAuto) return asked;
-  return !gpu && placed.hosts > 1 && placed.max_per_host > 1 ? Hierarchy::kHost : Hierarchy::kFlat;
+  return !gpu && !sharded && placed.hosts > 1 && placed.max_per_host > 1 ? Hierarchy::kHost : Hierarchy::kFlat;
 }
 
 std::vector<int> placement_order(const std::vector<std::string>& hosts, Placement placement) {

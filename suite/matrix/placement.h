@@ -46,8 +46,9 @@ struct CaseRanks {
 CaseRanks case_ranks(const std::vector<std::string>& hosts, Placement placement, int ranks);
 
 /// `asked`, with kAuto resolved for a case's ranks `placed`: kFlat or kHost; kFlat for a GPU case
-/// (`gpu`), whose gradients NCCL reduces, choosing its own algorithms.
-Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed, bool gpu);
+/// (`gpu`), whose gradients NCCL reduces, choosing its own algorithms, and for a case whose
+/// optimiser is sharded (`sharded`: its gradients are reduce-scattered round one flat ring).
+Hierarchy resolved_hierarchy(Hierarchy asked, const CaseRanks& placed, bool gpu, bool sharded = false);
 
 /// "0-3", "0,2,1,3": world ranks in case-rank order, ascending runs written as ranges
 /// (dlscale_report's parse_participants reads both).

@@ -335,6 +335,13 @@ const std::vector<Axis>& axes() {
         TomlKind::kString, 31, &MatrixSpec::allreduce_hierarchies, &CaseSpec::allreduce_hierarchy,
         parse_as_usage<Hierarchy, parse_hierarchy>, [](const Hierarchy& h) { return std::string(hierarchy_name(h)); },
         [](const CaseSpec& c) { return c.allreduce_hierarchy != Hierarchy::kAuto; }));
+    t.push_back(list_axis<Sharding>(
+        "sharding", "--sharding",
+        "none or optimizer, comma-separated: optimizer shards the optimiser's state over the ranks (ZeRO stage 1): "
+        "gradients reduce-scattered, each rank updating its share, parameters all-gathered (default none)",
+        TomlKind::kString, 33, &MatrixSpec::shardings, &CaseSpec::sharding, parse_as_usage<Sharding, parse_sharding>,
+        [](const Sharding& s) { return std::string(sharding_name(s)); },
+        [](const CaseSpec& c) { return c.sharding != Sharding::kNone; }));
     t.push_back(scalar_axis<int>(
         "warmup", "--warmup", "untimed iterations before timing", TomlKind::kInteger, 10, &MatrixSpec::warmup,
         &CaseSpec::warmup,

@@ -62,6 +62,7 @@ struct MatrixSpec {
   std::vector<double> bucket_mb;  ///< gradient bucket sizes; empty: kDefaultBucketMb (CaseSpec::bucket_mb_defaulted)
   std::vector<GradCompression> grad_compressions{GradCompression::kNone};
   std::vector<Hierarchy> allreduce_hierarchies{Hierarchy::kAuto};
+  std::vector<Sharding> shardings{Sharding::kNone};
   std::vector<OptimizerKind> optimizers{OptimizerKind::kSgd};
   std::vector<double> learning_rates;  ///< empty: each optimiser's default (default_learning_rate)
   int warmup = 2;
@@ -114,6 +115,8 @@ struct CaseSpec {
   GradCompression grad_compression = GradCompression::kNone;
   /// How the MPI all-reduce crosses hosts (suite/matrix/placement.h); kAuto resolved per case.
   Hierarchy allreduce_hierarchy = Hierarchy::kAuto;
+  /// What each rank keeps of the optimiser's state (drivers/driver.h): kOptimizer shards it.
+  Sharding sharding = Sharding::kNone;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double learning_rate = 0.01;
   RunMode mode = RunMode::kTiming;

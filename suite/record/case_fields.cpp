@@ -47,7 +47,9 @@ CaseDescription description(const R& r) {
   d.data = spec.data;
   d.bucket_mb = spec.bucket_mb;
   d.grad_compression = grad_compression_name(spec.grad_compression);
-  d.allreduce_hierarchy = hierarchy_name(resolved_hierarchy(spec.allreduce_hierarchy, r.c->placed, r.c->gpu()));
+  d.allreduce_hierarchy = hierarchy_name(
+      resolved_hierarchy(spec.allreduce_hierarchy, r.c->placed, r.c->gpu(), spec.sharding != Sharding::kNone));
+  d.sharding = sharding_name(spec.sharding);
   d.case_key = r.c->key;
   d.started_utc = r.started_utc;
   d.mode = run_mode_name(spec.mode);
@@ -160,6 +162,9 @@ const ColumnField<Rank> kUtilisationPerRank[] = {
 const ColumnField<RankMemory> kMemory[] = {
     {"host_peak_rss_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.host_peak_rss_bytes; }},
     {"device_peak_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.device_peak_bytes; }},
+    {"parameter_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.parameter_bytes; }},
+    {"gradient_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.gradient_bytes; }},
+    {"optimizer_state_bytes", [](const RankMemory& m, size_t) -> AttrValue { return m.optimizer_state_bytes; }},
 };
 
 /// /cases/NNNN/timeline's attributes: the clock its times are on, and how the ranks' clocks were

@@ -157,7 +157,9 @@ std::string summary_line(const CaseResult& r) {
   line += fmt::format(" | step {:.2f} ms [{:.2f}, {:.2f}] | {:.1f} samples/s | {:.2f} GFLOP/s", m.stats.median * 1e3,
                       m.stats.ci95_low * 1e3, m.stats.ci95_high * 1e3, m.samples_per_s, m.achieved_flops / 1e9);
   if (m.exposed_allreduce_median_s) {
-    line += fmt::format(" | exposed all-reduce {:.2f} ms{}", *m.exposed_allreduce_median_s * 1e3, bucket_text(r));
+    // A sharded optimiser's buckets are reduce-scattered; its all-gather is in the update.
+    line += fmt::format(" | exposed {} {:.2f} ms{}", s.sharding == Sharding::kNone ? "all-reduce" : "reduce-scatter",
+                        *m.exposed_allreduce_median_s * 1e3, bucket_text(r));
   }
   return line + noise_text(r) + utilisation_text(*r.utilisation);
 }

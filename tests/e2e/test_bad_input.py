@@ -43,7 +43,7 @@ c("run", "-w", W, "--threads", "auto,auto"); c("run", "-w", W, "--threads", "two
 c("run", "-w", W, "--ranks", "2"); c("run", "-w", W, "--ranks", "1,1"); c("run", "-w", W, "--ranks", "-1")
 c("run", "-w", W, "--bucket-mb", "nan"); c("run", "-w", W, "--bucket-mb", "inf"); c("run", "-w", W, "--bucket-mb", "-1")
 c("run", "-w", W, "--bucket-mb", "1e400"); c("run", "-w", W, "--bucket-mb", "0,0"); c("run", "-w", W, "--device", "gpu")
-c("run", "-w", W, "--allreduce-hierarchy", "tree"); c("run", "-w", W, "--grad-compression", "fp8"); c("run", "-w", W, "--grad-compression", "fp16,fp16"); c("run", "-w", W, "--grad-compression", "")
+c("run", "-w", W, "--allreduce-hierarchy", "tree"); c("run", "-w", W, "--grad-compression", "fp8"); c("run", "-w", W, "--grad-compression", "fp16,fp16"); c("run", "-w", W, "--grad-compression", ""); c("run", "-w", W, "--sharding", "zero3"); c("run", "-w", W, "--sharding", "optimizer,optimizer")
 c("run", "-w", W, "--device", "cpu,cpu"); c("run", "-w", W, "--precision", "fp16"); c("run", "-w", W, "--precision", "bf-16")
 c("run", "-w", W, "--denormals", "daz"); c("run", "-w", W, "--scaling", "linear"); c("run", "-w", W, "--scaling", "strong", "--batch", "0")
 c("run", "-w", W, "--format", "yaml"); c("run", "-w", W, "--format", ""); c("run", "-w", W, "--assume-gflops", "3")

@@ -60,11 +60,12 @@ TEST(Placement, AutoHierarchyWhereACaseSharesHostsAcrossHosts) {
   const CaseRanks packed4 = case_ranks(hosts, Placement::kPacked, 4),
                   packed2 = case_ranks(hosts, Placement::kPacked, 2),
                   spread2 = case_ranks(hosts, Placement::kSpread, 2);
-  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, false), Hierarchy::kHost);  // 2 hosts x 2 ranks
-  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed2, false), Hierarchy::kFlat);  // one host
-  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, spread2, false), Hierarchy::kFlat);  // one rank per host
-  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, true), Hierarchy::kFlat);   // NCCL's own
-  EXPECT_EQ(resolved_hierarchy(Hierarchy::kHost, packed2, false), Hierarchy::kHost);  // as asked
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, false), Hierarchy::kHost);        // 2 hosts x 2 ranks
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed2, false), Hierarchy::kFlat);        // one host
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, spread2, false), Hierarchy::kFlat);        // one rank per host
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, true), Hierarchy::kFlat);         // NCCL's own
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kAuto, packed4, false, true), Hierarchy::kFlat);  // reduce-scattered
+  EXPECT_EQ(resolved_hierarchy(Hierarchy::kHost, packed2, false), Hierarchy::kHost);        // as asked
   EXPECT_EQ(resolved_hierarchy(Hierarchy::kFlat, packed4, false), Hierarchy::kFlat);
   for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kFlat, Hierarchy::kHost}) {
     EXPECT_EQ(parse_hierarchy(hierarchy_name(h)), h);
