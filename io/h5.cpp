@@ -230,12 +230,26 @@ hsize_t announced_values(hid_t ds, const std::vector<hsize_t>& dims, size_t byte
   const size_t stored_each = H5Tget_size(type.get());
   if (stored_each == 0) throw H5Error("H5Tget_size failed");
   PropList create(DLSCALE_CHECK_H5(H5Dget_create_plist(ds)));
+  if (DLSCALE_CHECK_H5(H5Pget_nfilters(create.get())) > 0) return n;  // compressed: any size may unpack
+  // Unfiltered, the values take their bytes in the file: where the header says it stores them (a
+  // damaged one may say anything), and within the file's own size unless they are kept outside
+  // it (external storage).
+  const double wanted = static_cast<double>(n) * static_cast<double>(stored_each);
   const hsize_t stored = H5Dget_storage_size(ds);
-  if (DLSCALE_CHECK_H5(H5Pget_nfilters(create.get())) == 0 &&
-      static_cast<double>(stored) < static_cast<double>(n) * static_cast<double>(stored_each)) {
+  if (static_cast<double>(stored) < wanted) {
     *problem = "of " + std::to_string(stored_each) + " bytes each, and the file stores " + std::to_string(stored) +
                " bytes of them: it is damaged";
     return 0;
+  }
+  if (DLSCALE_CHECK_H5(H5Pget_external_count(create.get())) == 0) {
+    File file(DLSCALE_CHECK_H5(H5Iget_file_id(ds)));
+    hsize_t file_bytes = 0;
+    DLSCALE_CHECK_H5(H5Fget_filesize(file.get(), &file_bytes));
+    if (static_cast<double>(file_bytes) < wanted) {
+      *problem = "of " + std::to_string(stored_each) + " bytes each, more than the whole file's " +
+                 std::to_string(file_bytes) + " bytes: it is damaged";
+      return 0;
+    }
   }
   return n;
 }

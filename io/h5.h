@@ -108,9 +108,10 @@ std::vector<double> read_doubles(hid_t parent, const std::string& name, std::vec
 
 /// The values dataset `ds` announces (`dims` multiplied), checked before anything is allocated
 /// for them, as a damaged header may announce any dims: `*problem` is left empty, or says what is
-/// wrong ("too many to count", "more than this machine's memory holds at N bytes each", "of N
-/// bytes each, and the file stores M bytes of them: it is damaged" for an unfiltered dataset)
-/// to follow "NAME announces [dims] values", and 0 is returned.
+/// wrong ("too many to count", "more than this machine's memory holds at N bytes each"; for an
+/// unfiltered dataset "of N bytes each, and the file stores M bytes of them: it is damaged", or,
+/// stored in the file, "of N bytes each, more than the whole file's M bytes: it is damaged") to
+/// follow "NAME announces [dims] values", and 0 is returned.
 hsize_t announced_values(hid_t ds, const std::vector<hsize_t>& dims, size_t bytes_each, std::string* problem);
 /// "[2, 3]"
 std::string dims_text(const std::vector<hsize_t>& dims);

@@ -509,6 +509,17 @@ TEST(TokenDataset, RefusesSizesTheFileCannotHold) {
                  {path, "/tokens announces [1000, 4] values of 8 bytes each", "stores 0 bytes of them", "damaged"});
 }
 
+TEST(TokenDataset, RefusesValuesStoredBeyondTheFile) {
+  // A fuzzer's finding: a 2 KB file whose damaged /labels header announces 606 M contiguous int64
+  // values and 227 GB of storage for them, which fit this machine's memory and the storage the
+  // header claims; the file itself holds 2 KB. Refused before 4.8 GB are allocated.
+  const std::string path =
+      std::string(DLSCALE_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_token_file/finding-labels-stored-beyond-the-file";
+  expect_invalid(
+      [&] { open_dataset("tokens:" + path); },
+      {path, "/labels announces [16382978, 37] values of 8 bytes each", "more than the whole file's", "damaged"});
+}
+
 // IMDB: a tiny aclImdb-shaped directory. Vocabulary ranks the=1 … café=7 give ids 4 … 10.
 void write_text(const std::string& path, const std::string& text) {
   write_binary_file(path, std::vector<uint8_t>(text.begin(), text.end()));
