@@ -75,8 +75,11 @@ BucketedAllreduce::BucketedAllreduce(const GradBuffer& grads, MPI_Comm comm, dou
     return bucket_mb > 0 ? cut_buckets(elements, bucket_elements_for(bucket_mb), units)
                          : std::vector<BucketRange>{{0, elements}};
   };
-  if (bucket_mb > 0) schedule_ = BucketSchedule(grads.count, bucket_mb, unit_starts);
-  schedule_.replace(cut(grads.count, unit_starts));
+  if (bucket_mb > 0) {
+    schedule_ = BucketSchedule(grads.count, bucket_mb, unit_starts);
+  } else {
+    schedule_.replace(cut(grads.count, unit_starts));
+  }
   const size_t block = how.sparse_rows * how.sparse_width;
   if (size_ > 1 && block > 0 && block < grads.count) {
     // The embedding's rows are a bucket of their own, the first (reduced last: backward finishes
