@@ -163,6 +163,15 @@ def dlscale_steps(bed, hosts, workload, batch, args, workdir, order, extra=()):
     return (got[0.0], got[25.0]) if order != "25" else got[25.0]
 
 
+def pattern_line(where, peer_name, peer, peer_short, ours_name, ours, bucketed, plain_name):
+    """One line for a communication pattern: dlscale's median step with it (`ours`: dlscale_steps
+    results) against PyTorch's own (`peer`: steps) and against dlscale's plain buckets."""
+    s, d = statistics.median(x[0] for x in ours), statistics.median(peer)
+    b = statistics.median(x[0] for x in bucketed)
+    return (f"-- {where}: {peer_name} {d:.3f} s, {ours_name} {s:.3f} s: {s / d:.2f} of {peer_short}, "
+            f"{s / b:.2f} of dlscale's {plain_name}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -242,27 +251,22 @@ def main():
                             zero.append(ddp_step(bed, bed.hosts, network, int(batch), args, zero=True))
                             sharded.append(dlscale_steps(bed, bed.hosts, workload, int(batch), args, workdir, "25",
                                                          ["--sharding", args.sharding]))
+                    where = f"{count} hosts, {rate}, {spec}"
                     if sharded:
-                        s, z = statistics.median(x[0] for x in sharded), statistics.median(zero)
-                        print(f"-- {count} hosts, {rate}, {spec}: DDP with ZeroRedundancyOptimizer {z:.3f} s, dlscale "
-                              f"sharded {s:.3f} s ({sharded[0][3]}): {s / z:.2f} of ZeRO's, "
-                              f"{s / statistics.median(x[0] for x in bucketed):.2f} of dlscale's unsharded buckets",
+                        print(pattern_line(where, "DDP with ZeroRedundancyOptimizer", zero, "ZeRO's",
+                                           f"dlscale sharded ({sharded[0][3]})", sharded, bucketed, "unsharded buckets"),
                               flush=True)
                     if sparse:
-                        s, d = statistics.median(x[0] for x in sparse), statistics.median(ddp_sparse)
                         exposed = statistics.median(x[1] for x in sparse)
-                        print(f"-- {count} hosts, {rate}, {spec}: DDP sparse embedding {d:.3f} s, dlscale sparse "
-                              f"embedding {s:.3f} s: {s / d:.2f} of DDP's, "
-                              f"{s / statistics.median(x[0] for x in bucketed):.2f} of dlscale's dense buckets; "
-                              f"exposed all-reduce {exposed:.3f} s, "
+                        print(pattern_line(where, "DDP sparse embedding", ddp_sparse, "DDP's",
+                                           "dlscale sparse embedding", sparse, bucketed, "dense buckets") +
+                              f"; exposed all-reduce {exposed:.3f} s, "
                               f"{exposed / statistics.median(x[1] for x in blocking):.2f} of the blocking one's",
                               flush=True)
                     if compressed:
-                        c, h = statistics.median(x[0] for x in compressed), statistics.median(ddp_hook)
-                        print(f"-- {count} hosts, {rate}, {spec}: DDP {args.compression} hook {h:.3f} s, dlscale "
-                              f"buckets {args.compression} {c:.3f} s: {c / h:.2f} of DDP's, "
-                              f"{c / statistics.median(x[0] for x in bucketed):.2f} of dlscale's float32 buckets",
-                              flush=True)
+                        print(pattern_line(where, f"DDP {args.compression} hook", ddp_hook, "DDP's",
+                                           f"dlscale buckets {args.compression}", compressed, bucketed,
+                                           "float32 buckets"), flush=True)
                     row = (count, rate, spec, statistics.median(ddp), statistics.median(x[0] for x in blocking),
                            statistics.median(x[0] for x in bucketed),
                            [statistics.median(x[i] for x in blocking) for i in (1, 2)],

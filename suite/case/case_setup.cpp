@@ -71,6 +71,51 @@ Outcome set_up_reduction(const CaseContext& ctx, PreparedCase& p) {
   return agreed;
 }
 
+/// Whether the case's reduction settings fit the built model and the driver's reducer: ok, or the
+/// first that does not (`unsupported`, saying why).
+Outcome reduction_support(const CaseContext& ctx, const PreparedCase& p) {
+  const CaseSpec& spec = ctx.c.spec;
+  const Driver& driver = *ctx.c.driver;
+  if (p.model->grad_buffer().on_device && !p.reducer && spec.ranks > 1) {
+    // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.
+    return {Status::kUnsupported,
+            fmt::format("the {} driver keeps gradients in device memory and gives no reducer for them "
+                        "(drivers/driver.h), so it runs on one rank only",
+                        driver.name())};
+  }
+  if (spec.grad_compression != GradCompression::kNone && p.reducer) {
+    return {Status::kUnsupported,
+            fmt::format("--grad-compression {}: the {} driver's own reducer sums gradients in float32 only; "
+                        "compression is the harness's MPI all-reduce's",
+                        grad_compression_name(spec.grad_compression), driver.name())};
+  }
+  if (spec.sharding != Sharding::kNone && (p.reducer || p.model->parameters().data == nullptr)) {
+    return {Status::kUnsupported,
+            fmt::format("--sharding {}: the {} driver keeps its parameters on its device, and a sharded "
+                        "optimiser is the harness's MPI reduction's, over parameters in host memory",
+                        sharding_name(spec.sharding), driver.name())};
+  }
+  if (spec.sharding != Sharding::kNone && spec.allreduce_hierarchy == Hierarchy::kHost) {
+    return {Status::kUnsupported,
+            fmt::format("--sharding {} with --allreduce-hierarchy host: a sharded optimiser reduce-scatters "
+                        "its gradients round one flat ring",
+                        sharding_name(spec.sharding))};
+  }
+  if (spec.allreduce_hierarchy == Hierarchy::kHost && p.reducer) {
+    return {Status::kUnsupported,
+            fmt::format("--allreduce-hierarchy host: the {} driver's own reducer chooses its algorithms; the "
+                        "host-level all-reduce is the harness's MPI all-reduce's",
+                        driver.name())};
+  }
+  if (spec.accumulate > 1 && (p.model->grad_buffer().on_device || p.reducer)) {
+    return {Status::kUnsupported,
+            fmt::format("gradient accumulation (--accumulate {}) sums the micro-batches' gradients in host "
+                        "memory; the {} driver keeps them in device memory",
+                        spec.accumulate, driver.name())};
+  }
+  return {};
+}
+
 /// The model with the canonical parameters and its first batch (so that building the network,
 /// and running out of memory doing so, happens here rather than inside the timed loop); agreed.
 Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data) {
@@ -93,43 +138,7 @@ Outcome build_model(const CaseContext& ctx, PreparedCase& p, DatasetCache& data)
       p.model->set_batch(
           p.dataset->batch(int64_t{ctx.case_rank} * spec.accumulate * spec.batch_per_rank(), spec.batch_per_rank()));
     }
-    if (p.model->grad_buffer().on_device && !p.reducer && spec.ranks > 1) {
-      // The harness's MPI all-reduce reads host memory only; one rank needs no reduction.
-      built = {Status::kUnsupported,
-               fmt::format("the {} driver keeps gradients in device memory and gives no reducer for them "
-                           "(drivers/driver.h), so it runs on one rank only",
-                           driver.name())};
-    }
-    if (built.ok() && spec.grad_compression != GradCompression::kNone && p.reducer) {
-      built = {Status::kUnsupported,
-               fmt::format("--grad-compression {}: the {} driver's own reducer sums gradients in float32 only; "
-                           "compression is the harness's MPI all-reduce's",
-                           grad_compression_name(spec.grad_compression), driver.name())};
-    }
-    if (built.ok() && spec.sharding != Sharding::kNone && (p.reducer || p.model->parameters().data == nullptr)) {
-      built = {Status::kUnsupported,
-               fmt::format("--sharding {}: the {} driver keeps its parameters on its device, and a sharded "
-                           "optimiser is the harness's MPI reduction's, over parameters in host memory",
-                           sharding_name(spec.sharding), driver.name())};
-    }
-    if (built.ok() && spec.sharding != Sharding::kNone && spec.allreduce_hierarchy == Hierarchy::kHost) {
-      built = {Status::kUnsupported,
-               fmt::format("--sharding {} with --allreduce-hierarchy host: a sharded optimiser reduce-scatters "
-                           "its gradients round one flat ring",
-                           sharding_name(spec.sharding))};
-    }
-    if (built.ok() && spec.allreduce_hierarchy == Hierarchy::kHost && p.reducer) {
-      built = {Status::kUnsupported,
-               fmt::format("--allreduce-hierarchy host: the {} driver's own reducer chooses its algorithms; the "
-                           "host-level all-reduce is the harness's MPI all-reduce's",
-                           driver.name())};
-    }
-    if (built.ok() && spec.accumulate > 1 && (p.model->grad_buffer().on_device || p.reducer)) {
-      built = {Status::kUnsupported,
-               fmt::format("gradient accumulation (--accumulate {}) sums the micro-batches' gradients in host "
-                           "memory; the {} driver keeps them in device memory",
-                           spec.accumulate, driver.name())};
-    }
+    built = reduction_support(ctx, p);
     // One rank has nothing to average: the default buckets reduce nothing there, so that one GPU's
     // step is the network's alone; buckets asked for go through a one-rank communicator.
     const double bucket_mb = spec.ranks == 1 && spec.bucket_mb_defaulted ? 0 : spec.bucket_mb;

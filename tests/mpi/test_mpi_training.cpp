@@ -391,6 +391,43 @@ TEST(MpiTraining, RingHalvesMakeTheAllreduce) {
   }
 }
 
+/// One configuration of the sharded-optimiser test.
+struct ShardingVariant {
+  const char* workload;
+  double bucket_mb;
+  GradCompression compression;
+  bool sparse;  ///< the embedding's gradient summed as rows
+};
+
+/// What five steps of one configuration left on this rank.
+struct ShardedRun {
+  std::vector<float> parameters;
+  int64_t state_bytes = 0;    ///< the optimiser's
+  size_t shard_elements = 0;  ///< the parameters this rank updated
+  size_t buckets = 0;
+};
+
+ShardedRun train_five_steps(const Driver& driver, const Workload& w, const ShardingVariant& v, const Optimizer& opt,
+                            Sharding sharding) {
+  auto model = driver.create(w, {DeviceType::kCpu, 0, 1, 7});
+  model->load_parameters(canonical_parameters(w, 7));
+  MpiReduction how{v.compression, Hierarchy::kFlat};
+  how.sharding = sharding;
+  if (v.sparse) {
+    how.sparse_rows = static_cast<size_t>(w.layers.front().in);
+    how.sparse_width = static_cast<size_t>(w.layers.front().out);
+  }
+  BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, v.bucket_mb, layer_parameter_starts(w), how);
+  buckets.follow(*model);
+  for (int step = 0; step < 5; ++step) {
+    model->set_batch(synthetic_batch(w, 8, 7 + static_cast<uint64_t>(step), world_rank()));
+    training_step(*model, MPI_COMM_WORLD, opt, false, &buckets);
+  }
+  EXPECT_EQ(buckets.sharded(), sharding == Sharding::kOptimizer && world_size() > 1);
+  return {model->export_parameters(), model->memory().optimizer_state_bytes,
+          buckets.shard().elements(model->grad_buffer().count), buckets.bucket_count()};
+}
+
 TEST(MpiTraining, ShardedOptimizerTrainsAsTheUnshardedOneOnEveryCpuDriver) {
   // Five steps with the optimiser sharded (ZeRO stage 1: reduce-scatter, each rank's update of
   // its share, all-gather) against the unsharded all-reduce, SGD and Adam, one bucket and many
@@ -401,20 +438,14 @@ TEST(MpiTraining, ShardedOptimizerTrainsAsTheUnshardedOneOnEveryCpuDriver) {
   Registry reg;
   register_drivers(reg);
   const double p = world_size();
-  struct Variant {
-    const char* workload;
-    double bucket_mb;
-    GradCompression compression;
-    bool sparse;
-  };
-  const Variant variants[] = {{"fcn5:features=48,width=24", 0.0, GradCompression::kNone, false},
-                              {"fcn5:features=48,width=24", 0.001, GradCompression::kNone, false},
-                              {"fcn5:features=48,width=24", 0.001, GradCompression::kFp16, false},
-                              {"lstm32:vocab=300,embed=8,hidden=8,seq=4", 0.001, GradCompression::kNone, true}};
+  const ShardingVariant variants[] = {{"fcn5:features=48,width=24", 0.0, GradCompression::kNone, false},
+                                      {"fcn5:features=48,width=24", 0.001, GradCompression::kNone, false},
+                                      {"fcn5:features=48,width=24", 0.001, GradCompression::kFp16, false},
+                                      {"lstm32:vocab=300,embed=8,hidden=8,seq=4", 0.001, GradCompression::kNone, true}};
   for (const std::string& name : reg.names()) {
     const Driver* driver = reg.find(name);
     if (driver == nullptr || driver->default_device() != DeviceType::kCpu) continue;
-    for (const Variant& v : variants) {
+    for (const ShardingVariant& v : variants) {
       const Workload w = make_workload(v.workload);
       if (!driver->supports(w, DeviceType::kCpu).ok) continue;
       for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
@@ -423,35 +454,11 @@ TEST(MpiTraining, ShardedOptimizerTrainsAsTheUnshardedOneOnEveryCpuDriver) {
         Optimizer opt;
         opt.kind = kind;
         opt.learning_rate = kind == OptimizerKind::kSgd ? 0.05 : 0.01;
-        int64_t state_bytes = 0;
-        size_t shard_elements = 0, buckets_cut = 0;
-        const auto train = [&](Sharding sharding) {
-          auto model = driver->create(w, {DeviceType::kCpu, 0, 1, 7});
-          model->load_parameters(canonical_parameters(w, 7));
-          MpiReduction how{v.compression, Hierarchy::kFlat};
-          how.sharding = sharding;
-          if (v.sparse) {
-            how.sparse_rows = static_cast<size_t>(w.layers.front().in);
-            how.sparse_width = static_cast<size_t>(w.layers.front().out);
-          }
-          BucketedAllreduce buckets(model->grad_buffer(), MPI_COMM_WORLD, v.bucket_mb, layer_parameter_starts(w), how);
-          buckets.follow(*model);
-          for (int step = 0; step < 5; ++step) {
-            model->set_batch(synthetic_batch(w, 8, 7 + static_cast<uint64_t>(step), world_rank()));
-            training_step(*model, MPI_COMM_WORLD, opt, false, &buckets);
-          }
-          state_bytes = model->memory().optimizer_state_bytes;
-          shard_elements = buckets.shard().elements(model->grad_buffer().count);
-          buckets_cut = buckets.bucket_count();
-          EXPECT_EQ(buckets.sharded(), sharding == Sharding::kOptimizer && p > 1);
-          return model->export_parameters();
-        };
-        const std::vector<float> unsharded = train(Sharding::kNone);
-        const int64_t unsharded_state = state_bytes;
-        const std::vector<float> sharded = train(Sharding::kOptimizer);
-        double diff = 0, scale = 0;
+        const ShardedRun whole = train_five_steps(*driver, w, v, opt, Sharding::kNone);
+        const ShardedRun shared = train_five_steps(*driver, w, v, opt, Sharding::kOptimizer);
+        const std::vector<float>&unsharded = whole.parameters, &sharded = shared.parameters;
         const std::vector<float> initial = canonical_parameters(w, 7);
-        double moved = 0;
+        double diff = 0, scale = 0, moved = 0;
         for (size_t i = 0; i < sharded.size(); ++i) {
           diff = std::max(diff, std::abs(double{sharded[i]} - unsharded[i]));
           scale = std::max(scale, std::abs(double{unsharded[i]}));
@@ -462,16 +469,17 @@ TEST(MpiTraining, ShardedOptimizerTrainsAsTheUnshardedOneOnEveryCpuDriver) {
         EXPECT_TRUE(identical_on_every_rank(sharded));
         // The shares partition the parameters, and Adam keeps state for this rank's alone: at
         // most 1/P of the unsharded state, plus one value per bucket (uneven chunks).
-        long long elements = static_cast<long long>(shard_elements);
+        long long elements = static_cast<long long>(shared.shard_elements);
         MPI_Allreduce(MPI_IN_PLACE, &elements, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         EXPECT_EQ(elements, static_cast<long long>(sharded.size()));
         if (kind == OptimizerKind::kAdam) {
-          const int64_t value_bytes = unsharded_state / 2 / static_cast<int64_t>(sharded.size());
-          EXPECT_EQ(state_bytes, 2 * value_bytes * static_cast<int64_t>(shard_elements));
-          EXPECT_LE(static_cast<double>(state_bytes),
-                    static_cast<double>(unsharded_state) / p + 2.0 * value_bytes * static_cast<double>(buckets_cut));
+          const int64_t value_bytes = whole.state_bytes / 2 / static_cast<int64_t>(sharded.size());
+          EXPECT_EQ(shared.state_bytes, 2 * value_bytes * static_cast<int64_t>(shared.shard_elements));
+          EXPECT_LE(
+              static_cast<double>(shared.state_bytes),
+              static_cast<double>(whole.state_bytes) / p + 2.0 * value_bytes * static_cast<double>(shared.buckets));
         } else {
-          EXPECT_EQ(state_bytes, 0);
+          EXPECT_EQ(shared.state_bytes, 0);
         }
       }
     }
