@@ -426,6 +426,9 @@ CaseRecord ResultsFile::read_case(const std::string& name) const {
   if (h5::exists(g.get(), "exposed_allreduce_s")) {
     r.exposed_allreduce_s = h5::read_doubles(g.get(), "exposed_allreduce_s", nullptr);
   }
+  if (h5::exists(g.get(), "parameter_gather_s")) {
+    r.parameter_gather_s = h5::read_doubles(g.get(), "parameter_gather_s", nullptr);
+  }
   if (h5::exists(g.get(), "bucket_start_s")) {
     std::vector<hsize_t> bucket_dims;
     r.bucket_start_s = h5::read_doubles(g.get(), "bucket_start_s", &bucket_dims);
@@ -617,6 +620,9 @@ std::string ResultsFile::Update::write_case(const CaseRecord& r) {
   }
   if (!r.exposed_allreduce_s.empty()) {
     h5::write_doubles(g.get(), "exposed_allreduce_s", {ranks, iters}, r.exposed_allreduce_s);
+  }
+  if (!r.parameter_gather_s.empty()) {
+    h5::write_doubles(g.get(), "parameter_gather_s", {ranks, iters}, r.parameter_gather_s);
   }
   if (!r.bucket_start_s.empty()) {
     h5::write_doubles(g.get(), "bucket_start_s", {ranks, iters, static_cast<hsize_t>(r.buckets)}, r.bucket_start_s);

@@ -99,7 +99,10 @@ struct CaseRecord {
   std::vector<double> iter_time_s;          ///< [ranks][iterations]
   std::vector<double> phase_time_s;         ///< [ranks][iterations][4], empty without --phases
   std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], empty on one rank
-  std::vector<double> loss;                 ///< [iterations]
+  /// [ranks][iterations] with a sharded optimiser on more than one rank: the parameters'
+  /// all-gather after the update, within the update phase; else empty.
+  std::vector<double> parameter_gather_s;
+  std::vector<double> loss;  ///< [iterations]
   /// [ranks][iterations][buckets] with --bucket-mb on more than one rank (the harness's MPI
   /// buckets): seconds from the step's start to each bucket's reduction starting; else empty.
   std::vector<double> bucket_start_s;

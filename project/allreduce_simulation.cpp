@@ -26,7 +26,8 @@ class AllreduceRun {
       : s_(s),
         hosts_(std::move(hosts)),
         buckets_(static_cast<int>(s.bucket_bytes.size())),
-        done_(static_cast<size_t>(s.steps) * s.ranks, 0.0) {
+        done_(static_cast<size_t>(s.steps) * s.ranks, 0.0),
+        gathered_(s.sharded ? done_.size() : 0, 0.0) {
     // The latency of the slowest ring edge paces every one of the ring's 2(P-1) steps.
     for (int r = 0; r < s_.ranks; ++r) {
       std::vector<sg4::Link*> links;
@@ -37,6 +38,16 @@ class AllreduceRun {
   }
 
   int next(int r) const { return (r + 1) % s_.ranks; }
+  size_t index(int step, int rank) const { return static_cast<size_t>(step) * s_.ranks + rank; }
+  /// The ring's steps of n/P bytes per collective: 2(P-1) for an all-reduce, P-1 for each of a
+  /// sharded step's reduce-scatter and all-gather.
+  int ring_steps() const { return (s_.sharded ? 1 : 2) * (s_.ranks - 1); }
+  /// Sharded: when rank r's update ends in step `step`, from the step's start (it begins once
+  /// the rank's backward and its reduce-scatters have ended).
+  double update_end(int step, int rank) const {
+    const size_t i = index(step, rank);
+    return std::max(s_.backward_end_s[i], done_[i]) + s_.update_s[i];
+  }
   double ready(int step, int rank, int bucket) const {
     return s_.ready_s[(static_cast<size_t>(step) * s_.ranks + rank) * buckets_ + bucket];
   }
@@ -45,59 +56,91 @@ class AllreduceRun {
   /// after another (a lane's buckets are b, b + lanes, ...). A ring cannot end before its last
   /// rank has joined (every chunk passes through every rank), so a bucket's flows start when the
   /// last rank has it and the lane's bucket before it has ended; each rank's one flow to its
-  /// successor carries what the ring's 2(P-1) chunks would, sharing the links with the other
-  /// lanes' flows; the ring ends with its slowest flow, plus the latencies of the 2(P-1) - 1
-  /// steps that the single flow does not pay. (An actor per rank, with a barrier to wait for the
-  /// slowest flow, took about twice as long at P = 8192.)
+  /// successor carries what the ring's steps would (2(P-1) chunks of n/P for an all-reduce, P-1
+  /// for a reduce-scatter or an all-gather), sharing the links with the other lanes' flows; the
+  /// ring ends with its slowest flow, plus the latencies of the steps that the single flow does
+  /// not pay. (An actor per rank, with a barrier to wait for the slowest flow, took about twice
+  /// as long at P = 8192.) Sharded, the lanes meet once their reduce-scatters are done, and each
+  /// all-gathers its buckets from when the last rank has updated.
   void flow_lane(int lane, const sg4::BarrierPtr& barrier) {
-    const double extra_latency_s = (2.0 * (s_.ranks - 1) - 1) * edge_latency_s_;
     for (int step = 0; step < s_.steps; ++step) {
       barrier->wait();  // the step starts when every lane's rings of the step before are done
       const double t0 = sg4::Engine::get_clock();
-      double end = 0;
-      for (int b = lane; b < buckets_; b += s_.lanes) {
-        double start = end;
-        for (int r = 0; r < s_.ranks; ++r) start = std::max(start, ready(step, r, b));
-        sg4::this_actor::sleep_until(t0 + start);
-        const uint64_t bytes = whole_bytes(2.0 * (s_.ranks - 1) / s_.ranks * s_.bucket_bytes[b]);
-        std::vector<sg4::CommPtr> flows;
-        flows.reserve(s_.ranks);
-        for (int r = 0; r < s_.ranks; ++r) flows.push_back(sg4::Comm::sendto_async(hosts_[r], hosts_[next(r)], bytes));
-        sg4::Comm::wait_all(flows);
-        sg4::this_actor::sleep_for(extra_latency_s);
-        end = sg4::Engine::get_clock() - t0;
-      }
-      for (int r = 0; r < s_.ranks; ++r) finished(step, r, end);
+      const double reduced = flow_rings(lane, t0, [&](int b) {
+        double last = 0;
+        for (int r = 0; r < s_.ranks; ++r) last = std::max(last, ready(step, r, b));
+        return last;
+      });
+      for (int r = 0; r < s_.ranks; ++r) finished(step, r, reduced);
+      if (!s_.sharded) continue;
+      barrier->wait();  // every lane's reduce-scatters done: each rank's update can begin
+      double updated = 0;
+      for (int r = 0; r < s_.ranks; ++r) updated = std::max(updated, update_end(step, r));
+      const double gathered = flow_rings(lane, t0, [updated](int) { return updated; });
+      for (int r = 0; r < s_.ranks; ++r) gathered_[index(step, r)] = std::max(gathered_[index(step, r)], gathered);
     }
   }
 
+  /// The rings of one lane's buckets in the flow model, bucket b from `start(b)` seconds after
+  /// t0 and not before the lane's bucket before it has ended; when the last ends, after t0.
+  template <class Start>
+  double flow_rings(int lane, double t0, const Start& start) {
+    const int chunks = ring_steps();
+    const double extra_latency_s = (chunks - 1) * edge_latency_s_;
+    double end = 0;
+    for (int b = lane; b < buckets_; b += s_.lanes) {
+      sg4::this_actor::sleep_until(t0 + std::max(end, start(b)));
+      const uint64_t bytes = whole_bytes(static_cast<double>(chunks) / s_.ranks * s_.bucket_bytes[b]);
+      std::vector<sg4::CommPtr> flows;
+      flows.reserve(s_.ranks);
+      for (int r = 0; r < s_.ranks; ++r) flows.push_back(sg4::Comm::sendto_async(hosts_[r], hosts_[next(r)], bytes));
+      sg4::Comm::wait_all(flows);
+      sg4::this_actor::sleep_for(extra_latency_s);
+      end = sg4::Engine::get_clock() - t0;
+    }
+    return end;
+  }
+
   /// The message model: rank r's actor for a lane runs the ring of that lane's buckets as an
-  /// MPI or NCCL ring does, 2(P-1) steps each sending n/P bytes to rank r+1 and receiving n/P
-  /// from rank r-1, a step starting when the one before it has arrived; the lane's buckets one
-  /// after another, each once it is ready there.
-  void message_rank(int rank, int lane, const sg4::BarrierPtr& barrier) {
+  /// MPI or NCCL ring does, each step sending n/P bytes to rank r+1 and receiving n/P from rank
+  /// r-1, a step starting when the one before it has arrived; the lane's buckets one after
+  /// another, each once it is ready there. Sharded, the rank's lanes meet once its
+  /// reduce-scatters are done, and each all-gathers its buckets from when the rank has updated.
+  void message_rank(int rank, int lane, const sg4::BarrierPtr& barrier, const sg4::BarrierPtr& rank_lanes) {
     const std::string suffix = "/" + std::to_string(lane);
     sg4::Mailbox* in = sg4::Mailbox::by_name("rank-" + std::to_string(rank) + suffix);
     sg4::Mailbox* out = sg4::Mailbox::by_name("rank-" + std::to_string(next(rank)) + suffix);
-    static int token = 0;  // the messages carry no data: only their simulated size matters
     for (int step = 0; step < s_.steps; ++step) {
       barrier->wait();  // the step starts when every rank's rings of the step before are done
       const double t0 = sg4::Engine::get_clock();
-      double end = 0;
-      for (int b = lane; b < buckets_; b += s_.lanes) {
-        sg4::this_actor::sleep_until(t0 + std::max(end, ready(step, rank, b)));
-        const uint64_t chunk = whole_bytes(s_.bucket_bytes[b] / s_.ranks);
-        for (int i = 0; i < 2 * (s_.ranks - 1); ++i) {
-          sg4::CommPtr send = out->put_async(&token, chunk);
-          int* received = nullptr;
-          sg4::CommPtr receive = in->get_async(&received);
-          send->wait();
-          receive->wait();
-        }
-        end = sg4::Engine::get_clock() - t0;
-      }
-      finished(step, rank, end);
+      finished(step, rank, message_rings(lane, t0, in, out, [&](int b) { return ready(step, rank, b); }));
+      if (!s_.sharded) continue;
+      rank_lanes->wait();  // every lane of this rank reduce-scattered: its update can begin
+      const double updated = update_end(step, rank);
+      const double gathered = message_rings(lane, t0, in, out, [updated](int) { return updated; });
+      gathered_[index(step, rank)] = std::max(gathered_[index(step, rank)], gathered);
     }
+  }
+
+  /// One rank's rings of one lane's buckets in the message model, bucket b from `start(b)`
+  /// seconds after t0 and not before the lane's bucket before it has ended; when the last ends.
+  template <class Start>
+  double message_rings(int lane, double t0, sg4::Mailbox* in, sg4::Mailbox* out, const Start& start) {
+    static int token = 0;  // the messages carry no data: only their simulated size matters
+    double end = 0;
+    for (int b = lane; b < buckets_; b += s_.lanes) {
+      sg4::this_actor::sleep_until(t0 + std::max(end, start(b)));
+      const uint64_t chunk = whole_bytes(s_.bucket_bytes[b] / s_.ranks);
+      for (int i = 0; i < ring_steps(); ++i) {
+        sg4::CommPtr send = out->put_async(&token, chunk);
+        int* received = nullptr;
+        sg4::CommPtr receive = in->get_async(&received);
+        send->wait();
+        receive->wait();
+      }
+      end = sg4::Engine::get_clock() - t0;
+    }
+    return end;
   }
 
   /// Open MPI libnbc's binomial all-reduce of every bucket as rank `rank` runs it (its schedule
@@ -191,7 +234,7 @@ class AllreduceRun {
     }
   }
 
-  const std::vector<double>& done() const { return done_; }
+  AllreduceTimes times() const { return {done_, gathered_}; }
   /// Rank `rank` has its buckets of one lane reduced `end` seconds into step `step`: its step's
   /// all-reduce ends with its last lane.
   void finished(int step, int rank, double end) {
@@ -216,13 +259,13 @@ class AllreduceRun {
   std::vector<sg4::Host*> hosts_;
   int buckets_;
   double edge_latency_s_ = 0;
-  std::vector<double> done_;
+  std::vector<double> done_, gathered_;
   int* sink_ = nullptr;  ///< where every received message's (empty) payload goes
 };
 
 }  // namespace
 
-std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule) {
+AllreduceTimes simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule) {
   const std::unique_ptr<sg4::Engine> engine = make_engine();
 
   AllreduceRun run(schedule, build_cluster(cluster, schedule.ranks));
@@ -241,14 +284,15 @@ std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const
   } else {
     sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(schedule.ranks * schedule.lanes));
     for (int r = 0; r < schedule.ranks; ++r) {
+      sg4::BarrierPtr rank_lanes = sg4::Barrier::create(static_cast<unsigned>(schedule.lanes));
       for (int lane = 0; lane < schedule.lanes; ++lane) {
         sg4::Actor::create("rank-" + std::to_string(r) + "/" + std::to_string(lane), run.host(r),
-                           [&run, r, lane, barrier] { run.message_rank(r, lane, barrier); });
+                           [&run, r, lane, barrier, rank_lanes] { run.message_rank(r, lane, barrier, rank_lanes); });
       }
     }
   }
   engine->run();
-  return run.done();
+  return run.times();
 }
 
 }  // namespace dlscale::project

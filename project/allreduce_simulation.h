@@ -20,12 +20,23 @@ struct AllreduceSchedule {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   AllreduceModel model = AllreduceModel::flow;
   int lanes = 1;  ///< rings in flight at once: bucket b on lane b % lanes, each lane's in order
+  /// ZeRO stage 1 (TrainingInputs::sharded): the buckets reduce-scattered, then all-gathered
+  /// after each rank's update, which starts when its backward and its reduce-scatters have ended.
+  bool sharded = false;
+  /// Sharded only, [s * ranks + r]: when rank r's backward ends, and its update's length.
+  std::vector<double> backward_end_s, update_s;
 };
 
-/// When each rank has its last bucket reduced, from its step's start: [s * ranks + r] (0 with
-/// no buckets). Steps follow one another as the ranks' barrier would have them: each starts
-/// once every rank's reductions of the step before are done. Creates and runs a SimGrid Engine:
+/// When each rank's buckets are done, from its step's start, [s * ranks + r] (0 with no buckets):
+/// `reduced` when its last bucket is reduced (all-reduced, or reduce-scattered when sharded);
+/// sharded, `gathered` when its parameters' all-gather has ended (empty otherwise).
+struct AllreduceTimes {
+  std::vector<double> reduced, gathered;
+};
+
+/// Steps follow one another as the ranks' barrier would have them: each starts once every rank's
+/// reductions (and all-gathers) of the step before are done. Creates and runs a SimGrid Engine:
 /// call it where no other Engine exists (simulate_training runs it in a child process).
-std::vector<double> simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule);
+AllreduceTimes simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule);
 
 }  // namespace dlscale::project

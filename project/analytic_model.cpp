@@ -10,6 +10,10 @@ double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double b
   return steps * latency_s + steps / ranks * bytes / bandwidth_Bps;
 }
 
+double ring_half_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps) {
+  return ring_allreduce_time_s(ranks, bytes, latency_s, bandwidth_Bps) / 2;
+}
+
 double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps) {
   if (ranks <= 1) return 0;
   const double hop = latency_s + bytes / bandwidth_Bps;
@@ -32,19 +36,25 @@ double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, doub
 }
 
 StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, const std::vector<GradientBucket>& buckets,
-                                   bool overlap, double latency_s, double bandwidth_Bps) {
+                                   bool overlap, double latency_s, double bandwidth_Bps, bool sharded) {
+  const auto ring = sharded ? ring_half_time_s : ring_allreduce_time_s;
   const double fb = compute.forward_s + compute.backward_s;
   double end = 0;
   for (const GradientBucket& b : buckets) {
     const double ready = overlap ? compute.forward_s + b.ready_fraction * compute.backward_s : fb;
-    end = std::max(ready, end) + ring_allreduce_time_s(ranks, b.bytes, latency_s, bandwidth_Bps);
+    end = std::max(ready, end) + ring(ranks, b.bytes, latency_s, bandwidth_Bps);
   }
   const double allreduce_end = std::max(fb, end);
+  double gather = 0;
+  if (sharded) {
+    for (const GradientBucket& b : buckets) gather += ring_half_time_s(ranks, b.bytes, latency_s, bandwidth_Bps);
+  }
   StepBreakdown s;
   s.compute_s = fb;
   s.exposed_allreduce_s = allreduce_end - fb;
-  s.update_and_other_s = compute.update_s;
-  s.step_s = allreduce_end + compute.update_s;
+  s.parameter_gather_s = gather;
+  s.update_and_other_s = compute.update_s + gather;
+  s.step_s = allreduce_end + s.update_and_other_s;
   return s;
 }
 

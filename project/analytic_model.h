@@ -14,6 +14,9 @@ namespace dlscale::project {
 /// suite/meters/allreduce_microbenchmark.h, with beta = 1/B); 0 on one rank.
 double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
 
+/// Half of that ring, a reduce-scatter or an all-gather of `bytes`: (P-1) a + (P-1)/P n / B.
+double ring_half_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
+
 /// Open MPI's binomial all-reduce (AllreduceAlgorithm::binomial) of one bucket of `bytes` on
 /// such a crossbar, every rank starting at once: the reduction takes ceil(log2 P) rounds of
 /// a + n/B (no rank receives twice at once); in the broadcast a rank that has the bucket sends
@@ -25,8 +28,10 @@ double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, doub
 /// such a ring: bucket j starts at max(its ready time, the end of bucket j-1), its ready time
 /// being forward + fraction x backward with overlap and forward + backward without; the
 /// all-reduce ends at max(forward + backward, the last bucket's end); the update follows.
-/// Parts as StepBreakdown defines them (no straggler wait).
+/// `sharded` (ZeRO stage 1): each bucket reduce-scattered instead (ring_half_time_s), and after
+/// the update every bucket all-gathered, one after another. Parts as StepBreakdown defines them
+/// (no straggler wait).
 StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, const std::vector<GradientBucket>& buckets,
-                                   bool overlap, double latency_s, double bandwidth_Bps);
+                                   bool overlap, double latency_s, double bandwidth_Bps, bool sharded = false);
 
 }  // namespace dlscale::project

@@ -42,19 +42,24 @@ void check_inputs(const ClusterDescription& cluster, const TrainingInputs& in) {
     previous = b.ready_fraction;
   }
   if (in.steps < 1) throw std::invalid_argument(fmt::format("training simulation: {} steps", in.steps));
+  if (in.sharded && in.algorithm != AllreduceAlgorithm::ring) {
+    throw std::invalid_argument("training simulation: a sharded optimiser's reduce-scatter and all-gather are rings");
+  }
 }
 
+/// `gathered`: sharded, when each rank's parameters' all-gather ends; else empty.
 StepBreakdown breakdown(const std::vector<double>& fb, const std::vector<double>& update,
-                        const std::vector<double>& reduced) {
+                        const std::vector<double>& reduced, const std::vector<double>& gathered) {
   const size_t p = fb.size();
-  double sum_fb = 0, max_fb = 0, max_ar = 0, step = 0;
+  double sum_fb = 0, max_fb = 0, max_ar = 0, updated = 0, step = 0;
   for (size_t r = 0; r < p; ++r) {
     // A rank's all-reduce phase cannot end before its backward does (it waits on the last bucket after it).
     const double ar = std::max(fb[r], reduced[r]);
     sum_fb += fb[r];
     max_fb = std::max(max_fb, fb[r]);
     max_ar = std::max(max_ar, ar);
-    step = std::max(step, ar + update[r]);
+    updated = std::max(updated, ar + update[r]);
+    step = std::max(step, gathered.empty() ? ar + update[r] : std::max(ar + update[r], gathered[r]));
   }
   StepBreakdown s;
   s.step_s = step;
@@ -62,6 +67,7 @@ StepBreakdown breakdown(const std::vector<double>& fb, const std::vector<double>
   s.straggler_wait_s = max_fb - s.compute_s;
   s.exposed_allreduce_s = max_ar - max_fb;
   s.update_and_other_s = step - max_ar;
+  s.parameter_gather_s = step - updated;
   return s;
 }
 
@@ -82,26 +88,39 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   schedule.algorithm = in.algorithm;
   schedule.model = in.model;
   schedule.lanes = in.lanes;
+  schedule.sharded = in.sharded;
   for (const GradientBucket& b : in.buckets) schedule.bucket_bytes.push_back(b.bytes);
   schedule.ready_s.resize(p * in.steps * nb);
   for (size_t i = 0; i < p * in.steps; ++i) {
     const ComputeSample& c = in.samples[pick(rng)];
     fb[i] = c.forward_s + c.backward_s;
     update[i] = c.update_s;
+    if (in.sharded) {
+      schedule.backward_end_s.push_back(fb[i]);
+      schedule.update_s.push_back(c.update_s);
+    }
     for (size_t b = 0; b < nb; ++b) {
       schedule.ready_s[i * nb + b] = in.overlap ? c.forward_s + in.buckets[b].ready_fraction * c.backward_s : fb[i];
     }
   }
 
   TrainingSimulation result;
-  std::vector<double> reduced(p * in.steps, 0.0);
+  std::vector<double> reduced(p * in.steps, 0.0), gathered;
   if (in.ranks > 1 && nb > 0) {
-    IsolatedResult run = run_isolated([&] { return simulate_allreduces(cluster, schedule); });
-    if (run.values.size() != reduced.size()) {
+    // The child sends back one list: the reductions' ends, then (sharded) the all-gathers'.
+    IsolatedResult run = run_isolated([&] {
+      AllreduceTimes times = simulate_allreduces(cluster, schedule);
+      times.reduced.insert(times.reduced.end(), times.gathered.begin(), times.gathered.end());
+      return times.reduced;
+    });
+    const size_t expected = reduced.size() * (in.sharded ? 2 : 1);
+    if (run.values.size() != expected) {
       throw std::runtime_error(
-          fmt::format("the simulation returned {} times, expected {}", run.values.size(), reduced.size()));
+          fmt::format("the simulation returned {} times, expected {}", run.values.size(), expected));
     }
-    reduced = std::move(run.values);
+    const auto half = static_cast<std::ptrdiff_t>(reduced.size());
+    reduced.assign(run.values.begin(), run.values.begin() + half);
+    gathered.assign(run.values.begin() + half, run.values.end());
     result.peak_rss_bytes = run.peak_rss_bytes;
   }
 
@@ -110,7 +129,8 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
       return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(s * p),
                                  v.begin() + static_cast<std::ptrdiff_t>((s + 1) * p));
     };
-    result.steps.push_back(breakdown(part(fb), part(update), part(reduced)));
+    result.steps.push_back(
+        breakdown(part(fb), part(update), part(reduced), gathered.empty() ? gathered : part(gathered)));
   }
   for (const StepBreakdown& s : result.steps) {
     result.mean.step_s += s.step_s / in.steps;
@@ -118,6 +138,7 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
     result.mean.straggler_wait_s += s.straggler_wait_s / in.steps;
     result.mean.exposed_allreduce_s += s.exposed_allreduce_s / in.steps;
     result.mean.update_and_other_s += s.update_and_other_s / in.steps;
+    result.mean.parameter_gather_s += s.parameter_gather_s / in.steps;
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;

@@ -64,6 +64,12 @@ struct TrainingInputs {
   /// Ring all-reduces in flight at once: the buckets take turns on this many lanes, each lane's
   /// one after another (the CPU communication thread's kRingLanes; NCCL's one stream).
   int lanes = 1;
+  /// The optimiser sharded over the ranks (ZeRO stage 1, `--sharding optimizer`; ring only): each
+  /// bucket is reduce-scattered instead of all-reduced (the ring's first P-1 steps), each rank
+  /// updates its share (the samples' update_s are the share's at this P), and once every rank
+  /// has, the parameters are all-gathered bucket by bucket on the lanes (the ring's last P-1
+  /// steps), in the buckets' readiness order. The step ends with the last all-gather.
+  bool sharded = false;
   int steps = 3;
   uint64_t seed = 1;
 };
@@ -72,9 +78,13 @@ struct TrainingInputs {
 /// and ar[r] = when rank r has its last bucket reduced, counted from the step's start (the
 /// barrier before it) and never before fb[r]: compute = mean fb, straggler wait = max fb -
 /// compute, exposed all-reduce = max ar - max fb, update and other = step - max ar, and step =
-/// max over ranks of ar[r] + update[r]. The four parts add up to the step.
+/// max over ranks of ar[r] + update[r] (sharded: the end of the parameters' all-gather that
+/// follows). The four parts add up to the step.
 struct StepBreakdown {
   double step_s = 0, compute_s = 0, straggler_wait_s = 0, exposed_allreduce_s = 0, update_and_other_s = 0;
+  /// Sharded: the all-gather after the last rank's update, part of update_and_other_s (as the
+  /// measured update phase holds it); 0 otherwise.
+  double parameter_gather_s = 0;
 };
 
 struct TrainingSimulation {

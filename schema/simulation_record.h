@@ -15,6 +15,7 @@ struct SimulationRecord {
   std::string simgrid_version, platform, platform_toml, platform_xml, placement;
   std::string allreduce;         ///< "ring" or "binomial"
   std::string allreduce_source;  ///< "recorded" (the case's mechanism) or "--allreduce"
+  std::string sharding;          ///< the case's: "none", or "optimizer" (reduce-scatter, then all-gather)
   std::string model;             ///< "flow" or "message"
   int64_t steps = 0, seed = 0;
   bool overlap = false;
@@ -27,6 +28,8 @@ struct SimulationRecord {
   /// One entry per simulated rank count: the step and its parts.
   std::vector<int64_t> ranks;
   std::vector<double> step_s, efficiency, compute_s, straggler_wait_s, exposed_allreduce_s, update_s;
+  /// The part of update_s after the last rank's update: the parameters' all-gather (0 unsharded).
+  std::vector<double> parameter_gather_s;
   /// One entry per gradient bucket, in the order backward makes them ready.
   std::vector<double> bucket_bytes, bucket_ready_fraction;
 };
@@ -40,6 +43,7 @@ inline const Field<SimulationRecord> kSimulationFields[] = {
     member<&SimulationRecord::placement>("placement"),
     member<&SimulationRecord::allreduce>("allreduce"),
     member<&SimulationRecord::allreduce_source>("allreduce_source"),
+    member<&SimulationRecord::sharding>("sharding"),
     member<&SimulationRecord::model>("model"),
     member<&SimulationRecord::steps>("steps"),
     member<&SimulationRecord::seed>("seed"),
@@ -62,6 +66,7 @@ inline const DatasetField<SimulationRecord> kSimulationDatasets[] = {
     vector_member<&SimulationRecord::update_s>("update_s"),
     vector_member<&SimulationRecord::bucket_bytes>("bucket_bytes"),
     vector_member<&SimulationRecord::bucket_ready_fraction>("bucket_ready_fraction"),
+    vector_member<&SimulationRecord::parameter_gather_s>("parameter_gather_s"),
 };
 
 }  // namespace dlscale

@@ -59,10 +59,13 @@ std::string unusable_reason(const CaseRecord& record) {
     return fmt::format("status {}, not ok", r.outcome.status.empty() ? "missing" : r.outcome.status);
   }
   if (!r.description.phases || record.phase_time_s.empty()) return "no per-rank phase times (run it with --phases)";
-  // Its update phase holds the parameters' all-gather, which the simulation would have to take
-  // out of the measured compute and put on the network.
-  if (!r.lacks("sharding") && r.description.sharding != "none") {
-    return fmt::format("a sharded optimiser (sharding {}): its all-gather is not simulated", r.description.sharding);
+  // Its update phase holds the parameters' all-gather, which the simulation takes out of the
+  // measured compute and puts on the network: files that did not record it apart cannot say how.
+  if (!r.lacks("sharding") && r.description.sharding != "none" && record.parameter_gather_s.empty()) {
+    return fmt::format(
+        "a sharded optimiser (sharding {}) without parameter_gather_s (written before dlscale recorded "
+        "the all-gather apart from the update)",
+        r.description.sharding);
   }
   return "";
 }
@@ -192,10 +195,21 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(fmt::format("{}: phase_time_s has {} values, not ranks x iterations x 4 = {}", where,
                                             record.phase_time_s.size(), expected));
   }
+  c.sharded = !r.lacks("sharding") && d.sharding != "none";
+  if (c.sharded && d.sharding != "optimizer") {
+    throw std::invalid_argument(fmt::format("{}: sharding {} is not one dlscale-project simulates", where, d.sharding));
+  }
+  if (c.sharded && record.parameter_gather_s.size() != expected / 4) {
+    throw std::invalid_argument(fmt::format("{}: parameter_gather_s has {} values, not ranks x iterations = {}", where,
+                                            record.parameter_gather_s.size(), expected / 4));
+  }
   // phase_time_s[rank][iteration] = forward, backward, all-reduce, update: the all-reduce is
-  // what the simulation replaces.
+  // what the simulation replaces, and a sharded update's all-gather too (the network's part of
+  // that phase: the update of the share is what stays).
   for (size_t k = 0; k < expected; k += 4) {
-    c.samples.push_back({record.phase_time_s[k], record.phase_time_s[k + 1], record.phase_time_s[k + 3]});
+    const double gather = c.sharded ? record.parameter_gather_s[k / 4] : 0.0;
+    c.samples.push_back(
+        {record.phase_time_s[k], record.phase_time_s[k + 1], std::max(0.0, record.phase_time_s[k + 3] - gather)});
   }
   try {
     // The buckets the case reduced, where its file records them (bucket_bytes); else as dlscale

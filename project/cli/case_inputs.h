@@ -32,6 +32,10 @@ struct CaseInputs {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
   /// How many buckets were in flight at once (the case's allreduce_lanes; 1 in older files).
   int lanes = 1;
+  /// The optimiser sharded (`sharding` optimizer): buckets reduce-scattered, parameters
+  /// all-gathered after the update, and each sample's update_s that of the measured rank's
+  /// share (its update phase less its recorded parameter_gather_s).
+  bool sharded = false;
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;

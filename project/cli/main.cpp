@@ -247,6 +247,12 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       job.inputs = case_inputs(name, record, software);
       // The all-reduce the case ran, unless --allreduce asks "what if".
       if (!o.allreduce.empty()) job.inputs.algorithm = parse_algorithm(o.allreduce);
+      if (job.inputs.sharded && job.inputs.algorithm != AllreduceAlgorithm::ring) {
+        throw std::invalid_argument(fmt::format(
+            "case {}: a sharded optimiser reduce-scatters and all-gathers round a ring; --allreduce {} cannot "
+            "simulate it",
+            name, o.allreduce));
+      }
       const int largest =
           std::max({requested.empty() ? kDefaultMaxRanks : *std::max_element(requested.begin(), requested.end()),
                     job.inputs.measured_ranks, 1});
@@ -279,16 +285,20 @@ const char* bucket_timing(const CaseInputs& c) {
 }
 
 std::vector<Point> simulate(const Job& job, const Options& o) {
+  const std::string collectives =
+      job.inputs.sharded ? " reduce-scatter and all-gather (sharded optimiser)" : " all-reduce";
+  std::string compute =
+      job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured";
+  if (job.inputs.sharded) compute += ", the update of the share scaled by measured P / P";
   std::printf(
-      "\ncase %s (%s) on %s: %s all-reduce, %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n",
-      job.inputs.name.c_str(), job.inputs.label.c_str(), job.platform.cluster.name.c_str(),
+      "\ncase %s (%s) on %s: %s%s, %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
+      job.inputs.label.c_str(), job.platform.cluster.name.c_str(),
       (std::string(algorithm_name(job.inputs.algorithm)) + (o.allreduce.empty() ? " (as recorded)" : "")).c_str(),
-      o.model.c_str(), o.steps, o.seed.c_str(), job.inputs.buckets.size(), job.inputs.buckets.size() == 1 ? "" : "s",
-      bucket_timing(job.inputs),
-      job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured");
+      collectives.c_str(), o.model.c_str(), o.steps, o.seed.c_str(), job.inputs.buckets.size(),
+      job.inputs.buckets.size() == 1 ? "" : "s", bucket_timing(job.inputs), compute.c_str());
   if (!job.extrapolation.empty()) std::printf("%s\n", job.extrapolation.c_str());
-  std::printf("%6s %10s %10s %11s %17s %21s %10s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
-              "exposed all-reduce ms", "update ms");
+  std::printf("%6s %10s %10s %11s %17s %21s %10s%s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
+              "exposed all-reduce ms", "update ms", job.inputs.sharded ? "  of which all-gather ms" : "");
   std::fflush(stdout);
   std::vector<Point> points;
   for (int p : job.ranks) {
@@ -301,12 +311,15 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.model = parse_model(o.model);
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);
+    in.sharded = job.inputs.sharded;
     // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
     // rank's forward and backward. The update touches every parameter whatever the batch, so
-    // it stays as measured.
-    const double share = job.inputs.strong ? static_cast<double>(job.inputs.measured_ranks) / p : 1.0;
+    // it stays as measured; a sharded one touches the rank's share, measured P / P of the
+    // measured rank's.
+    const double ratio = static_cast<double>(job.inputs.measured_ranks) / p;
+    const double share = job.inputs.strong ? ratio : 1.0, update_share = job.inputs.sharded ? ratio : 1.0;
     for (const ComputeSample& s : job.inputs.samples) {
-      in.samples.push_back({s.forward_s * share, s.backward_s * share, s.update_s});
+      in.samples.push_back({s.forward_s * share, s.backward_s * share, s.update_s * update_share});
     }
     Point point;
     point.ranks = p;
@@ -319,8 +332,10 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     const double t1 = points.empty() ? point.step.step_s : points.front().step.step_s;
     point.efficiency = job.inputs.strong ? t1 / (p * point.step.step_s) : t1 / point.step.step_s;
     const StepBreakdown& b = point.step;
-    std::printf("%6d %10.3f %10.3f %11.3f %17.3f %21.3f %10.3f\n", p, b.step_s * 1e3, point.efficiency,
-                b.compute_s * 1e3, b.straggler_wait_s * 1e3, b.exposed_allreduce_s * 1e3, b.update_and_other_s * 1e3);
+    std::printf("%6d %10.3f %10.3f %11.3f %17.3f %21.3f %10.3f", p, b.step_s * 1e3, point.efficiency, b.compute_s * 1e3,
+                b.straggler_wait_s * 1e3, b.exposed_allreduce_s * 1e3, b.update_and_other_s * 1e3);
+    if (job.inputs.sharded) std::printf(" %23.3f", b.parameter_gather_s * 1e3);
+    std::printf("\n");
     std::fflush(stdout);
     points.push_back(point);
   }
@@ -338,6 +353,7 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
   rec.platform_xml = job.platform.xml;
   rec.placement = placement_name(job.platform.cluster);
   rec.allreduce = algorithm_name(job.inputs.algorithm);
+  rec.sharding = job.inputs.sharded ? "optimizer" : "none";
   rec.allreduce_source = o.allreduce.empty() ? "recorded" : "--allreduce";
   rec.model = o.model;
   rec.steps = o.steps;
@@ -357,6 +373,7 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
     rec.straggler_wait_s.push_back(p.step.straggler_wait_s);
     rec.exposed_allreduce_s.push_back(p.step.exposed_allreduce_s);
     rec.update_s.push_back(p.step.update_and_other_s);
+    rec.parameter_gather_s.push_back(p.step.parameter_gather_s);
   }
   for (const GradientBucket& b : job.inputs.buckets) {
     rec.bucket_bytes.push_back(b.bytes);

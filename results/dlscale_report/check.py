@@ -153,8 +153,8 @@ SIMULATION_ABS_TOL = 1e-9
 
 def check_simulation(case, sim, rel_tol=REL_TOL):
     """Problems of one /cases/NNNN/simulations/KKKK against itself and its case (docs/schema.md):
-    ranks ascending with 1 and the measured P among them, the parts adding up to the step,
-    efficiency from the steps, measured_step_s the case's step_median_s and error the simulated
+    ranks ascending with 1 and the measured P among them, the parts adding up to the step, a
+    sharded optimiser's all-gather within its update and other, efficiency from the steps, measured_step_s the case's step_median_s and error the simulated
     step there over it − 1."""
     problems = []
     ranks, step = sim.ranks.tolist(), sim.step_s
@@ -168,6 +168,14 @@ def check_simulation(case, sim, rel_tol=REL_TOL):
     worst = int(np.argmax(np.abs(total - step)))
     if not math.isclose(total[worst], step[worst], rel_tol=rel_tol, abs_tol=SIMULATION_ABS_TOL):
         problems.append(f"its parts add up to {total[worst]!r} s at P={ranks[worst]}, step_s is {step[worst]!r}")
+    gather = sim.parameter_gather_s
+    if gather is not None:
+        # The all-gather after the last update is part of the update and other.
+        outside = np.flatnonzero((gather < -SIMULATION_ABS_TOL) | (gather > sim.update_s * (1 + rel_tol) + SIMULATION_ABS_TOL))
+        if outside.size:
+            i = int(outside[0])
+            problems.append(f"parameter_gather_s {gather[i]!r} at P={ranks[i]} is not within 0 and update_s "
+                            f"{sim.update_s[i]!r}")
     if 1 in ranks:
         base = step[ranks.index(1)]
         strong = sim.attrs.get("scaling") == "strong"

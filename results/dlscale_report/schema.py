@@ -307,6 +307,9 @@ SIMULATION_PARTS = ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "upd
 SIMULATION_DATASETS = ("ranks", "step_s", "efficiency") + SIMULATION_PARTS
 # One value per gradient bucket (optional: older files lack them).
 SIMULATION_BUCKET_DATASETS = ("bucket_bytes", "bucket_ready_fraction")
+# One value per simulated rank count, optional (older files lack it): the part of update_s that is
+# the parameters' all-gather of a sharded optimiser (0 for the others).
+SIMULATION_GATHER_DATASETS = ("parameter_gather_s",)
 
 
 @dataclass
@@ -316,7 +319,7 @@ class Simulation:
 
     name: str                  # "0000", "0001", ...: the order dlscale-project wrote them in
     attrs: dict                # source, simgrid_version, platform, platform_toml, platform_xml, placement,
-                               # allreduce, model, steps, seed, overlap, progress, scaling, measured_ranks,
+                               # allreduce, sharding, model, steps, seed, overlap, progress, scaling, measured_ranks,
                                # measured_step_s, error
     ranks: object              # int64 [k], ascending
     step_s: object             # float64 [k]
@@ -327,6 +330,7 @@ class Simulation:
     update_s: object
     bucket_bytes: object = None          # float64 [buckets], or None
     bucket_ready_fraction: object = None
+    parameter_gather_s: object = None    # float64 [k], or None
 
     @property
     def platform(self):
@@ -621,7 +625,11 @@ def _read_simulation(path, name, group):
         raise _Damaged(f"datasets {', '.join(SIMULATION_DATASETS)} must be of one length k > 0, are "
                        + ", ".join(str(v.shape) for v in data.values()))
     buckets = {key: _dataset(group, key, np.float64) for key in SIMULATION_BUCKET_DATASETS}
-    return Simulation(name=name, attrs=_group_attrs(group), **data, **buckets)
+    gather = {key: _dataset(group, key, np.float64) for key in SIMULATION_GATHER_DATASETS}
+    for key, value in gather.items():
+        if value is not None and value.shape != k:
+            raise _Damaged(f"dataset {key} has shape {value.shape}, not that of ranks {k}")
+    return Simulation(name=name, attrs=_group_attrs(group), **data, **buckets, **gather)
 
 
 def _read_simulations(parent):

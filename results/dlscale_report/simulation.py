@@ -112,6 +112,16 @@ def efficiency_points(sim):
     return points
 
 
+def collectives_text(attrs):
+    """What the simulation ran for the gradients: "ring all-reduce", or for a sharded optimiser
+    "ring reduce-scatter and all-gather (sharded optimiser)"; "" where the group does not say."""
+    if not attrs.get("allreduce"):
+        return ""
+    if attrs.get("sharding") == "optimizer":
+        return f"{attrs['allreduce']} reduce-scatter and all-gather (sharded optimiser)"
+    return f"{attrs['allreduce']} all-reduce"
+
+
 def simulation_sentence(v):
     """One line: where and how it was simulated, the efficiency at a few P, the error at the
     measured P, e.g. "mnist_fnn reference ... (weak), case 0001: simulated on
@@ -120,7 +130,7 @@ def simulation_sentence(v):
     simulated step (2.931 ms) is 48.6% below the measured one (5.702 ms)"."""
     sim, a = v.sim, v.sim.attrs
     how = ", ".join(x for x in (f"SimGrid {a['simgrid_version']}" if a.get("simgrid_version") else "",
-                                f"{a['allreduce']} all-reduce" if a.get("allreduce") else "",
+                                collectives_text(a),
                                 f"{a['model']} model" if a.get("model") else "",
                                 f"{a['steps']} steps" if a.get("steps") else "") if x)
     head = f"{v.label} ({v.mode}), {v.ref()}" if v.label else v.ref()
@@ -143,7 +153,8 @@ def simulation_sentence(v):
 
 CSV_COLUMNS = ("file", "case", "simulation", "platform", "simgrid_version", "allreduce", "model", "steps", "seed",
                "placement", "scaling", "measured_ranks", "ranks", "step_ms", "efficiency", "compute_ms",
-               "straggler_wait_ms", "exposed_allreduce_ms", "update_ms", "measured_step_ms", "error")
+               "straggler_wait_ms", "exposed_allreduce_ms", "update_ms", "measured_step_ms", "error", "sharding",
+               "parameter_gather_ms")
 
 
 def simulation_rows(views):
@@ -159,7 +170,9 @@ def simulation_rows(views):
                    "seed": a.get("seed"), "placement": a.get("placement"), "scaling": v.mode,
                    "measured_ranks": v.measured_ranks, "ranks": p, "step_ms": float(sim.step_s[i]) * 1e3,
                    "efficiency": float(sim.efficiency[i]),
-                   "measured_step_ms": None, "error": v.errors.get(p)}
+                   "measured_step_ms": None, "error": v.errors.get(p), "sharding": a.get("sharding"),
+                   "parameter_gather_ms": (float(sim.parameter_gather_s[i]) * 1e3
+                                           if sim.parameter_gather_s is not None else None)}
             for part in SIMULATION_PARTS:
                 row[part[:-2] + "_ms"] = float(getattr(sim, part)[i]) * 1e3
             if p == v.measured_ranks and p in v.errors:

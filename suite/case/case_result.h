@@ -50,6 +50,7 @@ struct StepSamples {
   std::vector<double> iter_time_s;          ///< [ranks][iterations]
   std::vector<double> phase_time_s;         ///< [ranks][iterations][kPhaseCount], with --phases
   std::vector<double> exposed_allreduce_s;  ///< [ranks][iterations], on more than one rank
+  std::vector<double> parameter_gather_s;   ///< [ranks][iterations], a sharded optimiser on more than one rank
   std::vector<double> loss;                 ///< [iterations]: the mean over ranks
   /// With --bucket-mb on more than one rank (the harness's MPI buckets): [ranks][iterations]
   /// [buckets], seconds from the step's start to the start of each bucket's reduction.

@@ -116,6 +116,9 @@ class TimingMode final : public CaseMode {
   void keep(const PreparedCase& p, const StepResult& step);
   /// After the warm-up: the buckets merged as it showed best, and their sizes for the record.
   void settle_buckets(PreparedCase& p);
+  /// A sharded optimiser on more than one rank: each step's all-gather of the parameters is
+  /// recorded apart from the update phase that holds it.
+  bool gathers_parameters() const { return spec_.ranks > 1 && spec_.sharding != Sharding::kNone; }
   /// Every rank's `per_rank` values of `mine` into `all` on the case's rank 0, rank-major.
   void gather(const std::vector<double>& mine, int per_rank, std::vector<double>& all) const;
   /// The timed steps' samples of every rank on the case's rank 0.
@@ -139,7 +142,7 @@ class TimingMode final : public CaseMode {
   Clock::time_point started_;
   Deadline deadline_ = Deadline::max();
   int64_t next_sample_ = 0;
-  std::vector<double> times_, phase_times_, losses_, exposed_, bucket_starts_;
+  std::vector<double> times_, phase_times_, losses_, exposed_, parameter_gathers_, bucket_starts_;
   std::vector<double> small_sq_, big_sq_;  ///< the gradient noise scale's norms, per timed step
   /// The sizes of the case's MPI buckets (the harness's), in buffer order; empty: none.
   std::vector<double> bucket_bytes_;
@@ -203,6 +206,7 @@ StepResult TimingMode::guarded_step(PreparedCase& p, GradientReducer* reducer, i
 void TimingMode::keep(const PreparedCase& p, const StepResult& step) {
   times_.push_back(step.times.total);
   if (spec_.ranks > 1) exposed_.push_back(step.times.exposed_allreduce);
+  if (gathers_parameters()) parameter_gathers_.push_back(step.times.parameter_gather);
   if (spec_.phases) phase_times_.insert(phase_times_.end(), step.times.phase, step.times.phase + kPhaseCount);
   losses_.push_back(step.mean_loss);
   small_sq_.push_back(step.times.small_sq);
@@ -300,6 +304,7 @@ StepSamples TimingMode::gather_samples(bool ok) const {
   gather(times_, iters, s.iter_time_s);
   if (spec_.phases && iters > 0) gather(phase_times_, iters * kPhaseCount, s.phase_time_s);
   if (ranks > 1 && iters > 0) gather(exposed_, iters, s.exposed_allreduce_s);
+  if (gathers_parameters() && iters > 0) gather(parameter_gathers_, iters, s.parameter_gather_s);
   // The buckets are the same on every rank of a case that trained (the same driver and buffer).
   const auto buckets = static_cast<int>(bucket_bytes_.size());
   if (buckets > 0 && iters > 0) {

@@ -152,7 +152,9 @@ StepTimes training_step(Model& model, MPI_Comm comm, const Optimizer& opt, bool 
     } catch (...) {
       failure = std::current_exception();
     }
+    const Clock::time_point gather_start = Clock::now();
     buckets->gather_parameters(model);
+    t.parameter_gather = std::chrono::duration<double>(Clock::now() - gather_start).count();
     if (failure) std::rethrow_exception(failure);
   }
   const int last = time_phases ? kPhaseCount : 1;

@@ -24,6 +24,9 @@ struct StepTimes {
   /// From the end of backward to the end of the gradient average: the all-reduce time the
   /// step did not hide (waiting for slower ranks included); 0 on one rank.
   double exposed_allreduce = 0;
+  /// Sharded optimiser only: the all-gather of the parameters after this rank's update (part of
+  /// the update phase), in seconds; 0 otherwise.
+  double parameter_gather = 0;
   /// The gradient noise scale's two squared norms (suite/meters/noise_scale.h): the mean over
   /// this rank's micro-batches of |g|² of each one's own gradient, and |g|² of the step's
   /// gradient averaged over ranks and micro-batches. NaN where the step measured none (one rank's

@@ -245,6 +245,7 @@ CaseRecord case_record(const CaseResult& r) {
   rec.iter_time_s = r.steps.iter_time_s;
   rec.phase_time_s = r.steps.phase_time_s;
   rec.exposed_allreduce_s = r.steps.exposed_allreduce_s;
+  rec.parameter_gather_s = r.steps.parameter_gather_s;
   rec.loss = r.steps.loss;
   rec.bucket_start_s = r.steps.bucket_start_s;
   rec.buckets = r.steps.buckets;

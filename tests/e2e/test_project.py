@@ -142,6 +142,52 @@ class Project(unittest.TestCase):
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("unknown gradient compression 'fp8'", proc.stderr)
 
+    def test_sharded_optimizer_gathers_after_the_update(self):
+        # A sharded optimiser's case: its file records each step's all-gather apart from the
+        # update phase that holds it; the simulation reduce-scatters the one bucket after backward
+        # and, after the last rank's update, all-gathers it: on the crossbar exactly half a ring,
+        # (P-1) a + (P-1)/P n/B, whatever the draws.
+        path = os.path.join(self.dir, "sharded.h5")
+        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
+                               "--ranks", "2", "--bucket-mb", "0", "--sharding", "optimizer", "--optimizer", "adam",
+                               "--phases", "--warmup", "1", "--iterations", "5", "--peak", "skip",
+                               "--progress", "none", "--out", path],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(path, "r") as f:
+            case = f["cases/0000"]
+            self.assertEqual(case.attrs["sharding"], "optimizer")
+            gather, update = case["parameter_gather_s"][()], case["phase_time_s"][()][:, :, 3]
+            self.assertEqual(gather.shape, (2, 5))
+            self.assertTrue(np.all((gather > 0) & (gather <= update)), (gather, update))
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2,4,8", "--case", "0")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("ring (as recorded) reduce-scatter and all-gather (sharded optimiser)", proc.stdout)
+        self.assertIn("of which all-gather ms", proc.stdout)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0000/simulations/0000"]
+            self.assertEqual(g.attrs["sharding"], "optimizer")
+            ranks, n = list(g["ranks"][()]), g["bucket_bytes"][()]
+            self.assertEqual(ranks, [1, 2, 4, 8])
+            self.assertEqual(len(n), 1)
+            gathered = g["parameter_gather_s"][()]
+            want = [(p - 1) * 2e-6 + (p - 1) / p * n[0] / 10e9 for p in ranks]
+            np.testing.assert_allclose(gathered, want, rtol=1e-6, atol=1e-12)
+            self.assertTrue(np.all(gathered <= g["update_s"][()]))
+            np.testing.assert_allclose(sum(g[p][()] for p in PARTS), g["step_s"][()], rtol=0, atol=1e-9)
+        check = subprocess.run([sys.executable, REPORT, "check", path], capture_output=True, text=True, timeout=300)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        # The binomial tree is no reduce-scatter; a file without the all-gather recorded apart
+        # cannot say what of its update phase was the network's.
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "0", "--allreduce", "binomial")
+        self.assertEqual((proc.returncode, proc.stderr.count("\n")), (2, 1), proc.stderr)
+        self.assertIn("a sharded optimiser reduce-scatters and all-gathers round a ring", proc.stderr)
+        with h5py.File(path, "r+") as f:
+            del f["cases/0000/parameter_gather_s"]
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2", "--case", "0")
+        self.assertEqual((proc.returncode, proc.stderr.count("\n")), (2, 1), proc.stderr)
+        self.assertIn("without parameter_gather_s", proc.stderr)
+
     def test_binomial_sends_the_bucket_across_and_back(self):
         # One bucket after backward on two ranks: the ring sends both ways at once (n/B + 2a),
         # Open MPI's binomial tree up and then down (2 n/B + 2a): n/B more, with the same draws.

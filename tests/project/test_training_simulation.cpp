@@ -128,31 +128,65 @@ TEST(ProjectSimulation, RingsOnTwoLanesShareTheLinksAndOverlapTheirLatencies) {
 
 TEST(ProjectSimulation, CrossbarStepEqualsClosedForm) {
   // Four buckets ready after each quarter of backward; at large P or size the ring outlasts
-  // backward and part of it is exposed, at small ones it hides behind it.
+  // backward and part of it is exposed, at small ones it hides behind it. Sharded, each bucket
+  // is reduce-scattered and, after the update, all-gathered.
   double worst = 0;
   for (int p : {2, 8, 64}) {
     for (double total : {4 * kMiB, 100 * kMiB}) {
       for (bool overlap : {true, false}) {
-        std::vector<GradientBucket> buckets;
-        for (int b = 1; b <= 4; ++b) buckets.push_back({total / 4, b / 4.0});
-        TrainingInputs in = inputs(p, buckets, overlap);
-        const StepBreakdown want =
-            identical_ranks_step(p, in.samples[0], in.buckets, overlap, kCrossbarLatency, kCrossbarBandwidth);
-        const StepBreakdown got = simulate_training(crossbar(), in).mean;
-        const std::string where =
-            "P=" + std::to_string(p) + " bytes=" + std::to_string(total) + (overlap ? " overlapped" : " blocking");
-        EXPECT_LT(relative(got.step_s, want.step_s), 1e-6) << where;
-        EXPECT_LT(relative(got.exposed_allreduce_s, want.exposed_allreduce_s), 1e-6) << where;
-        EXPECT_NEAR(got.compute_s, want.compute_s, 1e-12) << where;  // a mean of P equal times
-        EXPECT_NEAR(got.straggler_wait_s, 0, 1e-12) << where;
-        EXPECT_NEAR(got.update_and_other_s, want.update_and_other_s, 1e-12) << where;
-        expect_parts_add_up(got);
-        worst = std::max(
-            {worst, relative(got.step_s, want.step_s), relative(got.exposed_allreduce_s, want.exposed_allreduce_s)});
+        for (bool sharded : {false, true}) {
+          std::vector<GradientBucket> buckets;
+          for (int b = 1; b <= 4; ++b) buckets.push_back({total / 4, b / 4.0});
+          TrainingInputs in = inputs(p, buckets, overlap);
+          in.sharded = sharded;
+          const StepBreakdown want = identical_ranks_step(p, in.samples[0], in.buckets, overlap, kCrossbarLatency,
+                                                          kCrossbarBandwidth, sharded);
+          const StepBreakdown got = simulate_training(crossbar(), in).mean;
+          const std::string where = "P=" + std::to_string(p) + " bytes=" + std::to_string(total) +
+                                    (overlap ? " overlapped" : " blocking") + (sharded ? " sharded" : "");
+          EXPECT_LT(relative(got.step_s, want.step_s), 1e-6) << where;
+          EXPECT_LT(relative(got.exposed_allreduce_s, want.exposed_allreduce_s), 1e-6) << where;
+          EXPECT_NEAR(got.compute_s, want.compute_s, 1e-12) << where;  // a mean of P equal times
+          EXPECT_NEAR(got.straggler_wait_s, 0, 1e-12) << where;
+          EXPECT_LT(relative(got.update_and_other_s, want.update_and_other_s), 1e-6) << where;
+          if (sharded) {
+            EXPECT_LT(relative(got.parameter_gather_s, want.parameter_gather_s), 1e-6) << where;
+          } else {
+            EXPECT_EQ(got.parameter_gather_s, 0) << where;
+          }
+          expect_parts_add_up(got);
+          worst = std::max(
+              {worst, relative(got.step_s, want.step_s), relative(got.exposed_allreduce_s, want.exposed_allreduce_s)});
+        }
       }
     }
   }
   std::printf("largest relative error of the simulated step and exposed all-reduce: %.2e\n", worst);
+}
+
+TEST(ProjectSimulation, ShardedStepMovesTheAllreducesBytes) {
+  // One bucket after backward: a reduce-scatter and an all-gather are the all-reduce's two
+  // halves, so the sharded step (with the same update) is the unsharded one, its exposed
+  // all-reduce half of it and the other half after the update; with an update that takes 1/P
+  // of the time, the sharded step is shorter by the difference.
+  for (const AllreduceModel model : {AllreduceModel::flow, AllreduceModel::message}) {
+    for (int p : {2, 3, 8}) {
+      const double bytes = 24 * kMiB;  // a multiple of P
+      TrainingInputs in = inputs(p, {{bytes, 1.0}}, false, model);
+      const StepBreakdown whole = simulate_training(crossbar(), in).mean;
+      in.sharded = true;
+      const StepBreakdown sharded = simulate_training(crossbar(), in).mean;
+      const std::string where =
+          std::string(model == AllreduceModel::flow ? "flow" : "message") + " P=" + std::to_string(p);
+      EXPECT_LT(relative(sharded.step_s, whole.step_s), 1e-9) << where;
+      EXPECT_LT(relative(2 * sharded.exposed_allreduce_s, whole.exposed_allreduce_s), 1e-9) << where;
+      EXPECT_LT(relative(sharded.parameter_gather_s, sharded.exposed_allreduce_s), 1e-9) << where;
+      in.samples[0].update_s /= p;
+      const StepBreakdown shared_update = simulate_training(crossbar(), in).mean;
+      EXPECT_LT(relative(whole.step_s - shared_update.step_s, 0.004 * (1 - 1.0 / p)), 1e-6) << where;
+      expect_parts_add_up(sharded);
+    }
+  }
 }
 
 TEST(ProjectSimulation, FlowModelMatchesMessageModelAtSmallP) {
@@ -164,6 +198,7 @@ TEST(ProjectSimulation, FlowModelMatchesMessageModelAtSmallP) {
   // when the last rank has the bucket) does not; the flow model is then slower, by less than
   // 1% of the step in these cases (0.72% at most, cyclic P=16).
   double worst_identical = 0, worst_stragglers = 0;
+  std::string worst_where;
   for (const std::string& platform : {std::string("crossbar"), std::string("block"), std::string("cyclic")}) {
     ClusterDescription c = crossbar();
     if (platform != "crossbar") {
@@ -172,33 +207,37 @@ TEST(ProjectSimulation, FlowModelMatchesMessageModelAtSmallP) {
     }
     for (int p : {2, 4, 8, 16}) {
       for (bool overlap : {true, false}) {
-        for (bool stragglers : {false, true}) {
-          // Bucket sizes a multiple of P (whole bytes per chunk in the message model).
-          std::vector<GradientBucket> buckets = {{8 * kMiB, 0.3}, {8 * kMiB, 0.7}, {16 * kMiB, 1.0}};
-          TrainingInputs flow = inputs(p, buckets, overlap);
-          if (stragglers) flow.samples = {{0.010, 0.020, 0.004}, {0.011, 0.021, 0.004}, {0.010, 0.025, 0.005}};
-          TrainingInputs message = flow;
-          message.model = AllreduceModel::message;
-          const StepBreakdown f = simulate_training(c, flow).mean, m = simulate_training(c, message).mean;
-          const std::string where = platform + " P=" + std::to_string(p) + (overlap ? " overlapped" : " blocking");
-          const double error = relative(f.step_s, m.step_s);
-          if (stragglers) {
-            EXPECT_GE(f.step_s, m.step_s * (1 - 1e-9)) << where;
-            EXPECT_LT(error, 0.01) << where;
-            worst_stragglers = std::max(worst_stragglers, error);
-          } else {
-            EXPECT_LT(error, 1e-9) << where;
-            EXPECT_LT(std::abs(f.exposed_allreduce_s - m.exposed_allreduce_s), 1e-9 * m.step_s) << where;
-            worst_identical = std::max(worst_identical, error);
+        for (bool stragglers : {false, true})
+          for (bool sharded : {false, true}) {
+            // Bucket sizes a multiple of P (whole bytes per chunk in the message model).
+            std::vector<GradientBucket> buckets = {{8 * kMiB, 0.3}, {8 * kMiB, 0.7}, {16 * kMiB, 1.0}};
+            TrainingInputs flow = inputs(p, buckets, overlap);
+            if (stragglers) flow.samples = {{0.010, 0.020, 0.004}, {0.011, 0.021, 0.004}, {0.010, 0.025, 0.005}};
+            flow.sharded = sharded;
+            TrainingInputs message = flow;
+            message.model = AllreduceModel::message;
+            const StepBreakdown f = simulate_training(c, flow).mean, m = simulate_training(c, message).mean;
+            const std::string where = platform + " P=" + std::to_string(p) + (overlap ? " overlapped" : " blocking") +
+                                      (sharded ? " sharded" : "");
+            const double error = relative(f.step_s, m.step_s);
+            if (stragglers) {
+              EXPECT_GE(f.step_s, m.step_s * (1 - 1e-9)) << where;
+              EXPECT_LT(error, 0.01) << where;
+              if (error > worst_stragglers) worst_where = where;
+              worst_stragglers = std::max(worst_stragglers, error);
+            } else {
+              EXPECT_LT(error, 1e-9) << where;
+              EXPECT_LT(std::abs(f.exposed_allreduce_s - m.exposed_allreduce_s), 1e-9 * m.step_s) << where;
+              worst_identical = std::max(worst_identical, error);
+            }
           }
-        }
       }
     }
   }
   std::printf(
       "largest relative step-time difference, flow against message model: %.2e identical ranks, %.2e "
-      "with stragglers\n",
-      worst_identical, worst_stragglers);
+      "with stragglers (%s)\n",
+      worst_identical, worst_stragglers, worst_where.c_str());
 }
 
 TEST(ProjectSimulation, BlockPlacementBeatsCyclicOnTheGpuPreset) {
@@ -317,6 +356,10 @@ TEST(ProjectSimulation, BadInputsAreRefused) {
   TrainingInputs no_lane = inputs(2, {{kMiB, 1}}, true);
   no_lane.lanes = 0;
   EXPECT_THROW(simulate_training(crossbar(), no_lane), std::invalid_argument);
+  TrainingInputs sharded_tree = inputs(2, {{kMiB, 1}}, true);
+  sharded_tree.sharded = true;
+  sharded_tree.algorithm = AllreduceAlgorithm::binomial;
+  EXPECT_THROW(simulate_training(crossbar(), sharded_tree), std::invalid_argument);
 }
 
 }  // namespace

@@ -82,8 +82,10 @@ TEST(Schema, TheReaderKnowsTheRepeatsAndEpochsTheWriterWrites) {
 TEST(Schema, TheReaderKnowsTheAllreduceProjectionAndSimulationDatasets) {
   EXPECT_EQ(python_names("ALLREDUCE_DATASETS"), dataset_names(kAllreduceDatasets));
   EXPECT_EQ(python_keys("schema.PROJECTION_DATASETS", "schema"), dataset_names(kProjectionDatasets));
-  EXPECT_EQ(python_keys("schema.SIMULATION_DATASETS + schema.SIMULATION_BUCKET_DATASETS", "schema"),
-            dataset_names(kSimulationDatasets));
+  EXPECT_EQ(
+      python_keys("schema.SIMULATION_DATASETS + schema.SIMULATION_BUCKET_DATASETS + schema.SIMULATION_GATHER_DATASETS",
+                  "schema"),
+      dataset_names(kSimulationDatasets));
 }
 
 TEST(Schema, EveryCaseAttributeTheReaderRequiresIsWritten) {
