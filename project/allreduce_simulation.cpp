@@ -28,13 +28,37 @@ class AllreduceRun {
         buckets_(static_cast<int>(s.bucket_bytes.size())),
         done_(static_cast<size_t>(s.steps) * s.ranks, 0.0),
         gathered_(s.sharded ? done_.size() : 0, 0.0) {
-    // The latency of the slowest ring edge paces every one of the ring's 2(P-1) steps.
-    for (int r = 0; r < s_.ranks; ++r) {
+    for (int r = 0; r < s_.ranks; ++r) all_ranks_.push_back(r);
+    edge_latency_s_ = slowest_edge_latency(all_ranks_);
+    if (s_.host_hierarchy) {
+      // Each node's ranks in rank order, its first the leader; the leaders' ring in rank order,
+      // as dlscale splits its communicators.
+      std::vector<int> slot(*std::max_element(s_.node_of.begin(), s_.node_of.end()) + 1, -1);
+      for (int r = 0; r < s_.ranks; ++r) {
+        int& node = slot[s_.node_of[r]];
+        if (node < 0) {
+          node = static_cast<int>(node_ranks_.size());
+          node_ranks_.emplace_back();
+          leaders_.push_back(r);
+        }
+        node_ranks_[node].push_back(r);
+        largest_node_ = std::max(largest_node_, static_cast<int>(node_ranks_[node].size()));
+      }
+      leader_latency_s_ = slowest_edge_latency(leaders_);
+    }
+  }
+
+  /// The latency of the slowest edge of a ring of `ring`'s ranks, in that order: it paces every
+  /// one of the ring's steps.
+  double slowest_edge_latency(const std::vector<int>& ring) const {
+    double slowest = 0;
+    for (size_t i = 0; i < ring.size(); ++i) {
       std::vector<sg4::Link*> links;
       double latency = 0;
-      hosts_[r]->route_to(hosts_[next(r)], links, &latency);
-      edge_latency_s_ = std::max(edge_latency_s_, latency);
+      hosts_[ring[i]]->route_to(hosts_[ring[(i + 1) % ring.size()]], links, &latency);
+      slowest = std::max(slowest, latency);
     }
+    return slowest;
   }
 
   int next(int r) const { return (r + 1) % s_.ranks; }
@@ -85,20 +109,57 @@ class AllreduceRun {
   /// t0 and not before the lane's bucket before it has ended; when the last ends, after t0.
   template <class Start>
   double flow_rings(int lane, double t0, const Start& start) {
-    const int chunks = ring_steps();
-    const double extra_latency_s = (chunks - 1) * edge_latency_s_;
     double end = 0;
     for (int b = lane; b < buckets_; b += s_.lanes) {
       sg4::this_actor::sleep_until(t0 + std::max(end, start(b)));
-      const uint64_t bytes = whole_bytes(static_cast<double>(chunks) / s_.ranks * s_.bucket_bytes[b]);
-      std::vector<sg4::CommPtr> flows;
-      flows.reserve(s_.ranks);
-      for (int r = 0; r < s_.ranks; ++r) flows.push_back(sg4::Comm::sendto_async(hosts_[r], hosts_[next(r)], bytes));
-      sg4::Comm::wait_all(flows);
-      sg4::this_actor::sleep_for(extra_latency_s);
+      if (s_.host_hierarchy) {
+        two_level_flows(s_.bucket_bytes[b]);
+      } else {
+        ring_flows(all_ranks_, s_.bucket_bytes[b], ring_steps(), edge_latency_s_);
+      }
       end = sg4::Engine::get_clock() - t0;
     }
     return end;
+  }
+
+  /// One ring of `ring`'s ranks over `bytes`, `steps` steps of bytes / its ranks, in the flow
+  /// model: each rank's one flow to its successor, then the latencies of the other steps.
+  void ring_flows(const std::vector<int>& ring, double bytes, int steps, double edge_latency_s) {
+    const auto m = static_cast<int>(ring.size());
+    const uint64_t each = whole_bytes(static_cast<double>(steps) / m * bytes);
+    std::vector<sg4::CommPtr> flows;
+    flows.reserve(ring.size());
+    for (int i = 0; i < m; ++i)
+      flows.push_back(sg4::Comm::sendto_async(hosts_[ring[i]], hosts_[ring[(i + 1) % m]], each));
+    sg4::Comm::wait_all(flows);
+    sg4::this_actor::sleep_for((steps - 1) * edge_latency_s);
+  }
+
+  /// The two-level all-reduce of `bytes`: a binomial reduce to each node's leader (round by
+  /// round, every node's messages of a round at once), the leaders' ring, and the broadcast
+  /// back down the tree.
+  void two_level_flows(double bytes) {
+    int top = 1;  // the tree's last round sends from local index `top` on
+    while (top * 2 < largest_node_) top *= 2;
+    for (int half = 1; half < largest_node_; half *= 2) tree_round(bytes, half, true);
+    const auto leaders = static_cast<int>(leaders_.size());
+    if (leaders > 1) ring_flows(leaders_, bytes, 2 * (leaders - 1), leader_latency_s_);
+    for (int half = top; half >= 1 && largest_node_ > 1; half /= 2) tree_round(bytes, half, false);
+  }
+
+  /// One round of the binomial tree in every node: local rank i with i mod 2·half = half sends
+  /// the bucket to i − half (up), or receives it from there (down).
+  void tree_round(double bytes, int half, bool up) {
+    std::vector<sg4::CommPtr> flows;
+    for (const std::vector<int>& node : node_ranks_) {
+      for (size_t i = half; i < node.size(); i += 2 * static_cast<size_t>(half)) {
+        sg4::Host* child = hosts_[node[i]];
+        sg4::Host* parent = hosts_[node[i - half]];
+        flows.push_back(up ? sg4::Comm::sendto_async(child, parent, whole_bytes(bytes))
+                           : sg4::Comm::sendto_async(parent, child, whole_bytes(bytes)));
+      }
+    }
+    sg4::Comm::wait_all(flows);
   }
 
   /// The message model: rank r's actor for a lane runs the ring of that lane's buckets as an
@@ -258,7 +319,12 @@ class AllreduceRun {
   const AllreduceSchedule& s_;
   std::vector<sg4::Host*> hosts_;
   int buckets_;
-  double edge_latency_s_ = 0;
+  std::vector<int> all_ranks_;                ///< 0 .. P-1: the flat ring
+  double edge_latency_s_ = 0;                 ///< its slowest edge's
+  std::vector<std::vector<int>> node_ranks_;  ///< host hierarchy: each node's ranks, its leader first
+  std::vector<int> leaders_;                  ///< and the leaders' ring
+  double leader_latency_s_ = 0;
+  int largest_node_ = 1;
   std::vector<double> done_, gathered_;
   int* sink_ = nullptr;  ///< where every received message's (empty) payload goes
 };

@@ -25,6 +25,12 @@ struct AllreduceSchedule {
   bool sharded = false;
   /// Sharded only, [s * ranks + r]: when rank r's backward ends, and its update's length.
   std::vector<double> backward_end_s, update_s;
+  /// Two levels (TrainingInputs::host_hierarchy; ring, flow model): each bucket reduced to its
+  /// node's first rank, a ring of those leaders, broadcast back within the node.
+  bool host_hierarchy = false;
+  /// [rank]: the node each rank is on (ranks with the same number share a node); with
+  /// host_hierarchy.
+  std::vector<int> node_of;
 };
 
 /// When each rank's buckets are done, from its step's start, [s * ranks + r] (0 with no buckets):

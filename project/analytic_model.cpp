@@ -14,6 +14,14 @@ double ring_half_time_s(int ranks, double bytes, double latency_s, double bandwi
   return ring_allreduce_time_s(ranks, bytes, latency_s, bandwidth_Bps) / 2;
 }
 
+double two_level_allreduce_time_s(int per_node, int nodes, double bytes, double node_latency_s,
+                                  double node_bandwidth_Bps, double latency_s, double bandwidth_Bps) {
+  int rounds = 0;
+  while ((1 << rounds) < per_node) ++rounds;
+  return 2 * rounds * (node_latency_s + bytes / node_bandwidth_Bps) +
+         ring_allreduce_time_s(nodes, bytes, latency_s, bandwidth_Bps);
+}
+
 double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps) {
   if (ranks <= 1) return 0;
   const double hop = latency_s + bytes / bandwidth_Bps;

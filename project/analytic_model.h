@@ -17,6 +17,13 @@ double ring_allreduce_time_s(int ranks, double bytes, double latency_s, double b
 /// Half of that ring, a reduce-scatter or an all-gather of `bytes`: (P-1) a + (P-1)/P n / B.
 double ring_half_time_s(int ranks, double bytes, double latency_s, double bandwidth_Bps);
 
+/// The two-level all-reduce (TrainingInputs::host_hierarchy) of `bytes` on `nodes` nodes of
+/// `per_node` ranks each, where a message within a node takes latency a_n and bandwidth B_n
+/// and the leaders' ring edges a and B: ceil(log2 k) rounds of a_n + n/B_n up the tree, the
+/// leaders' ring (ring_allreduce_time_s of `nodes`), the same rounds down.
+double two_level_allreduce_time_s(int per_node, int nodes, double bytes, double node_latency_s,
+                                  double node_bandwidth_Bps, double latency_s, double bandwidth_Bps);
+
 /// Open MPI's binomial all-reduce (AllreduceAlgorithm::binomial) of one bucket of `bytes` on
 /// such a crossbar, every rank starting at once: the reduction takes ceil(log2 P) rounds of
 /// a + n/B (no rank receives twice at once); in the broadcast a rank that has the bucket sends

@@ -42,6 +42,11 @@ void check_inputs(const ClusterDescription& cluster, const TrainingInputs& in) {
     previous = b.ready_fraction;
   }
   if (in.steps < 1) throw std::invalid_argument(fmt::format("training simulation: {} steps", in.steps));
+  if (in.host_hierarchy &&
+      (in.algorithm != AllreduceAlgorithm::ring || in.model != AllreduceModel::flow || in.sharded)) {
+    throw std::invalid_argument(
+        "training simulation: the two-level all-reduce is simulated with the ring's flow model, unsharded");
+  }
   if (in.sharded && in.algorithm != AllreduceAlgorithm::ring) {
     throw std::invalid_argument("training simulation: a sharded optimiser's reduce-scatter and all-gather are rings");
   }
@@ -89,6 +94,10 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   schedule.model = in.model;
   schedule.lanes = in.lanes;
   schedule.sharded = in.sharded;
+  schedule.host_hierarchy = in.host_hierarchy;
+  if (in.host_hierarchy) {
+    for (int r = 0; r < in.ranks; ++r) schedule.node_of.push_back(place_rank(cluster, in.ranks, r).node);
+  }
   for (const GradientBucket& b : in.buckets) schedule.bucket_bytes.push_back(b.bytes);
   schedule.ready_s.resize(p * in.steps * nb);
   for (size_t i = 0; i < p * in.steps; ++i) {

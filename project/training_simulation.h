@@ -70,6 +70,11 @@ struct TrainingInputs {
   /// has, the parameters are all-gathered bucket by bucket on the lanes (the ring's last P-1
   /// steps), in the buckets' readiness order. The step ends with the last all-gather.
   bool sharded = false;
+  /// The all-reduce in two levels where ranks share a node (`--allreduce-hierarchy host`; ring,
+  /// flow model, not sharded): each bucket reduced to the node's first rank by a binomial tree
+  /// within the node (ceil(log2 k) rounds of the whole bucket for k ranks there), all-reduced
+  /// by a ring of those leaders, then broadcast back down the same tree.
+  bool host_hierarchy = false;
   int steps = 3;
   uint64_t seed = 1;
 };

@@ -13,10 +13,11 @@ namespace dlscale {
 struct SimulationRecord {
   std::string source = "dlscale-project";
   std::string simgrid_version, platform, platform_toml, platform_xml, placement;
-  std::string allreduce;         ///< "ring" or "binomial"
-  std::string allreduce_source;  ///< "recorded" (the case's mechanism) or "--allreduce"
-  std::string sharding;          ///< the case's: "none", or "optimizer" (reduce-scatter, then all-gather)
-  std::string model;             ///< "flow" or "message"
+  std::string allreduce;            ///< "ring" or "binomial"
+  std::string allreduce_source;     ///< "recorded" (the case's mechanism) or "--allreduce"
+  std::string sharding;             ///< the case's: "none", or "optimizer" (reduce-scatter, then all-gather)
+  std::string allreduce_hierarchy;  ///< "flat" or "host" (two levels): the case's, or --allreduce-hierarchy
+  std::string model;                ///< "flow" or "message"
   int64_t steps = 0, seed = 0;
   bool overlap = false;
   std::string progress;          ///< "thread" or "polling"
@@ -44,6 +45,7 @@ inline const Field<SimulationRecord> kSimulationFields[] = {
     member<&SimulationRecord::allreduce>("allreduce"),
     member<&SimulationRecord::allreduce_source>("allreduce_source"),
     member<&SimulationRecord::sharding>("sharding"),
+    member<&SimulationRecord::allreduce_hierarchy>("allreduce_hierarchy"),
     member<&SimulationRecord::model>("model"),
     member<&SimulationRecord::steps>("steps"),
     member<&SimulationRecord::seed>("seed"),

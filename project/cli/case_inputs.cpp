@@ -195,6 +195,11 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(fmt::format("{}: phase_time_s has {} values, not ranks x iterations x 4 = {}", where,
                                             record.phase_time_s.size(), expected));
   }
+  if (!r.lacks("allreduce_hierarchy") && d.allreduce_hierarchy != "flat" && d.allreduce_hierarchy != "host") {
+    throw std::invalid_argument(
+        fmt::format("{}: allreduce_hierarchy {} is neither flat nor host", where, d.allreduce_hierarchy));
+  }
+  c.host_hierarchy = !r.lacks("allreduce_hierarchy") && d.allreduce_hierarchy == "host";
   c.sharded = !r.lacks("sharding") && d.sharding != "none";
   if (c.sharded && d.sharding != "optimizer") {
     throw std::invalid_argument(fmt::format("{}: sharding {} is not one dlscale-project simulates", where, d.sharding));

@@ -36,6 +36,8 @@ struct CaseInputs {
   /// all-gathered after the update, and each sample's update_s that of the measured rank's
   /// share (its update phase less its recorded parameter_gather_s).
   bool sharded = false;
+  /// The all-reduce went in two levels where ranks shared a host (`allreduce_hierarchy` host).
+  bool host_hierarchy = false;
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;

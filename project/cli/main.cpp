@@ -35,7 +35,7 @@ constexpr int kDefaultMaxRanks = 8192;
 constexpr int kMaxMessageModelRanks = 256;
 
 struct Options {
-  std::string results, platform = "measured", ranks, allreduce, model = "flow", seed = "1";
+  std::string results, platform = "measured", ranks, allreduce, hierarchy, model = "flow", seed = "1";
   std::vector<std::string> cases;
   int steps = 3;
   bool dry_run = false;
@@ -150,6 +150,13 @@ AllreduceAlgorithm parse_algorithm(const std::string& text) {
 
 const char* algorithm_name(AllreduceAlgorithm a) { return a == AllreduceAlgorithm::binomial ? "binomial" : "ring"; }
 
+/// --allreduce-hierarchy: whether the all-reduce goes in two levels where ranks share a node.
+bool parse_host_hierarchy(const std::string& text) {
+  if (text == "flat") return false;
+  if (text == "host") return true;
+  throw UsageError(fmt::format("--allreduce-hierarchy {}: must be flat or host", text));
+}
+
 AllreduceModel parse_model(const std::string& text) {
   if (text == "flow") return AllreduceModel::flow;
   if (text == "message") return AllreduceModel::message;
@@ -222,6 +229,7 @@ std::vector<int> projected_ranks(const Job& job, const std::vector<int>& request
 std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
   const std::vector<int> requested = o.ranks_given ? parse_ranks(o.ranks) : std::vector<int>{};
   if (!o.allreduce.empty()) parse_algorithm(o.allreduce);
+  if (!o.hierarchy.empty()) parse_host_hierarchy(o.hierarchy);
   const AllreduceModel model = parse_model(o.model);
   if (o.steps < 1 || o.steps > 1000) throw UsageError(fmt::format("--steps {}: must be 1 to 1000", o.steps));
   parse_seed(o.seed);
@@ -247,6 +255,14 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       job.inputs = case_inputs(name, record, software);
       // The all-reduce the case ran, unless --allreduce asks "what if".
       if (!o.allreduce.empty()) job.inputs.algorithm = parse_algorithm(o.allreduce);
+      if (!o.hierarchy.empty()) job.inputs.host_hierarchy = parse_host_hierarchy(o.hierarchy);
+      if (job.inputs.host_hierarchy &&
+          (job.inputs.algorithm != AllreduceAlgorithm::ring || model != AllreduceModel::flow || job.inputs.sharded)) {
+        throw std::invalid_argument(fmt::format(
+            "case {}: the two-level all-reduce (allreduce_hierarchy host) is simulated with the ring's flow model, "
+            "unsharded; give --allreduce-hierarchy flat to simulate the flat ring",
+            name));
+      }
       if (job.inputs.sharded && job.inputs.algorithm != AllreduceAlgorithm::ring) {
         throw std::invalid_argument(fmt::format(
             "case {}: a sharded optimiser reduce-scatters and all-gathers round a ring; --allreduce {} cannot "
@@ -286,7 +302,9 @@ const char* bucket_timing(const CaseInputs& c) {
 
 std::vector<Point> simulate(const Job& job, const Options& o) {
   const std::string collectives =
-      job.inputs.sharded ? " reduce-scatter and all-gather (sharded optimiser)" : " all-reduce";
+      job.inputs.sharded          ? " reduce-scatter and all-gather (sharded optimiser)"
+      : job.inputs.host_hierarchy ? " all-reduce in two levels (each node's ranks to its first, a ring of those, back)"
+                                  : " all-reduce";
   std::string compute =
       job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured";
   if (job.inputs.sharded) compute += ", the update of the share scaled by measured P / P";
@@ -312,6 +330,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.steps = o.steps;
     in.seed = parse_seed(o.seed);
     in.sharded = job.inputs.sharded;
+    in.host_hierarchy = job.inputs.host_hierarchy;
     // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
     // rank's forward and backward. The update touches every parameter whatever the batch, so
     // it stays as measured; a sharded one touches the rank's share, measured P / P of the
@@ -354,6 +373,7 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
   rec.placement = placement_name(job.platform.cluster);
   rec.allreduce = algorithm_name(job.inputs.algorithm);
   rec.sharding = job.inputs.sharded ? "optimizer" : "none";
+  rec.allreduce_hierarchy = job.inputs.host_hierarchy ? "host" : "flat";
   rec.allreduce_source = o.allreduce.empty() ? "recorded" : "--allreduce";
   rec.model = o.model;
   rec.steps = o.steps;
@@ -447,6 +467,9 @@ int main(int argc, char** argv) {
   app.add_option("--allreduce", o.allreduce,
                  "all-reduce algorithm: ring or binomial (Open MPI 4.1's non-blocking all-reduce in place); default: "
                  "the one the case ran (docs/projection.md)");
+  app.add_option("--allreduce-hierarchy", o.hierarchy,
+                 "flat (one ring of every rank) or host (reduced within each node, a ring of the nodes' first "
+                 "ranks, broadcast back); default: the one the case ran");
   app.add_option("--model", o.model, "ring model: flow (any P) or message (P up to 256)");
   app.add_option("--steps", o.steps, "steps simulated per P (default 3)");
   app.add_option("--seed", o.seed, "seed of the compute resampling (default 1)");

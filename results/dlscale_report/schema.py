@@ -319,7 +319,7 @@ class Simulation:
 
     name: str                  # "0000", "0001", ...: the order dlscale-project wrote them in
     attrs: dict                # source, simgrid_version, platform, platform_toml, platform_xml, placement,
-                               # allreduce, sharding, model, steps, seed, overlap, progress, scaling, measured_ranks,
+                               # allreduce, sharding, allreduce_hierarchy, model, steps, seed, overlap, progress, scaling, measured_ranks,
                                # measured_step_s, error
     ranks: object              # int64 [k], ascending
     step_s: object             # float64 [k]

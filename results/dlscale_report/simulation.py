@@ -113,12 +113,15 @@ def efficiency_points(sim):
 
 
 def collectives_text(attrs):
-    """What the simulation ran for the gradients: "ring all-reduce", or for a sharded optimiser
-    "ring reduce-scatter and all-gather (sharded optimiser)"; "" where the group does not say."""
+    """What the simulation ran for the gradients: "ring all-reduce", "ring all-reduce in two levels"
+    (within each node, then a ring of the nodes' first ranks), or for a sharded optimiser "ring
+    reduce-scatter and all-gather (sharded optimiser)"; "" where the group does not say."""
     if not attrs.get("allreduce"):
         return ""
     if attrs.get("sharding") == "optimizer":
         return f"{attrs['allreduce']} reduce-scatter and all-gather (sharded optimiser)"
+    if attrs.get("allreduce_hierarchy") == "host":
+        return f"{attrs['allreduce']} all-reduce in two levels"
     return f"{attrs['allreduce']} all-reduce"
 
 
@@ -154,7 +157,7 @@ def simulation_sentence(v):
 CSV_COLUMNS = ("file", "case", "simulation", "platform", "simgrid_version", "allreduce", "model", "steps", "seed",
                "placement", "scaling", "measured_ranks", "ranks", "step_ms", "efficiency", "compute_ms",
                "straggler_wait_ms", "exposed_allreduce_ms", "update_ms", "measured_step_ms", "error", "sharding",
-               "parameter_gather_ms")
+               "allreduce_hierarchy", "parameter_gather_ms")
 
 
 def simulation_rows(views):
@@ -171,6 +174,7 @@ def simulation_rows(views):
                    "measured_ranks": v.measured_ranks, "ranks": p, "step_ms": float(sim.step_s[i]) * 1e3,
                    "efficiency": float(sim.efficiency[i]),
                    "measured_step_ms": None, "error": v.errors.get(p), "sharding": a.get("sharding"),
+                   "allreduce_hierarchy": a.get("allreduce_hierarchy"),
                    "parameter_gather_ms": (float(sim.parameter_gather_s[i]) * 1e3
                                            if sim.parameter_gather_s is not None else None)}
             for part in SIMULATION_PARTS:

@@ -188,6 +188,45 @@ class Project(unittest.TestCase):
         self.assertEqual((proc.returncode, proc.stderr.count("\n")), (2, 1), proc.stderr)
         self.assertIn("without parameter_gather_s", proc.stderr)
 
+    def test_two_level_allreduce_as_recorded_or_asked(self):
+        # Nodes of two ranks, a network 50 times slower than the node. The case's one bucket after
+        # backward, at P = 4: the flat ring's slowest edges cross the network (6 steps of 3 us,
+        # 1.5 n/B), the two-level all-reduce goes up and down the node (1 us + n/50 GB/s each)
+        # and round the two leaders (2 x 3 us + n/B). The exposed all-reduce is exactly that,
+        # whatever the draws; the case's recorded allreduce_hierarchy chooses, the option asks.
+        nodes = os.path.join(self.dir, "nodes-of-2.toml")
+        with open(nodes, "w") as f:
+            f.write(CROSSBAR.replace("devices_per_node = 1", "devices_per_node = 2")
+                    .replace("bandwidth_GBps = 1000000\n", "bandwidth_GBps = 50\nlatency_us = 0.5\n")
+                    .replace("bandwidth_GBps = 10\n", "bandwidth_GBps = 1\n"))
+        path = self.copy("hierarchy.h5")
+        with h5py.File(path, "r+") as f:
+            f["cases/0000"].attrs["allreduce_hierarchy"] = "host"
+        for args in ([], ["--allreduce-hierarchy", "flat"]):
+            proc = self.project(path, "--platform", nodes, "--ranks", "4", "--case", "0", *args)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual("all-reduce in two levels" in proc.stdout, not args, proc.stdout)
+            # The report's line for the newest simulation says which all-reduce it simulated.
+            summary = subprocess.run([sys.executable, REPORT, "summary", path], capture_output=True, text=True,
+                                     timeout=300)
+            self.assertEqual("ring all-reduce in two levels" in " ".join(summary.stdout.split()), not args)
+        n = 52008
+        want = {"host": 2 * (1e-6 + n / 50e9) + 2 * 3e-6 + n / 1e9, "flat": 6 * 3e-6 + 1.5 * n / 1e9}
+        with h5py.File(path, "r") as f:
+            for name in ("0000", "0001"):
+                g = f["cases/0000/simulations"][name]
+                hierarchy = g.attrs["allreduce_hierarchy"]
+                got = g["exposed_allreduce_s"][list(g["ranks"][()]).index(4)]
+                self.assertAlmostEqual(got, want[hierarchy], delta=1e-9 * want[hierarchy])
+            self.assertEqual([f["cases/0000/simulations"][k].attrs["allreduce_hierarchy"] for k in ("0000", "0001")],
+                             ["host", "flat"])
+        # The message model is the flat ring's; an unknown hierarchy is refused.
+        for args, message in ((["--model", "message"], "simulated with the ring's flow model"),
+                              (["--allreduce-hierarchy", "tree"], "--allreduce-hierarchy tree: must be flat or host")):
+            proc = self.project(path, "--platform", nodes, "--ranks", "4", "--case", "0", *args)
+            self.assertEqual((proc.returncode, proc.stderr.count("\n")), (2, 1), proc.stderr)
+            self.assertIn(message, proc.stderr)
+
     def test_binomial_sends_the_bucket_across_and_back(self):
         # One bucket after backward on two ranks: the ring sends both ways at once (n/B + 2a),
         # Open MPI's binomial tree up and then down (2 n/B + 2a): n/B more, with the same draws.

@@ -189,6 +189,52 @@ TEST(ProjectSimulation, ShardedStepMovesTheAllreducesBytes) {
   }
 }
 
+TEST(ProjectSimulation, TwoLevelAllreduceEqualsItsClosedForm) {
+  // Nodes of 1, 2, 3, 4 and 8 ranks with a slow network: each bucket up a binomial tree within
+  // the node, round the leaders' ring, and down again; one rank per node is the flat ring.
+  ClusterDescription c = crossbar();
+  c.devices_per_node = 8;
+  c.intra_node = {50e9, 0.5e-6};  // within a node: 1 us and 50 GB/s device to device
+  c.nic = {1e9, 1e-6};            // between leaders: 2 x 0.5 + 2 x 1 = 3 us, 1 GB/s
+  double worst = 0;
+  for (int per_node : {1, 2, 3, 4, 8}) {
+    c.devices_per_node = per_node;
+    for (int nodes : {1, 2, 5}) {
+      const int p = per_node * nodes;
+      if (p < 2) continue;
+      const double bytes = 3 * 5 * 8 * kMiB;  // a multiple of every ring's ranks
+      TrainingInputs in = inputs(p, {{bytes, 1.0}}, false);
+      in.host_hierarchy = true;
+      const double got = simulate_training(c, in).mean.exposed_allreduce_s;
+      const double want = two_level_allreduce_time_s(per_node, nodes, bytes, 1e-6, 50e9, 3e-6, 1e9);
+      EXPECT_LT(relative(got, want), 1e-6) << per_node << " x " << nodes;
+      worst = std::max(worst, relative(got, want));
+      if (per_node == 1) {
+        in.host_hierarchy = false;
+        EXPECT_LT(relative(simulate_training(c, in).mean.exposed_allreduce_s, got), 1e-9) << nodes;
+      }
+    }
+  }
+  std::printf("largest relative error of the two-level all-reduce: %.2e\n", worst);
+}
+
+TEST(ProjectSimulation, TwoLevelAllreduceCrossesTheNetworkOnce) {
+  // Two nodes of two ranks on a network 50 times slower than the node: the flat ring's edges
+  // between the nodes carry 2(P-1)/P = 1.5 buckets each way, the leaders' ring 1. With the
+  // tree's two fast rounds the two-level all-reduce is below the flat one's 1/1.5 plus a bit.
+  ClusterDescription c = crossbar();
+  c.devices_per_node = 2;
+  c.intra_node = {50e9, 0};
+  c.nic = {1e9, 0};
+  TrainingInputs in = inputs(4, {{64 * kMiB, 1.0}}, false);
+  const double flat = simulate_training(c, in).mean.exposed_allreduce_s;
+  in.host_hierarchy = true;
+  const double two_level = simulate_training(c, in).mean.exposed_allreduce_s;
+  std::printf("64 MiB on 2 nodes of 2: flat %.3f ms, two levels %.3f ms\n", flat * 1e3, two_level * 1e3);
+  EXPECT_LT(relative(flat, 1.5 * 64 * kMiB / 1e9), 1e-6);
+  EXPECT_LT(two_level, flat / 1.5 * 1.05);
+}
+
 TEST(ProjectSimulation, FlowModelMatchesMessageModelAtSmallP) {
   // The flow model's one flow per edge against the ring's 2(P-1) messages per rank: on the
   // crossbar, and on the 8-GPU preset with both placements (cyclic: eight rings' edges share
@@ -360,6 +406,9 @@ TEST(ProjectSimulation, BadInputsAreRefused) {
   sharded_tree.sharded = true;
   sharded_tree.algorithm = AllreduceAlgorithm::binomial;
   EXPECT_THROW(simulate_training(crossbar(), sharded_tree), std::invalid_argument);
+  TrainingInputs two_level_messages = inputs(2, {{kMiB, 1}}, true, AllreduceModel::message);
+  two_level_messages.host_hierarchy = true;
+  EXPECT_THROW(simulate_training(crossbar(), two_level_messages), std::invalid_argument);
 }
 
 }  // namespace
