@@ -63,9 +63,23 @@ class AllreduceRun {
 
   int next(int r) const { return (r + 1) % s_.ranks; }
   size_t index(int step, int rank) const { return static_cast<size_t>(step) * s_.ranks + rank; }
-  /// The ring's steps of n/P bytes per collective: 2(P-1) for an all-reduce, P-1 for each of a
-  /// sharded step's reduce-scatter and all-gather.
-  int ring_steps() const { return (s_.sharded ? 1 : 2) * (s_.ranks - 1); }
+  /// What crosses the network for bucket b: `bytes` round a ring in `steps` steps of bytes / P,
+  /// or in two levels.
+  struct Collective {
+    double bytes;
+    int steps;
+    bool two_level;
+  };
+  /// The gradients' collective of bucket b (`parameters` false): an all-reduce, 2(P-1) steps
+  /// (or in two levels); a sharded optimiser's reduce-scatter, P-1; an embedding's rows
+  /// all-gathered, P-1 steps of the rows' bytes. The parameters' all-gather after a sharded
+  /// update (`parameters` true): P-1 steps of the bucket.
+  Collective collective(int b, bool parameters) const {
+    const int half = s_.ranks - 1;
+    if (parameters) return {s_.parameter_bytes[b], half, false};
+    if (!s_.gathered_bytes.empty() && s_.gathered_bytes[b] > 0) return {s_.gathered_bytes[b], half, false};
+    return {s_.bucket_bytes[b], s_.sharded ? half : 2 * half, s_.host_hierarchy};
+  }
   /// Sharded: when rank r's update ends in step `step`, from the step's start (it begins once
   /// the rank's backward and its reduce-scatters have ended).
   double update_end(int step, int rank) const {
@@ -90,7 +104,7 @@ class AllreduceRun {
     for (int step = 0; step < s_.steps; ++step) {
       barrier->wait();  // the step starts when every lane's rings of the step before are done
       const double t0 = sg4::Engine::get_clock();
-      const double reduced = flow_rings(lane, t0, [&](int b) {
+      const double reduced = flow_rings(lane, t0, false, [&](int b) {
         double last = 0;
         for (int r = 0; r < s_.ranks; ++r) last = std::max(last, ready(step, r, b));
         return last;
@@ -100,22 +114,24 @@ class AllreduceRun {
       barrier->wait();  // every lane's reduce-scatters done: each rank's update can begin
       double updated = 0;
       for (int r = 0; r < s_.ranks; ++r) updated = std::max(updated, update_end(step, r));
-      const double gathered = flow_rings(lane, t0, [updated](int) { return updated; });
+      const double gathered = flow_rings(lane, t0, true, [updated](int) { return updated; });
       for (int r = 0; r < s_.ranks; ++r) gathered_[index(step, r)] = std::max(gathered_[index(step, r)], gathered);
     }
   }
 
-  /// The rings of one lane's buckets in the flow model, bucket b from `start(b)` seconds after
-  /// t0 and not before the lane's bucket before it has ended; when the last ends, after t0.
+  /// The collectives of one lane's buckets in the flow model (the gradients', or with
+  /// `parameters` the parameters' all-gather), bucket b from `start(b)` seconds after t0 and not
+  /// before the lane's bucket before it has ended; when the last ends, after t0.
   template <class Start>
-  double flow_rings(int lane, double t0, const Start& start) {
+  double flow_rings(int lane, double t0, bool parameters, const Start& start) {
     double end = 0;
     for (int b = lane; b < buckets_; b += s_.lanes) {
       sg4::this_actor::sleep_until(t0 + std::max(end, start(b)));
-      if (s_.host_hierarchy) {
-        two_level_flows(s_.bucket_bytes[b]);
+      const Collective c = collective(b, parameters);
+      if (c.two_level) {
+        two_level_flows(c.bytes);
       } else {
-        ring_flows(all_ranks_, s_.bucket_bytes[b], ring_steps(), edge_latency_s_);
+        ring_flows(all_ranks_, c.bytes, c.steps, edge_latency_s_);
       }
       end = sg4::Engine::get_clock() - t0;
     }
@@ -174,25 +190,27 @@ class AllreduceRun {
     for (int step = 0; step < s_.steps; ++step) {
       barrier->wait();  // the step starts when every rank's rings of the step before are done
       const double t0 = sg4::Engine::get_clock();
-      finished(step, rank, message_rings(lane, t0, in, out, [&](int b) { return ready(step, rank, b); }));
+      finished(step, rank, message_rings(lane, t0, in, out, false, [&](int b) { return ready(step, rank, b); }));
       if (!s_.sharded) continue;
       rank_lanes->wait();  // every lane of this rank reduce-scattered: its update can begin
       const double updated = update_end(step, rank);
-      const double gathered = message_rings(lane, t0, in, out, [updated](int) { return updated; });
+      const double gathered = message_rings(lane, t0, in, out, true, [updated](int) { return updated; });
       gathered_[index(step, rank)] = std::max(gathered_[index(step, rank)], gathered);
     }
   }
 
-  /// One rank's rings of one lane's buckets in the message model, bucket b from `start(b)`
+  /// One rank's rings of one lane's buckets in the message model (the gradients', or with
+  /// `parameters` the parameters' all-gather), bucket b from `start(b)`
   /// seconds after t0 and not before the lane's bucket before it has ended; when the last ends.
   template <class Start>
-  double message_rings(int lane, double t0, sg4::Mailbox* in, sg4::Mailbox* out, const Start& start) {
+  double message_rings(int lane, double t0, sg4::Mailbox* in, sg4::Mailbox* out, bool parameters, const Start& start) {
     static int token = 0;  // the messages carry no data: only their simulated size matters
     double end = 0;
     for (int b = lane; b < buckets_; b += s_.lanes) {
       sg4::this_actor::sleep_until(t0 + std::max(end, start(b)));
-      const uint64_t chunk = whole_bytes(s_.bucket_bytes[b] / s_.ranks);
-      for (int i = 0; i < ring_steps(); ++i) {
+      const Collective c = collective(b, parameters);
+      const uint64_t chunk = whole_bytes(c.bytes / s_.ranks);
+      for (int i = 0; i < c.steps; ++i) {
         sg4::CommPtr send = out->put_async(&token, chunk);
         int* received = nullptr;
         sg4::CommPtr receive = in->get_async(&received);

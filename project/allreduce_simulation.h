@@ -15,6 +15,11 @@ namespace dlscale::project {
 struct AllreduceSchedule {
   int ranks = 2, steps = 1;
   std::vector<double> bucket_bytes;
+  /// [bucket], or empty: > 0 where the bucket's gradient is all-gathered as the ranks' rows,
+  /// this many bytes from all ranks together (GradientBucket::gathered_bytes).
+  std::vector<double> gathered_bytes;
+  /// [bucket] with sharded: the bytes of its parameters' all-gather.
+  std::vector<double> parameter_bytes;
   /// When rank r has bucket b in step s, from the step's start: [(s * ranks + r) * buckets + b].
   std::vector<double> ready_s;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;

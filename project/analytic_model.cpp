@@ -50,12 +50,16 @@ StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, cons
   double end = 0;
   for (const GradientBucket& b : buckets) {
     const double ready = overlap ? compute.forward_s + b.ready_fraction * compute.backward_s : fb;
-    end = std::max(ready, end) + ring(ranks, b.bytes, latency_s, bandwidth_Bps);
+    end = std::max(ready, end) + (b.gathered_bytes > 0
+                                      ? ring_half_time_s(ranks, b.gathered_bytes, latency_s, bandwidth_Bps)
+                                      : ring(ranks, b.bytes, latency_s, bandwidth_Bps));
   }
   const double allreduce_end = std::max(fb, end);
   double gather = 0;
   if (sharded) {
-    for (const GradientBucket& b : buckets) gather += ring_half_time_s(ranks, b.bytes, latency_s, bandwidth_Bps);
+    for (const GradientBucket& b : buckets) {
+      gather += ring_half_time_s(ranks, b.parameter_bytes > 0 ? b.parameter_bytes : b.bytes, latency_s, bandwidth_Bps);
+    }
   }
   StepBreakdown s;
   s.compute_s = fb;

@@ -40,6 +40,14 @@ void check_inputs(const ClusterDescription& cluster, const TrainingInputs& in) {
                       b.ready_fraction, previous));
     }
     previous = b.ready_fraction;
+    if (!std::isfinite(b.gathered_bytes) || b.gathered_bytes < 0 || !std::isfinite(b.parameter_bytes) ||
+        b.parameter_bytes < 0) {
+      throw std::invalid_argument(fmt::format("training simulation: {} bytes of rows gathered, {} of parameters",
+                                              b.gathered_bytes, b.parameter_bytes));
+    }
+    if (b.gathered_bytes > 0 && in.algorithm != AllreduceAlgorithm::ring) {
+      throw std::invalid_argument("training simulation: an embedding's rows are all-gathered round a ring");
+    }
   }
   if (in.steps < 1) throw std::invalid_argument(fmt::format("training simulation: {} steps", in.steps));
   if (in.host_hierarchy &&
@@ -98,7 +106,11 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   if (in.host_hierarchy) {
     for (int r = 0; r < in.ranks; ++r) schedule.node_of.push_back(place_rank(cluster, in.ranks, r).node);
   }
-  for (const GradientBucket& b : in.buckets) schedule.bucket_bytes.push_back(b.bytes);
+  for (const GradientBucket& b : in.buckets) {
+    schedule.bucket_bytes.push_back(b.bytes);
+    schedule.gathered_bytes.push_back(b.gathered_bytes);
+    schedule.parameter_bytes.push_back(b.parameter_bytes > 0 ? b.parameter_bytes : b.bytes);
+  }
   schedule.ready_s.resize(p * in.steps * nb);
   for (size_t i = 0; i < p * in.steps; ++i) {
     const ComputeSample& c = in.samples[pick(rng)];

@@ -22,6 +22,14 @@ struct ComputeSample {
 struct GradientBucket {
   double bytes = 0;
   double ready_fraction = 1;
+  /// > 0: the bucket's gradient is not all-reduced but all-gathered as the rows the ranks
+  /// touched (an embedding's, `--sparse-embedding`), this many bytes from all ranks together,
+  /// each rank's share going round the ring's P-1 steps (ring only, not in two levels). `bytes`
+  /// stays the parameters' (what a sharded optimiser all-gathers).
+  double gathered_bytes = 0;
+  /// Sharded: the bytes of the parameters' all-gather (double the gradients' for a driver that
+  /// keeps float64 parameters; never compressed); 0: `bytes`.
+  double parameter_bytes = 0;
 };
 
 /// How a bucket is all-reduced.

@@ -31,6 +31,9 @@ struct SimulationRecord {
   std::vector<double> step_s, efficiency, compute_s, straggler_wait_s, exposed_allreduce_s, update_s;
   /// The part of update_s after the last rank's update: the parameters' all-gather (0 unsharded).
   std::vector<double> parameter_gather_s;
+  /// The bytes of an embedding's rows all-gathered (--sparse-embedding); 0 where it went dense
+  /// round the ring, or the case has none.
+  std::vector<double> embedding_rows_bytes;
   /// One entry per gradient bucket, in the order backward makes them ready.
   std::vector<double> bucket_bytes, bucket_ready_fraction;
 };
@@ -69,6 +72,7 @@ inline const DatasetField<SimulationRecord> kSimulationDatasets[] = {
     vector_member<&SimulationRecord::bucket_bytes>("bucket_bytes"),
     vector_member<&SimulationRecord::bucket_ready_fraction>("bucket_ready_fraction"),
     vector_member<&SimulationRecord::parameter_gather_s>("parameter_gather_s"),
+    vector_member<&SimulationRecord::embedding_rows_bytes>("embedding_rows_bytes"),
 };
 
 }  // namespace dlscale

@@ -144,17 +144,71 @@ void read_mechanism(const RecordedCase& r, const SoftwareRecord& software, bool 
 namespace {
 
 /// Compressed gradients cross the network in 16 bits: half of each bucket's bytes (its record is
-/// the float32 gradient's). An unknown `compression` is refused naming the case (`where`).
-void to_wire_bytes(const std::string& compression, const std::string& where, std::vector<GradientBucket>& buckets) {
+/// the float32 gradient's), but for an embedding's rows (`rows`: the last bucket), which go in
+/// float32 gathered or dense. An unknown `compression` is refused naming the case (`where`).
+void to_wire_bytes(const std::string& compression, const std::string& where, bool rows,
+                   std::vector<GradientBucket>& buckets) {
   try {
     const double share = wire_bytes(parse_grad_compression(compression)) / 4.0;
-    for (GradientBucket& b : buckets) b.bytes *= share;
+    for (size_t i = 0; i + (rows ? 1 : 0) < buckets.size(); ++i) buckets[i].bytes *= share;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }
 }
 
+/// Bytes of a parameter over bytes of its gradient (float32), from the case's memory rows: 2 for
+/// a driver whose parameters are float64 (the reference); 1 where the file does not say.
+double parameter_scale(const CaseRecord& record) {
+  const auto has = [&](const char* name) {
+    for (const Column& c : record.memory.columns) {
+      if (c.name == name && !c.is_string && c.size() > 0) return true;
+    }
+    return false;
+  };
+  if (!has("parameter_bytes") || !has("gradient_bytes")) return 1;
+  const auto first = [&](const char* name) {
+    const Column& c = record.memory.column(name);
+    return c.is_double ? c.doubles.front() : static_cast<double>(c.ints.front());
+  };
+  const double params = first("parameter_bytes"), grads = first("gradient_bytes");
+  return params > 0 && grads > 0 && std::isfinite(params / grads) ? params / grads : 1;
+}
+
+/// The case's embedding summed as rows, where it recorded one: the buffer's first recorded bucket,
+/// its row width from the recorded crossover share (2 width / (P (width + 1)) at the measured P).
+std::optional<SparseEmbedding> sparse_embedding(const CaseRecord& record, const RecordedCase& r,
+                                                const std::string& where) {
+  const double share = r.outcome.sparse_embedding_rows_share, crossover = r.outcome.sparse_embedding_crossover_share;
+  if (std::isnan(share)) return std::nullopt;
+  const double x = crossover * static_cast<double>(record.ranks) / 2;  // width / (width + 1)
+  if (!(share >= 0 && share <= 1) || !(x > 0 && x < 1) || record.bucket_bytes.empty()) {
+    throw std::invalid_argument(
+        fmt::format("{}: sparse_embedding_rows_share {} with crossover share {} on {} ranks and {} recorded buckets "
+                    "describe no embedding",
+                    where, share, crossover, record.ranks, record.bucket_bytes.size()));
+  }
+  SparseEmbedding e;
+  e.width = static_cast<int>(std::lround(x / (1 - x)));
+  e.block_bytes = record.bucket_bytes.front();
+  e.rows_share = share;
+  const double rows = e.block_bytes / 4 / e.width;
+  if (e.width < 1 || std::abs(rows - std::round(rows)) > 1e-6 * rows) {
+    throw std::invalid_argument(fmt::format("{}: its first bucket of {} bytes is no embedding of rows of {} floats",
+                                            where, e.block_bytes, e.width));
+  }
+  return e;
+}
+
 }  // namespace
+
+double gathered_rows_bytes(const SparseEmbedding& e, int measured_ranks, int ranks, bool strong) {
+  const double share =
+      strong ? std::min(1.0, e.rows_share * measured_ranks / static_cast<double>(ranks)) : e.rows_share;
+  const double width = e.width;
+  if (share > 2 * width / (ranks * (width + 1))) return 0;  // dense round the ring
+  const double vocabulary = e.block_bytes / 4 / width;
+  return ranks * share * vocabulary * (width + 1) * 4;
+}
 
 CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& software_attrs) {
   const std::string where = "case " + name;
@@ -225,7 +279,12 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(where + ": " + e.what());
   }
   c.readiness_measured = apply_measured_readiness(record, c.buckets);
-  to_wire_bytes(d.grad_compression, where, c.buckets);
+  if (c.sharded) {
+    const double scale = parameter_scale(record);
+    for (GradientBucket& b : c.buckets) b.parameter_bytes = b.bytes * scale;
+  }
+  c.sparse = sparse_embedding(record, r, where);
+  to_wire_bytes(d.grad_compression, where, c.sparse.has_value(), c.buckets);
   return c;
 }
 

@@ -2,6 +2,7 @@
 // buckets and the measured all-reduce figures as a platform (docs/projection.md, "dlscale-project").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,21 @@
 #include "project/training_simulation.h"
 
 namespace dlscale::project {
+
+/// An embedding whose gradient the case summed as the rows the ranks touched (--sparse-embedding).
+struct SparseEmbedding {
+  double block_bytes = 0;  ///< its whole gradient (float32): the buffer's first bucket
+  int width = 0;           ///< floats per row
+  double rows_share = 0;   ///< rows a rank touched over the vocabulary (the mean over ranks), as measured
+};
+
+/// The bytes of rows all-gathered for `e` on P ranks (GradientBucket::gathered_bytes): each rank's
+/// touched rows, each of width + 1 floats (its index with it), from every rank; 0 where that is
+/// more than the ring's 2(P-1)/P of the block, which then goes dense round the ring, as dlscale
+/// decides (the share above 2 width / (P (width + 1))). A rank touches as many rows at every P
+/// under weak scaling; under strong scaling its batch is measured P / P of the measured one's,
+/// and its rows are taken to shrink alike (at most: repeated tokens make it fewer).
+double gathered_rows_bytes(const SparseEmbedding& e, int measured_ranks, int ranks, bool strong);
 
 /// A case that can be projected, with everything the simulation needs from it.
 struct CaseInputs {
@@ -38,6 +54,9 @@ struct CaseInputs {
   bool sharded = false;
   /// The all-reduce went in two levels where ranks shared a host (`allreduce_hierarchy` host).
   bool host_hierarchy = false;
+  /// --sparse-embedding where the case summed an embedding's rows (its
+  /// `sparse_embedding_rows_share`): the embedding is `buckets.back()`, the last ready.
+  std::optional<SparseEmbedding> sparse;
   double measured_step_s = 0;          ///< the case's step_median_s
   std::vector<ComputeSample> samples;  ///< one per rank and iteration, as measured
   std::vector<GradientBucket> buckets;

@@ -60,6 +60,7 @@ struct Point {
   int ranks = 0;
   StepBreakdown step;
   double efficiency = 0;
+  double embedding_rows_bytes = 0;  ///< the embedding's rows all-gathered; 0: none, or dense
 };
 
 std::string read_text(const std::string& path) {
@@ -308,6 +309,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
   std::string compute =
       job.inputs.strong ? "forward and backward scaled by measured P / P (strong scaling)" : "compute as measured";
   if (job.inputs.sharded) compute += ", the update of the share scaled by measured P / P";
+  if (job.inputs.sparse) compute += ", the embedding's rows all-gathered where fewer bytes than its block";
   std::printf(
       "\ncase %s (%s) on %s: %s%s, %s model, %d steps, seed %s, %zu bucket%s (%s), %s\n", job.inputs.name.c_str(),
       job.inputs.label.c_str(), job.platform.cluster.name.c_str(),
@@ -323,6 +325,10 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     TrainingInputs in;
     in.ranks = p;
     in.buckets = job.inputs.buckets;
+    if (job.inputs.sparse) {
+      in.buckets.back().gathered_bytes =
+          gathered_rows_bytes(*job.inputs.sparse, job.inputs.measured_ranks, p, job.inputs.strong);
+    }
     in.overlap = job.inputs.overlap;
     in.algorithm = job.inputs.algorithm;
     in.lanes = job.inputs.lanes;
@@ -342,6 +348,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     }
     Point point;
     point.ranks = p;
+    if (job.inputs.sparse && p > 1) point.embedding_rows_bytes = in.buckets.back().gathered_bytes;
     try {
       point.step = simulate_training(job.platform.cluster, in).mean;
     } catch (const std::exception& e) {
@@ -394,6 +401,7 @@ GroupRecord simulation_group(const Job& job, const std::vector<Point>& points, c
     rec.exposed_allreduce_s.push_back(p.step.exposed_allreduce_s);
     rec.update_s.push_back(p.step.update_and_other_s);
     rec.parameter_gather_s.push_back(p.step.parameter_gather_s);
+    rec.embedding_rows_bytes.push_back(p.embedding_rows_bytes);
   }
   for (const GradientBucket& b : job.inputs.buckets) {
     rec.bucket_bytes.push_back(b.bytes);

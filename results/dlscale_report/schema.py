@@ -307,9 +307,10 @@ SIMULATION_PARTS = ("compute_s", "straggler_wait_s", "exposed_allreduce_s", "upd
 SIMULATION_DATASETS = ("ranks", "step_s", "efficiency") + SIMULATION_PARTS
 # One value per gradient bucket (optional: older files lack them).
 SIMULATION_BUCKET_DATASETS = ("bucket_bytes", "bucket_ready_fraction")
-# One value per simulated rank count, optional (older files lack it): the part of update_s that is
-# the parameters' all-gather of a sharded optimiser (0 for the others).
-SIMULATION_GATHER_DATASETS = ("parameter_gather_s",)
+# One value per simulated rank count, optional (older files lack them): the part of update_s that is
+# the parameters' all-gather of a sharded optimiser (0 for the others), and the bytes of an
+# embedding's rows all-gathered (0 where it went dense, or there is none).
+SIMULATION_PATTERN_DATASETS = ("parameter_gather_s", "embedding_rows_bytes")
 
 
 @dataclass
@@ -331,6 +332,7 @@ class Simulation:
     bucket_bytes: object = None          # float64 [buckets], or None
     bucket_ready_fraction: object = None
     parameter_gather_s: object = None    # float64 [k], or None
+    embedding_rows_bytes: object = None  # float64 [k], or None
 
     @property
     def platform(self):
@@ -625,11 +627,11 @@ def _read_simulation(path, name, group):
         raise _Damaged(f"datasets {', '.join(SIMULATION_DATASETS)} must be of one length k > 0, are "
                        + ", ".join(str(v.shape) for v in data.values()))
     buckets = {key: _dataset(group, key, np.float64) for key in SIMULATION_BUCKET_DATASETS}
-    gather = {key: _dataset(group, key, np.float64) for key in SIMULATION_GATHER_DATASETS}
-    for key, value in gather.items():
+    patterns = {key: _dataset(group, key, np.float64) for key in SIMULATION_PATTERN_DATASETS}
+    for key, value in patterns.items():
         if value is not None and value.shape != k:
             raise _Damaged(f"dataset {key} has shape {value.shape}, not that of ranks {k}")
-    return Simulation(name=name, attrs=_group_attrs(group), **data, **buckets, **gather)
+    return Simulation(name=name, attrs=_group_attrs(group), **data, **buckets, **patterns)
 
 
 def _read_simulations(parent):

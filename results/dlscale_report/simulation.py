@@ -157,7 +157,7 @@ def simulation_sentence(v):
 CSV_COLUMNS = ("file", "case", "simulation", "platform", "simgrid_version", "allreduce", "model", "steps", "seed",
                "placement", "scaling", "measured_ranks", "ranks", "step_ms", "efficiency", "compute_ms",
                "straggler_wait_ms", "exposed_allreduce_ms", "update_ms", "measured_step_ms", "error", "sharding",
-               "allreduce_hierarchy", "parameter_gather_ms")
+               "allreduce_hierarchy", "parameter_gather_ms", "embedding_rows_bytes")
 
 
 def simulation_rows(views):
@@ -176,7 +176,9 @@ def simulation_rows(views):
                    "measured_step_ms": None, "error": v.errors.get(p), "sharding": a.get("sharding"),
                    "allreduce_hierarchy": a.get("allreduce_hierarchy"),
                    "parameter_gather_ms": (float(sim.parameter_gather_s[i]) * 1e3
-                                           if sim.parameter_gather_s is not None else None)}
+                                           if sim.parameter_gather_s is not None else None),
+                   "embedding_rows_bytes": (float(sim.embedding_rows_bytes[i])
+                                            if sim.embedding_rows_bytes is not None else None)}
             for part in SIMULATION_PARTS:
                 row[part[:-2] + "_ms"] = float(getattr(sim, part)[i]) * 1e3
             if p == v.measured_ranks and p in v.errors:

@@ -145,8 +145,9 @@ class Project(unittest.TestCase):
     def test_sharded_optimizer_gathers_after_the_update(self):
         # A sharded optimiser's case: its file records each step's all-gather apart from the
         # update phase that holds it; the simulation reduce-scatters the one bucket after backward
-        # and, after the last rank's update, all-gathers it: on the crossbar exactly half a ring,
-        # (P-1) a + (P-1)/P n/B, whatever the draws.
+        # and, after the last rank's update, all-gathers its parameters: on the crossbar exactly
+        # half a ring, (P-1) a + (P-1)/P n/B, whatever the draws, n the parameters' bytes (the
+        # reference driver's are float64: twice the gradients', as its memory rows say).
         path = os.path.join(self.dir, "sharded.h5")
         proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
                                "--ranks", "2", "--bucket-mb", "0", "--sharding", "optimizer", "--optimizer", "adam",
@@ -159,6 +160,9 @@ class Project(unittest.TestCase):
             self.assertEqual(case.attrs["sharding"], "optimizer")
             gather, update = case["parameter_gather_s"][()], case["phase_time_s"][()][:, :, 3]
             self.assertEqual(gather.shape, (2, 5))
+            memory = case["memory"][()]
+            widths = memory["parameter_bytes"] / memory["gradient_bytes"]
+            self.assertEqual(list(widths), [2, 2])
             self.assertTrue(np.all((gather > 0) & (gather <= update)), (gather, update))
         proc = self.project(path, "--platform", self.crossbar, "--ranks", "2,4,8", "--case", "0")
         self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -171,7 +175,7 @@ class Project(unittest.TestCase):
             self.assertEqual(ranks, [1, 2, 4, 8])
             self.assertEqual(len(n), 1)
             gathered = g["parameter_gather_s"][()]
-            want = [(p - 1) * 2e-6 + (p - 1) / p * n[0] / 10e9 for p in ranks]
+            want = [(p - 1) * 2e-6 + (p - 1) / p * 2 * n[0] / 10e9 for p in ranks]
             np.testing.assert_allclose(gathered, want, rtol=1e-6, atol=1e-12)
             self.assertTrue(np.all(gathered <= g["update_s"][()]))
             np.testing.assert_allclose(sum(g[p][()] for p in PARTS), g["step_s"][()], rtol=0, atol=1e-9)
@@ -226,6 +230,38 @@ class Project(unittest.TestCase):
             proc = self.project(path, "--platform", nodes, "--ranks", "4", "--case", "0", *args)
             self.assertEqual((proc.returncode, proc.stderr.count("\n")), (2, 1), proc.stderr)
             self.assertIn(message, proc.stderr)
+
+    def test_sparse_embedding_rows_gathered_up_to_the_crossover(self):
+        # A small PTB model whose embedding (2000 rows of 16 floats) the buckets summed as the rows
+        # the ranks touched: simulated as every rank's rows (17 floats each, the index with them)
+        # gathered from every rank, in float32, while that is fewer bytes than the ring's
+        # 2(P-1)/P of the block: up to a share of 2 x 16 / (P x 17), dense beyond.
+        path = os.path.join(self.dir, "sparse.h5")
+        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "lstm32:vocab=2000,embed=16,hidden=16,seq=4",
+                               "-d", "reference", "--ranks", "2", "--bucket-mb", "0.01", "--sparse-embedding",
+                               "--phases", "--warmup", "1", "--iterations", "5", "--peak", "skip",
+                               "--progress", "none", "--out", path],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with h5py.File(path, "r") as f:
+            case = f["cases/0000"]
+            share = case.attrs["sparse_embedding_rows_share"]
+            self.assertTrue(0 < share < 1, share)
+            self.assertEqual(case["bucket_bytes"][0], 2000 * 16 * 4)
+        proc = self.project(path, "--platform", self.crossbar, "--ranks", "2,4,8,16,32", "--case", "0")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("the embedding's rows all-gathered where fewer bytes than its block", proc.stdout)
+        with h5py.File(path, "r") as f:
+            g = f["cases/0000/simulations/0000"]
+            ranks = list(g["ranks"][()])
+            self.assertEqual(g["bucket_bytes"][-1], 2000 * 16 * 4)  # ready last, in float32
+            want = [0 if p == 1 or share > 2 * 16 / (p * 17) else p * share * 2000 * 17 * 4 for p in ranks]
+            np.testing.assert_allclose(g["embedding_rows_bytes"][()], want, rtol=1e-9)
+            self.assertGreater(sum(w > 0 for w in want), 1)  # gathered at two P or more
+            self.assertIn(0, want[1:])  # and dense beyond the crossover
+            np.testing.assert_allclose(sum(g[p][()] for p in PARTS), g["step_s"][()], rtol=0, atol=1e-9)
+        check = subprocess.run([sys.executable, REPORT, "check", path], capture_output=True, text=True, timeout=300)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
     def test_binomial_sends_the_bucket_across_and_back(self):
         # One bucket after backward on two ranks: the ring sends both ways at once (n/B + 2a),

@@ -140,5 +140,69 @@ TEST(ProjectCaseInputs, ProgressModeFromTheThreadLevel) {
   EXPECT_TRUE(c.readiness_measured);
 }
 
+void set_attr(Attrs& attrs, const std::string& name, AttrValue value) {
+  for (auto& [key, v] : attrs) {
+    if (key == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  attrs.emplace_back(name, std::move(value));
+}
+
+TEST(ProjectCaseInputs, SparseEmbeddingRowsGatheredUpToTheCrossover) {
+  // An embedding of 1000 rows of 16 floats (64000 bytes) is the buffer's first bucket; each rank
+  // touched a tenth of its rows; on 2 ranks the crossover share was 2 x 16 / (2 x 17).
+  CaseRecord r = usable_record();
+  r.bucket_bytes = {64000, 30000, 6000};
+  set_attr(r.attrs, "sparse_embedding_rows_share", 0.1);
+  set_attr(r.attrs, "sparse_embedding_crossover_share", 32.0 / 34.0);
+  set_attr(r.attrs, "grad_compression", std::string("fp16"));
+  const CaseInputs c = case_inputs("0001", r, software(""));
+  ASSERT_TRUE(c.sparse.has_value());
+  EXPECT_EQ(c.sparse->width, 16);
+  EXPECT_EQ(c.sparse->block_bytes, 64000);
+  EXPECT_EQ(c.sparse->rows_share, 0.1);
+  // The embedding is ready last and goes in float32; the other buckets in 16 bits.
+  ASSERT_EQ(c.buckets.size(), 3u);
+  EXPECT_EQ(c.buckets[0].bytes, 3000);
+  EXPECT_EQ(c.buckets[1].bytes, 15000);
+  EXPECT_EQ(c.buckets[2].bytes, 64000);
+  // Weak scaling: every rank's 100 rows of 17 floats (the index with them) from every rank, up to
+  // the crossover 2 x 16 / (P x 17), which P = 32 passes: dense there.
+  EXPECT_DOUBLE_EQ(gathered_rows_bytes(*c.sparse, 2, 2, false), 2 * 100 * 17 * 4);
+  EXPECT_DOUBLE_EQ(gathered_rows_bytes(*c.sparse, 2, 16, false), 16 * 100 * 17 * 4);
+  EXPECT_EQ(gathered_rows_bytes(*c.sparse, 2, 32, false), 0);
+  // Strong scaling: a rank's batch, and its rows, 2/32 of the measured one's.
+  EXPECT_DOUBLE_EQ(gathered_rows_bytes(*c.sparse, 2, 32, true), 32 * 100 * 2 / 32.0 * 17 * 4);
+  // A case without an embedding's rows has none; a share without the crossover describes none.
+  EXPECT_FALSE(case_inputs("0001", usable_record(), software("")).sparse.has_value());
+  set_attr(r.attrs, "sparse_embedding_crossover_share", std::nan(""));
+  EXPECT_THROW(case_inputs("0001", r, software("")), std::invalid_argument);
+}
+
+TEST(ProjectCaseInputs, ShardedParametersAllGatheredAtTheirOwnWidth) {
+  // A sharded case on a driver with float64 parameters (memory rows: parameter bytes twice the
+  // gradient bytes) and fp16 gradients: the reduce-scatter sends 16 bits, the all-gather 64.
+  CaseRecord r = usable_record();
+  r.bucket_bytes = {16000, 30000, 6008};
+  set_attr(r.attrs, "sharding", std::string("optimizer"));
+  set_attr(r.attrs, "grad_compression", std::string("fp16"));
+  r.parameter_gather_s = std::vector<double>(4, 0.0004);
+  r.memory.columns = {Column::of_ints("parameter_bytes", {104016, 104016}),
+                      Column::of_ints("gradient_bytes", {52008, 52008})};
+  ASSERT_EQ(unusable_reason(r), "");
+  const CaseInputs c = case_inputs("0001", r, software(""));
+  EXPECT_TRUE(c.sharded);
+  ASSERT_EQ(c.buckets.size(), 3u);
+  EXPECT_EQ(c.buckets[0].bytes, 3004);
+  EXPECT_EQ(c.buckets[0].parameter_bytes, 12016);
+  EXPECT_EQ(c.buckets[2].parameter_bytes, 32000);
+  EXPECT_DOUBLE_EQ(c.samples[0].update_s, 0.0006);  // the update phase less its all-gather
+  // Without the all-gather recorded apart it cannot be projected.
+  r.parameter_gather_s.clear();
+  EXPECT_NE(unusable_reason(r).find("without parameter_gather_s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dlscale::project

@@ -129,21 +129,24 @@ TEST(ProjectSimulation, RingsOnTwoLanesShareTheLinksAndOverlapTheirLatencies) {
 TEST(ProjectSimulation, CrossbarStepEqualsClosedForm) {
   // Four buckets ready after each quarter of backward; at large P or size the ring outlasts
   // backward and part of it is exposed, at small ones it hides behind it. Sharded, each bucket
-  // is reduce-scattered and, after the update, all-gathered.
+  // is reduce-scattered and, after the update, all-gathered. With rows, the last bucket (an
+  // embedding's, ready as backward ends) is all-gathered as rows of a quarter of its bytes.
   double worst = 0;
   for (int p : {2, 8, 64}) {
     for (double total : {4 * kMiB, 100 * kMiB}) {
       for (bool overlap : {true, false}) {
-        for (bool sharded : {false, true}) {
+        for (const auto& [sharded, rows] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
           std::vector<GradientBucket> buckets;
           for (int b = 1; b <= 4; ++b) buckets.push_back({total / 4, b / 4.0});
+          if (rows) buckets.back().gathered_bytes = total / 16;
           TrainingInputs in = inputs(p, buckets, overlap);
           in.sharded = sharded;
           const StepBreakdown want = identical_ranks_step(p, in.samples[0], in.buckets, overlap, kCrossbarLatency,
                                                           kCrossbarBandwidth, sharded);
           const StepBreakdown got = simulate_training(crossbar(), in).mean;
           const std::string where = "P=" + std::to_string(p) + " bytes=" + std::to_string(total) +
-                                    (overlap ? " overlapped" : " blocking") + (sharded ? " sharded" : "");
+                                    (overlap ? " overlapped" : " blocking") + (sharded ? " sharded" : "") +
+                                    (rows ? " rows" : "");
           EXPECT_LT(relative(got.step_s, want.step_s), 1e-6) << where;
           EXPECT_LT(relative(got.exposed_allreduce_s, want.exposed_allreduce_s), 1e-6) << where;
           EXPECT_NEAR(got.compute_s, want.compute_s, 1e-12) << where;  // a mean of P equal times
@@ -406,6 +409,9 @@ TEST(ProjectSimulation, BadInputsAreRefused) {
   sharded_tree.sharded = true;
   sharded_tree.algorithm = AllreduceAlgorithm::binomial;
   EXPECT_THROW(simulate_training(crossbar(), sharded_tree), std::invalid_argument);
+  TrainingInputs rows_tree = inputs(2, {{kMiB, 1, kMiB / 4}}, true);
+  rows_tree.algorithm = AllreduceAlgorithm::binomial;
+  EXPECT_THROW(simulate_training(crossbar(), rows_tree), std::invalid_argument);
   TrainingInputs two_level_messages = inputs(2, {{kMiB, 1}}, true, AllreduceModel::message);
   two_level_messages.host_hierarchy = true;
   EXPECT_THROW(simulate_training(crossbar(), two_level_messages), std::invalid_argument);

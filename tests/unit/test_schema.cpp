@@ -83,7 +83,7 @@ TEST(Schema, TheReaderKnowsTheAllreduceProjectionAndSimulationDatasets) {
   EXPECT_EQ(python_names("ALLREDUCE_DATASETS"), dataset_names(kAllreduceDatasets));
   EXPECT_EQ(python_keys("schema.PROJECTION_DATASETS", "schema"), dataset_names(kProjectionDatasets));
   EXPECT_EQ(
-      python_keys("schema.SIMULATION_DATASETS + schema.SIMULATION_BUCKET_DATASETS + schema.SIMULATION_GATHER_DATASETS",
+      python_keys("schema.SIMULATION_DATASETS + schema.SIMULATION_BUCKET_DATASETS + schema.SIMULATION_PATTERN_DATASETS",
                   "schema"),
       dataset_names(kSimulationDatasets));
 }
