@@ -25,6 +25,7 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
   sudo python3 bench/projection_holdout.py --rates 200mbit,500mbit [--buckets 1] [--repeats 2]
       [--goodput SHARE|measured]
       [--workload mnist_fnn:width=512] [--driver libtorch] [--batch 256] [--keep DIR]
+      [--sharding none,optimizer] [--grad-compression none,fp16] [--sparse-embedding]
       [--mca NAME=VALUE] [--burst 80kb] [--dlscale build/current/dlscale] [--project build/current/dlscale-project]
 
 The measured exposed all-reduce is given as the diagnosis defines it (from the last rank's
@@ -92,12 +93,13 @@ def one_way_latency_s(bed, port=45100, n=200):
 
 
 def dlscale_run(bed, dlscale, ranks_per_host, hosts, out, workload, driver, batch, buckets, iterations, warmup, cwd,
-                mca=()):
-    """One job of `--ranks 2 --phases` cases (one per bucket size) on `hosts`; the file's path."""
+                mca=(), patterns=()):
+    """One job of `--ranks 2 --phases` cases (one per bucket size, and per pattern: `patterns` are
+    more dlscale options, e.g. --sharding none,optimizer) on `hosts`; the file's path."""
     cmd = bed.mpirun_args(ranks_per_host, hosts=hosts) + [a for m in mca for a in ("--mca", *m.split("=", 1))] + [
         dlscale, "run", "-w", workload, "-d", driver, "--threads", "1", "--batch", str(batch),
         "--ranks", "2", "--bucket-mb", ",".join(buckets), "--phases", "--iterations", str(iterations),
-        "--warmup", str(warmup), "--peak", "skip", "--progress", "none", "--out", out, "--overwrite"]
+        "--warmup", str(warmup), "--peak", "skip", "--progress", "none", "--out", out, "--overwrite", *patterns]
     r = bed.run(bed.hosts[0], cmd, timeout=600, cwd=cwd)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
@@ -117,8 +119,23 @@ def diagnosis(case):
     return float(step[mid].mean()), float(straggler[mid].mean()), float(exposed[mid].mean())
 
 
+def case_key(c):
+    """A case's bucket size and pattern: (bucket_mb, sharding, grad_compression, sparse embedding)."""
+    sparse = c.attrs.get("sparse_embedding_rows_share", float("nan"))
+    return (float(c.attrs["bucket_mb"]), str(c.attrs.get("sharding", "none")),
+            str(c.attrs.get("grad_compression", "none")), bool(np.isfinite(sparse)))
+
+
+def pattern_name(key):
+    """"fp32", or what the case did beyond the dense float32 all-reduce: "sharded", "fp16", "rows"."""
+    _, sharding, compression, sparse = key
+    words = (["sharded"] if sharding != "none" else []) + ([compression] if compression != "none" else []) + (
+        ["rows"] if sparse else [])
+    return "+".join(words) or "fp32"
+
+
 def cases(path):
-    """{bucket_mb: dict of the case}: its name, hosts, overlap, grad_bytes, summary's step_median_s and
+    """{case_key: dict of the case}: its name, hosts, overlap, grad_bytes, summary's step_median_s and
     exposed_allreduce_median_s, the diagnosis' parts, the within-host ring fit (alpha, beta), the
     all-reduce microbenchmark that followed the case at its gradient size (slowest rank, median),
     and its large sizes' samples: (bytes, slowest rank's seconds) of every iteration at each size
@@ -140,7 +157,7 @@ def cases(path):
                 large = [(n, float(t)) for i, n in enumerate(sizes) if min(1 << 20, grad) <= n <= grad
                          for t in times[i]]
             step, straggler, exposed = diagnosis(c)
-            got[float(c.attrs["bucket_mb"])] = dict(
+            got[case_key(c)] = dict(
                 case=name, hosts=int(c.attrs["hosts"]), overlap=int(c.attrs["overlap"]), grad_bytes=grad,
                 step_median=float(s["step_median_s"]), exposed_median=float(s["exposed_allreduce_median_s"]),
                 step=step, straggler=straggler, exposed=exposed, mpi_alone=mpi_alone, mpi_large=large,
@@ -186,17 +203,19 @@ def parse_rate(rate):
 
 
 def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512", driver="libtorch", batch=256,
-            buckets=("0",), iterations=20, warmup=3, steps=20, goodput=None, tag="", mca=(), burst=testbed.SHAPER_BURST):
+            buckets=("0",), iterations=20, warmup=3, steps=20, goodput=None, tag="", mca=(), burst=testbed.SHAPER_BURST,
+            patterns=()):
     """One calibration (first host alone) and one hold-out (both hosts, RATE) with the same cases;
-    a row per bucket size: measured and simulated step and exposed all-reduce, and the inputs.
-    goodput: the NIC's share of RATE; None: what the hold-out's blocking microbenchmark got."""
+    a row per bucket size and pattern (`patterns`: more dlscale options): measured and simulated
+    step and exposed all-reduce, and the inputs. goodput: the NIC's share of RATE; None: what the
+    hold-out's blocking microbenchmark got."""
     one = dlscale_run(bed, dlscale, 2, [bed.hosts[0]], os.path.join(workdir, f"one-host{tag}.h5"), workload, driver,
-                      batch, buckets, iterations, warmup, workdir, mca)
+                      batch, buckets, iterations, warmup, workdir, mca, patterns)
     bed.shape(bed.hosts[1], rate, burst=burst)
     try:
         latency = one_way_latency_s(bed)
         two = dlscale_run(bed, dlscale, 1, bed.hosts, os.path.join(workdir, f"two-hosts{tag}.h5"), workload, driver,
-                          batch, buckets, iterations, warmup, workdir, mca)
+                          batch, buckets, iterations, warmup, workdir, mca, patterns)
     finally:
         bed.unshape(bed.hosts[1])
     calibrated, held_out = cases(one), cases(two)
@@ -206,11 +225,12 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
         # few loses a segment at the shaper and waits out TCP's recovery (at 100 Mbit/s, 224 ms
         # took 270-355 ms): the median of the gradient size's 5 iterations alone was sometimes
         # such a wait, and with it the whole link a third slow.
-        samples = held_out[0.0]["mpi_large"]
+        blocking = next(k for k in sorted(held_out) if k[0] == 0 and k[1:3] == ("none", "none"))
+        samples = held_out[blocking]["mpi_large"]
         goodput = statistics.median(n / (t - 2 * latency) for n, t in samples) * 8 / parse_rate(rate)
     rows = []
-    for mb, cal in sorted(calibrated.items()):
-        two_hosts = held_out[mb]
+    for key, cal in sorted(calibrated.items()):
+        two_hosts = held_out[key]
         assert cal["hosts"] == 1 and two_hosts["hosts"] == 2, (cal["hosts"], two_hosts["hosts"])
         toml = os.path.join(workdir, f"testbed-{rate}{tag}.toml")
         with open(toml, "w") as f:
@@ -219,7 +239,7 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
         allreduce = sim["allreduce"]
         # The simulated ring all-reduce of the whole gradient alone: n / B + 2 a for P = 2.
         link = parse_rate(rate) * goodput / 8
-        rows.append(dict(rate=rate, bucket_mb=mb, allreduce=allreduce, overlap=cal["overlap"], latency_s=latency,
+        rows.append(dict(rate=rate, bucket_mb=key[0], pattern=pattern_name(key), allreduce=allreduce, overlap=cal["overlap"], latency_s=latency,
                          goodput=goodput, calibration=cal,
                          measured=two_hosts, simulated=sim, link_alone=cal["grad_bytes"] / link + 2 * latency,
                          step_error=sim["step"] / two_hosts["step_median"] - 1,
@@ -244,6 +264,9 @@ def main():
     ap.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
                     help="an Open MPI parameter for both jobs, e.g. coll_libnbc_iallreduce_algorithm=1 (ring)")
     ap.add_argument("--burst", default=testbed.SHAPER_BURST, help="the shaper's bucket (tc syntax)")
+    ap.add_argument("--sharding", default="none", help="dlscale --sharding list, e.g. none,optimizer")
+    ap.add_argument("--grad-compression", default="none", help="dlscale --grad-compression list, e.g. none,fp16")
+    ap.add_argument("--sparse-embedding", action="store_true", help="dlscale --sparse-embedding (an LSTM workload)")
     ap.add_argument("--keep", default="", help="copy the results files and platform TOMLs into this folder")
     ap.add_argument("--dlscale", default=os.path.join(SOURCE, "build", "current", "dlscale"))
     ap.add_argument("--project", default=os.path.join(SOURCE, "build", "current", "dlscale-project"))
@@ -262,6 +285,8 @@ def main():
           f"dlscale-project --steps {args.steps}; shaper's burst {args.burst}"
           f"{''.join(' --mca ' + m for m in args.mca)}", flush=True)
     buckets = ["0"] + [b for b in args.buckets.split(",") if b]
+    patterns = ["--sharding", args.sharding, "--grad-compression", args.grad_compression] + (
+        ["--sparse-embedding"] if args.sparse_embedding else [])
     rows = []
     bed = testbed.Cluster(hosts=2)
     try:
@@ -271,7 +296,7 @@ def main():
             for rep in range(args.repeats):
                 got = holdout(bed, args.dlscale, args.project, rate, workdir, args.workload, args.driver,
                               args.batch, buckets, args.iterations, steps=args.steps, goodput=goodput,
-                              tag=f"-{rate}-{rep}", mca=args.mca, burst=args.burst)
+                              tag=f"-{rate}-{rep}", mca=args.mca, burst=args.burst, patterns=patterns)
                 for row in got:
                     print_row(row, header=not rows)
                     rows.append(row)
@@ -288,12 +313,12 @@ def main():
 
 def print_row(r, header=False):
     if header:
-        print(f"{'rate':>8} {'bucket':>6} {'sim.':>8} {'1-host':>7} | {'2 hosts':>7} {'sim':>7} {'error':>7} | {'exposed':>7} "
+        print(f"{'rate':>8} {'bucket':>6} {'pattern':>10} {'sim.':>8} {'1-host':>7} | {'2 hosts':>7} {'sim':>7} {'error':>7} | {'exposed':>7} "
               f"{'sim':>7} {'error':>7} | {'summary':>7} {'error':>7} | {'MPI alone':>9} {'link':>7} {'NIC':>6}")
-        print(f"{'':>8} {'MB':>6} {'ring or':>8} {'step ms':>7} | {'step ms':>7} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
+        print(f"{'':>8} {'MB':>6} {'':>10} {'ring or':>8} {'step ms':>7} | {'step ms':>7} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
               f"{'exp. ms':>7} {'':>7} | {'ms':>9} {'ms':>7} {'share':>6}")
     m, sim = r["measured"], r["simulated"]
-    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['allreduce']:>8} {r['calibration']['step_median'] * 1e3:>7.1f} | "
+    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['pattern']:>10} {r['allreduce']:>8} {r['calibration']['step_median'] * 1e3:>7.1f} | "
           f"{m['step_median'] * 1e3:>7.1f} {sim['step'] * 1e3:>7.1f} {r['step_error'] * 100:>+6.1f}% | "
           f"{m['exposed'] * 1e3:>7.1f} {sim['exposed'] * 1e3:>7.1f} {r['exposed_error'] * 100:>+6.1f}% | "
           f"{m['exposed_median'] * 1e3:>7.1f} {r['exposed_median_error'] * 100:>+6.1f}% | "

@@ -21,6 +21,8 @@ struct ProjectionRecord {
   double within_alpha_s = 0, within_beta_s_per_byte = 0, between_alpha_s = 0, between_beta_s_per_byte = 0;
   std::string network_note;
   double compute_s = 0, grad_bytes = 0;
+  /// A sharded optimiser's update of its share (not in compute_s): 1/P of the parameters' work.
+  double sharded_update_s = 0;
   std::string scaling;
   /// One entry per projected rank count.
   std::vector<int64_t> ranks;
@@ -42,6 +44,7 @@ inline const Field<ProjectionRecord> kProjectionFields[] = {
     member<&ProjectionRecord::network_note>("network_note"),
     member<&ProjectionRecord::compute_s>("compute_s"),
     member<&ProjectionRecord::grad_bytes>("grad_bytes"),
+    member<&ProjectionRecord::sharded_update_s>("sharded_update_s"),
     member<&ProjectionRecord::scaling>("scaling"),
 };
 

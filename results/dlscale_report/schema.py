@@ -183,7 +183,7 @@ ATTR_TYPES = {
         "energy_j_per_step", "energy_j_per_sample", "exposed_allreduce_median_s",
         "exposed_allreduce_least_median_s", "forward_median_s", "backward_median_s", "allreduce_median_s",
         "update_median_s",
-        "alpha_s", "beta_s_per_byte", "compute_s", "within_alpha_s", "within_beta_s_per_byte",
+        "alpha_s", "beta_s_per_byte", "compute_s", "sharded_update_s", "within_alpha_s", "within_beta_s_per_byte",
         "between_alpha_s", "between_beta_s_per_byte", "measured_step_s", "error", "seconds",
         "batch_small", "batch_big", "grad_sq", "trace", "simple", "ci95_low", "ci95_high",
         "train_time_s", "test_time_s", "test_accuracy", "test_loss", "time_to_target_s", "epochs_to_target")

@@ -82,6 +82,7 @@ struct CaseProjection {
   RingFit fit;
   ProjectionNetwork network;
   double compute_s = 0, grad_bytes = 0;
+  double sharded_update_s = 0;  ///< a sharded optimiser's update of its share, apart from compute_s
 };
 
 struct CaseResult {

@@ -386,16 +386,45 @@ int64_t wrong_elements(const AllreduceResult& across, const std::optional<Allred
   return wrong;
 }
 
+/// What the projection takes as a case's compute: the median of the slowest rank's forward,
+/// backward and update; sharded, the update of its share apart (less the parameters' all-gather,
+/// which the ring model counts with the network), as it shrinks with P.
+struct ProjectedCompute {
+  double compute_s = 0, sharded_update_s = 0;
+};
+ProjectedCompute projected_compute(const StepSamples& steps, int ranks) {
+  const auto iters = static_cast<int>(steps.iterations);
+  ProjectedCompute out;
+  if (steps.parameter_gather_s.empty()) {
+    out.compute_s = median(slowest_rank(steps.phase_time_s, ranks, iters, kPhaseCount, {kForward, kBackward, kUpdate}));
+    return out;
+  }
+  out.compute_s = median(slowest_rank(steps.phase_time_s, ranks, iters, kPhaseCount, {kForward, kBackward}));
+  std::vector<double> update(steps.parameter_gather_s.size());
+  for (size_t i = 0; i < update.size(); ++i) {
+    update[i] = std::max(0.0, steps.phase_time_s[i * kPhaseCount + kUpdate] - steps.parameter_gather_s[i]);
+  }
+  out.sharded_update_s = median(slowest_rank(update, ranks, iters));
+  return out;
+}
+
 /// The step-time projection built on the case's microbenchmark (`within`: its ranks' own
-/// within-host one, where it spanned hosts); `local_size`: the job's ranks on this host.
+/// within-host one, where it spanned hosts); `local_size`: the job's ranks on this host;
+/// `value_bytes`: the bytes of one of the model's parameters.
 CaseProjection case_projection(const ResolvedCase& c, const AllreduceResult& across,
-                               const std::optional<AllreduceResult>& within, double compute_s, int local_size) {
+                               const std::optional<AllreduceResult>& within, const ProjectedCompute& compute,
+                               size_t value_bytes, int local_size) {
   std::vector<int64_t> targets{1, 2, 3, 4, 5, 6, 7, 8};
   for (int64_t p = 16; p <= 1024; p *= 2) targets.push_back(p);
   CaseProjection out;
-  out.compute_s = compute_s;
+  out.compute_s = compute.compute_s;
+  out.sharded_update_s = compute.sharded_update_s;
   // What the all-reduce sends: 16-bit gradients with --grad-compression, half the float32 ones.
-  out.grad_bytes = static_cast<double>(c.grad_bytes()) * wire_bytes(c.spec.grad_compression) / 4.0;
+  // Sharded, a reduce-scatter of those and an all-gather of the parameters, each half a ring:
+  // the ring of their mean.
+  const double grads = static_cast<double>(c.grad_bytes());
+  out.grad_bytes = grads * wire_bytes(c.spec.grad_compression) / 4.0;
+  if (c.spec.sharding != Sharding::kNone) out.grad_bytes = (out.grad_bytes + grads * value_bytes / 4.0) / 2;
   // Packed, P up to the ranks this job has on a host stays on one host; spread, every P > 1
   // crosses hosts.
   out.fit = RingFit{across.alpha_s, across.beta_s_per_byte, c.spec.ranks, c.placed.hosts};
@@ -405,8 +434,8 @@ CaseProjection case_projection(const ResolvedCase& c, const AllreduceResult& acr
   // A GPU rank's compute does not crowd a node's CPU cores: one "core" per rank, none shared.
   const int threads = c.gpu() ? 1 : c.threads;
   const int cpus = c.gpu() ? local_size : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  out.projection = project_steps(compute_s, c.spec.ranks, c.spec.scaling == Scaling::kStrong, out.grad_bytes,
-                                 out.network, threads, cpus, local_size, targets);
+  out.projection = project_steps(out.compute_s, c.spec.ranks, c.spec.scaling == Scaling::kStrong, out.grad_bytes,
+                                 out.network, threads, cpus, local_size, targets, out.sharded_update_s);
   return out;
 }
 
@@ -433,11 +462,10 @@ void TimingMode::record(PreparedCase& p, CaseResult& r) {
           fmt::format("the all-reduce microbenchmark of this case found {} wrong elements (/allreduce, errors)",
                       wrong)};
     }
-    const double compute_s =
-        median(slowest_rank(r.steps.phase_time_s, spec_.ranks, static_cast<int>(r.steps.iterations), kPhaseCount,
-                            {kForward, kBackward, kUpdate}));
     r.allreduce = CaseAllreduce{*across, ctx_.c.gpu() ? "nccl" : "mpi", ctx_.c.placed.hosts};
-    r.projection = case_projection(ctx_.c, *across, within, compute_s, ctx_.mpi.local_size());
+    const ParameterBuffer params = p.model->parameters();
+    r.projection = case_projection(ctx_.c, *across, within, projected_compute(r.steps, spec_.ranks),
+                                   params.data != nullptr ? params.value_bytes : sizeof(float), ctx_.mpi.local_size());
   }
   if (r.outcome.ok()) summarise(r, std::move(meters));
 }

@@ -33,7 +33,7 @@ std::string ProjectionNetwork::note() const {
 }
 
 GroupRecord projection_group(const Projection& p, const RingFit& fit, const ProjectionNetwork& network,
-                             double compute_s, double grad_bytes, const std::string& scaling) {
+                             double compute_s, double sharded_update_s, double grad_bytes, const std::string& scaling) {
   ProjectionRecord rec;
   rec.alpha_s = fit.alpha_s;
   rec.beta_s_per_byte = fit.beta_s_per_byte;
@@ -46,6 +46,7 @@ GroupRecord projection_group(const Projection& p, const RingFit& fit, const Proj
   rec.between_beta_s_per_byte = network.between.beta_s_per_byte;
   rec.network_note = network.note();
   rec.compute_s = compute_s;
+  rec.sharded_update_s = sharded_update_s;
   rec.grad_bytes = grad_bytes;
   rec.scaling = scaling;
   rec.ranks = p.ranks;
@@ -57,7 +58,7 @@ GroupRecord projection_group(const Projection& p, const RingFit& fit, const Proj
 
 Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes,
                          const ProjectionNetwork& network, int threads_per_rank, int cpus_per_node, int ranks_per_node,
-                         const std::vector<int64_t>& targets) {
+                         const std::vector<int64_t>& targets, double sharded_update_s) {
   // Ranks beyond the cores of a node time-share them. The step waits for the slowest rank, which
   // shares its core with the most others: ceil(threads on the node / cores) of them.
   const auto crowding = [&](int64_t p) {
@@ -66,8 +67,9 @@ Projection project_steps(double compute_s, int measured_ranks, bool strong, doub
     return static_cast<double>(std::max<int64_t>(1, (busy + cpus - 1) / cpus));
   };
   const auto compute_at = [&](int64_t p) {
-    const double work = strong ? static_cast<double>(measured_ranks) / static_cast<double>(p) : 1.0;
-    return compute_s * work * crowding(p) / crowding(measured_ranks);
+    const double share = static_cast<double>(measured_ranks) / static_cast<double>(p);
+    const double work = strong ? share : 1.0;
+    return (compute_s * work + sharded_update_s * share) * crowding(p) / crowding(measured_ranks);
   };
   const double t1 = compute_at(1);
   Projection out;

@@ -36,6 +36,8 @@ struct ProjectionNetwork {
 /// Projected step times at other rank counts from one measured case: compute time (forward +
 /// backward + update) plus the fitted ring all-reduce of the gradients, with the compute divided
 /// among the ranks for strong scaling and stretched when ranks share cores (see docs/metrics.md).
+/// A sharded optimiser's update of its share, `sharded_update_s` on the measured ranks and not in
+/// `compute_s`, is divided among the ranks at every scaling.
 struct Projection {
   std::vector<int64_t> ranks;
   std::vector<double> step_s, efficiency;
@@ -44,11 +46,11 @@ struct Projection {
 /// The /cases/NNNN/projection group; `fit` is the case's own microbenchmark's (alpha_s,
 /// beta_s_per_byte, fit_ranks), `network` what the points used.
 GroupRecord projection_group(const Projection& p, const RingFit& fit, const ProjectionNetwork& network,
-                             double compute_s, double grad_bytes, const std::string& scaling);
+                             double compute_s, double sharded_update_s, double grad_bytes, const std::string& scaling);
 
 /// `ranks_per_node` caps how many ranks share one node's `cpus_per_node` CPUs.
 Projection project_steps(double compute_s, int measured_ranks, bool strong, double grad_bytes,
                          const ProjectionNetwork& network, int threads_per_rank, int cpus_per_node, int ranks_per_node,
-                         const std::vector<int64_t>& targets);
+                         const std::vector<int64_t>& targets, double sharded_update_s = 0);
 
 }  // namespace dlscale

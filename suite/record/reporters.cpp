@@ -28,9 +28,9 @@ void ResultsFileReporter::case_finished(const CaseResult& r) {
   }
   if (r.projection) {
     const CaseProjection& p = *r.projection;
-    update.write_group(
-        "cases/" + name + "/projection",
-        projection_group(p.projection, p.fit, p.network, p.compute_s, p.grad_bytes, scaling_name(r.c->spec.scaling)));
+    update.write_group("cases/" + name + "/projection",
+                       projection_group(p.projection, p.fit, p.network, p.compute_s, p.sharded_update_s, p.grad_bytes,
+                                        scaling_name(r.c->spec.scaling)));
   }
   if (r.utilisation) update.write_group("cases/" + name + "/utilisation", utilisation_group(*r.utilisation));
   if (r.noise) update.write_group("cases/" + name + "/noise_scale", noise_scale_group(*r.noise));

@@ -163,6 +163,11 @@ class Project(unittest.TestCase):
             memory = case["memory"][()]
             widths = memory["parameter_bytes"] / memory["gradient_bytes"]
             self.assertEqual(list(widths), [2, 2])
+            # The file's own fitted projection: the update of the share apart from the compute,
+            # and a ring of the mean of the reduce-scatter's float32 and the all-gather's float64.
+            fitted = case["projection"].attrs
+            self.assertGreater(fitted["sharded_update_s"], 0)
+            self.assertEqual(fitted["grad_bytes"], 1.5 * case.attrs["grad_bytes"])
             self.assertTrue(np.all((gather > 0) & (gather <= update)), (gather, update))
         proc = self.project(path, "--platform", self.crossbar, "--ranks", "2,4,8", "--case", "0")
         self.assertEqual(proc.returncode, 0, proc.stderr)

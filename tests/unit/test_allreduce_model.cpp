@@ -57,6 +57,14 @@ TEST(AllreduceModel, StrongProjectionDividesTheCompute) {
   EXPECT_DOUBLE_EQ(p.efficiency[1], 0.2 / (4 * 0.05));
 }
 
+TEST(AllreduceModel, ShardedUpdateIsDividedAmongTheRanks) {
+  // Weak scaling: forward and backward stay; the update of each rank's share, 20 ms on 2 ranks,
+  // is 40 ms on one and 10 ms on four.
+  const Projection p = project_steps(0.1, 2, false, 4e6, one_host(0, 0), 1, 64, 8, {1, 4}, 0.02);
+  EXPECT_DOUBLE_EQ(p.step_s[0], 0.14);
+  EXPECT_DOUBLE_EQ(p.step_s[1], 0.11);
+}
+
 TEST(AllreduceModel, RanksBeyondTheCoresShareThem) {
   // 2 CPUs, up to 4 ranks on the node, 1 thread each: from 3 ranks on, one core runs two of them,
   // and the step waits for those.
