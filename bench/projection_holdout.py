@@ -22,7 +22,13 @@ On the cluster test bed (tests/cluster/testbed.py; root; docs/cluster-testing.md
              recorded (a ring: MPI_Allreduce, once or per bucket); its simulated step and exposed
              all-reduce against the hold-out's
 
+With --scale-to HOSTS it holds out a larger scale instead: calibrated on 2 hosts (one rank each)
+and held out on HOSTS hosts (one rank each), every host's link at the rate; dlscale-project
+--platform measured on the 2-host file (the ring fit of its own all-reduce across the two hosts:
+nothing of the larger job) at P = HOSTS against the larger job's steps.
+
   sudo python3 bench/projection_holdout.py --rates 200mbit,500mbit [--buckets 1] [--repeats 2]
+      [--scale-to 4]
       [--goodput SHARE|measured]
       [--workload mnist_fnn:width=512] [--driver libtorch] [--batch 256] [--keep DIR]
       [--sharding none,optimizer] [--grad-compression none,fp16] [--sparse-embedding]
@@ -94,11 +100,11 @@ def one_way_latency_s(bed, port=45100, n=200):
 
 def dlscale_run(bed, dlscale, ranks_per_host, hosts, out, workload, driver, batch, buckets, iterations, warmup, cwd,
                 mca=(), patterns=()):
-    """One job of `--ranks 2 --phases` cases (one per bucket size, and per pattern: `patterns` are
-    more dlscale options, e.g. --sharding none,optimizer) on `hosts`; the file's path."""
+    """One job of `--phases` cases on every rank (one per bucket size, and per pattern: `patterns`
+    are more dlscale options, e.g. --sharding none,optimizer) on `hosts`; the file's path."""
     cmd = bed.mpirun_args(ranks_per_host, hosts=hosts) + [a for m in mca for a in ("--mca", *m.split("=", 1))] + [
         dlscale, "run", "-w", workload, "-d", driver, "--threads", "1", "--batch", str(batch),
-        "--ranks", "2", "--bucket-mb", ",".join(buckets), "--phases", "--iterations", str(iterations),
+        "--ranks", str(ranks_per_host * len(hosts)), "--bucket-mb", ",".join(buckets), "--phases", "--iterations", str(iterations),
         "--warmup", str(warmup), "--peak", "skip", "--progress", "none", "--out", out, "--overwrite", *patterns]
     r = bed.run(bed.hosts[0], cmd, timeout=600, cwd=cwd)
     if r.returncode != 0:
@@ -179,17 +185,18 @@ def platform_toml(rate_bits, latency_s, within_fit, goodput):
             f"latency_us = {latency_s / 2 * 1e6:.6g}\n[fabric]\ntopology = \"star\"\n")
 
 
-def simulate(project, path, case, toml_path, steps):
-    """dlscale-project on one case at P = 2, simulating the all-reduce the case recorded: {step,
-    straggler, exposed, allreduce} of the group it adds."""
-    r = subprocess.run([project, path, "--platform", toml_path, "--ranks", "2", "--case", case,
+def simulate(project, path, case, platform, steps, ranks=2):
+    """dlscale-project on one case at P = `ranks` on `platform` (a TOML file, or measured),
+    simulating the all-reduce the case recorded: {step, straggler, exposed, allreduce} of the group
+    it adds."""
+    r = subprocess.run([project, path, "--platform", platform, "--ranks", str(ranks), "--case", case,
                         "--steps", str(steps)], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(r.stdout + r.stderr)
     with h5py.File(path, "r") as f:
         sims = f["cases"][case]["simulations"]
         g = sims[sorted(sims)[-1]]
-        i = list(g["ranks"][()]).index(2)
+        i = list(g["ranks"][()]).index(ranks)
         return dict(step=float(g["step_s"][i]), straggler=float(g["straggler_wait_s"][i]),
                     exposed=float(g["exposed_allreduce_s"][i]), allreduce=str(g.attrs["allreduce"]))
 
@@ -248,6 +255,51 @@ def holdout(bed, dlscale, project, rate, workdir, workload="mnist_fnn:width=512"
     return rows
 
 
+def scale_holdout(bed, dlscale, project, rate, workdir, hosts_to, workload="mnist_fnn:width=512", driver="libtorch",
+                  batch=256, buckets=("0",), iterations=20, warmup=3, steps=20, tag="", mca=(),
+                  burst=testbed.SHAPER_BURST, patterns=()):
+    """Calibrated on 2 hosts and held out on `hosts_to`, one rank each, every host's link at RATE:
+    dlscale-project --platform measured on the 2-host file (the ring fit of its own all-reduce
+    microbenchmark across the two hosts: nothing of the larger job) at P = hosts_to, against the
+    larger job's cases; a row per bucket size and pattern."""
+    for h in bed.hosts:
+        bed.shape(h, rate, burst=burst)
+    try:
+        small = dlscale_run(bed, dlscale, 1, bed.hosts[:2], os.path.join(workdir, f"two-hosts{tag}.h5"), workload,
+                            driver, batch, buckets, iterations, warmup, workdir, mca, patterns)
+        large = dlscale_run(bed, dlscale, 1, bed.hosts[:hosts_to], os.path.join(workdir, f"{hosts_to}-hosts{tag}.h5"),
+                            workload, driver, batch, buckets, iterations, warmup, workdir, mca, patterns)
+    finally:
+        for h in bed.hosts:
+            bed.unshape(h)
+    calibrated, held_out = cases(small), cases(large)
+    rows = []
+    for key, cal in sorted(calibrated.items()):
+        big = held_out[key]
+        assert cal["hosts"] == 2 and big["hosts"] == hosts_to, (cal["hosts"], big["hosts"])
+        sim = simulate(project, small, cal["case"], "measured", steps, ranks=hosts_to)
+        rows.append(dict(rate=rate, bucket_mb=key[0], pattern=pattern_name(key), allreduce=sim["allreduce"],
+                         calibration=cal, measured=big, simulated=sim,
+                         step_error=sim["step"] / big["step_median"] - 1,
+                         exposed_error=sim["exposed"] / big["exposed"] - 1,
+                         exposed_median_error=sim["exposed"] / big["exposed_median"] - 1))
+    return rows
+
+
+def print_scale_row(r, hosts_to, header=False):
+    if header:
+        print(f"{'rate':>8} {'bucket':>6} {'pattern':>10} | {'2 hosts':>7} | {hosts_to:>2} hosts {'sim':>7} {'error':>7} | "
+              f"{'exposed':>7} {'sim':>7} {'error':>7} | {'compute ms':>10}")
+        print(f"{'':>8} {'MB':>6} {'':>10} | {'step ms':>7} | {'step ms':>8} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
+              f"{'2 -> ' + str(hosts_to):>10}")
+    m, sim, cal = r["measured"], r["simulated"], r["calibration"]
+    compute = f"{(cal['step'] - cal['exposed'] - cal['straggler']) * 1e3:.1f}->{(m['step'] - m['exposed'] - m['straggler']) * 1e3:.1f}"
+    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['pattern']:>10} | {cal['step_median'] * 1e3:>7.1f} | "
+          f"{m['step_median'] * 1e3:>8.1f} {sim['step'] * 1e3:>7.1f} {r['step_error'] * 100:>+6.1f}% | "
+          f"{m['exposed'] * 1e3:>7.1f} {sim['exposed'] * 1e3:>7.1f} {r['exposed_error'] * 100:>+6.1f}% | {compute:>10}",
+          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="200mbit,500mbit", help="tc rates, comma-separated")
@@ -267,6 +319,9 @@ def main():
     ap.add_argument("--sharding", default="none", help="dlscale --sharding list, e.g. none,optimizer")
     ap.add_argument("--grad-compression", default="none", help="dlscale --grad-compression list, e.g. none,fp16")
     ap.add_argument("--sparse-embedding", action="store_true", help="dlscale --sparse-embedding (an LSTM workload)")
+    ap.add_argument("--scale-to", type=int, default=0, metavar="HOSTS",
+                    help="calibrate on 2 hosts and hold out on HOSTS (one rank each, every link at the rate, "
+                         "--platform measured) instead of one host against two")
     ap.add_argument("--keep", default="", help="copy the results files and platform TOMLs into this folder")
     ap.add_argument("--dlscale", default=os.path.join(SOURCE, "build", "current", "dlscale"))
     ap.add_argument("--project", default=os.path.join(SOURCE, "build", "current", "dlscale-project"))
@@ -288,12 +343,20 @@ def main():
     patterns = ["--sharding", args.sharding, "--grad-compression", args.grad_compression] + (
         ["--sparse-embedding"] if args.sparse_embedding else [])
     rows = []
-    bed = testbed.Cluster(hosts=2)
+    bed = testbed.Cluster(hosts=max(2, args.scale_to))
     try:
         workdir = os.path.join(bed.dir, "work")
         os.makedirs(workdir)
         for rate in args.rates.split(","):
             for rep in range(args.repeats):
+                if args.scale_to:
+                    for row in scale_holdout(bed, args.dlscale, args.project, rate, workdir, args.scale_to,
+                                             args.workload, args.driver, args.batch, buckets, args.iterations,
+                                             steps=args.steps, tag=f"-{rate}-{rep}", mca=args.mca, burst=args.burst,
+                                             patterns=patterns):
+                        print_scale_row(row, args.scale_to, header=not rows)
+                        rows.append(row)
+                    continue
                 got = holdout(bed, args.dlscale, args.project, rate, workdir, args.workload, args.driver,
                               args.batch, buckets, args.iterations, steps=args.steps, goodput=goodput,
                               tag=f"-{rate}-{rep}", mca=args.mca, burst=args.burst, patterns=patterns)
