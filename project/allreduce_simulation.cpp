@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "project/simgrid_platform.h"
@@ -72,12 +73,16 @@ class AllreduceRun {
   };
   /// The gradients' collective of bucket b (`parameters` false): an all-reduce, 2(P-1) steps
   /// (or in two levels); a sharded optimiser's reduce-scatter, P-1; an embedding's rows
-  /// all-gathered, P-1 steps of the rows' bytes. The parameters' all-gather after a sharded
-  /// update (`parameters` true): P-1 steps of the bucket.
+  /// all-gathered, P-1 steps of the rows' bytes, or beyond the crossover a flat all-reduce of the
+  /// block. The parameters' all-gather after a sharded update (`parameters` true): P-1 steps of
+  /// the bucket's parameters.
   Collective collective(int b, bool parameters) const {
     const int half = s_.ranks - 1;
     if (parameters) return {s_.parameter_bytes[b], half, false};
-    if (!s_.gathered_bytes.empty() && s_.gathered_bytes[b] > 0) return {s_.gathered_bytes[b], half, false};
+    if (s_.rows[b]) {
+      return s_.gathered_bytes[b] > 0 ? Collective{s_.gathered_bytes[b], half, false}
+                                      : Collective{s_.bucket_bytes[b], 2 * half, false};
+    }
     return {s_.bucket_bytes[b], s_.sharded ? half : 2 * half, s_.host_hierarchy};
   }
   /// Sharded: when rank r's update ends in step `step`, from the step's start (it begins once
@@ -350,6 +355,15 @@ class AllreduceRun {
 }  // namespace
 
 AllreduceTimes simulate_allreduces(const ClusterDescription& cluster, const AllreduceSchedule& schedule) {
+  const size_t buckets = schedule.bucket_bytes.size(),
+               rank_steps = static_cast<size_t>(schedule.ranks) * schedule.steps;
+  if (schedule.rows.size() != buckets || schedule.gathered_bytes.size() != buckets ||
+      schedule.parameter_bytes.size() != buckets || schedule.ready_s.size() != rank_steps * buckets ||
+      (schedule.sharded && (schedule.backward_end_s.size() != rank_steps || schedule.update_s.size() != rank_steps)) ||
+      (schedule.host_hierarchy && schedule.node_of.size() != static_cast<size_t>(schedule.ranks))) {
+    throw std::invalid_argument(
+        "simulate_allreduces: a schedule whose lists do not match its buckets, ranks and steps");
+  }
   const std::unique_ptr<sg4::Engine> engine = make_engine();
 
   AllreduceRun run(schedule, build_cluster(cluster, schedule.ranks));

@@ -15,8 +15,9 @@ namespace dlscale::project {
 struct AllreduceSchedule {
   int ranks = 2, steps = 1;
   std::vector<double> bucket_bytes;
-  /// [bucket], or empty: > 0 where the bucket's gradient is all-gathered as the ranks' rows,
-  /// this many bytes from all ranks together (GradientBucket::gathered_bytes).
+  /// [bucket]: whether its gradient is an embedding's rows, and their bytes gathered from all
+  /// ranks together, 0 where they go dense (GradientBucket::rows, gathered_bytes).
+  std::vector<char> rows;
   std::vector<double> gathered_bytes;
   /// [bucket] with sharded: the bytes of its parameters' all-gather.
   std::vector<double> parameter_bytes;

@@ -50,9 +50,10 @@ StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, cons
   double end = 0;
   for (const GradientBucket& b : buckets) {
     const double ready = overlap ? compute.forward_s + b.ready_fraction * compute.backward_s : fb;
-    end = std::max(ready, end) + (b.gathered_bytes > 0
-                                      ? ring_half_time_s(ranks, b.gathered_bytes, latency_s, bandwidth_Bps)
-                                      : ring(ranks, b.bytes, latency_s, bandwidth_Bps));
+    const double reduce = !b.rows                ? ring(ranks, b.bytes, latency_s, bandwidth_Bps)
+                          : b.gathered_bytes > 0 ? ring_half_time_s(ranks, b.gathered_bytes, latency_s, bandwidth_Bps)
+                                                 : ring_allreduce_time_s(ranks, b.bytes, latency_s, bandwidth_Bps);
+    end = std::max(ready, end) + reduce;
   }
   const double allreduce_end = std::max(fb, end);
   double gather = 0;

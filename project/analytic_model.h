@@ -36,8 +36,9 @@ double binomial_allreduce_time_s(int ranks, double bytes, double latency_s, doub
 /// being forward + fraction x backward with overlap and forward + backward without; the
 /// all-reduce ends at max(forward + backward, the last bucket's end); the update follows.
 /// `sharded` (ZeRO stage 1): each bucket reduce-scattered instead (ring_half_time_s), and after
-/// the update every bucket all-gathered, one after another. A bucket of gathered rows
-/// (GradientBucket::gathered_bytes) takes ring_half_time_s of those bytes. Parts as StepBreakdown defines them
+/// the update every bucket all-gathered, one after another. An embedding's rows
+/// (GradientBucket::rows) take ring_half_time_s of their gathered bytes, or where they go dense
+/// ring_allreduce_time_s of the block, sharded or not. Parts as StepBreakdown defines them
 /// (no straggler wait).
 StepBreakdown identical_ranks_step(int ranks, const ComputeSample& compute, const std::vector<GradientBucket>& buckets,
                                    bool overlap, double latency_s, double bandwidth_Bps, bool sharded = false);

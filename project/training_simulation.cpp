@@ -45,7 +45,10 @@ void check_inputs(const ClusterDescription& cluster, const TrainingInputs& in) {
       throw std::invalid_argument(fmt::format("training simulation: {} bytes of rows gathered, {} of parameters",
                                               b.gathered_bytes, b.parameter_bytes));
     }
-    if (b.gathered_bytes > 0 && in.algorithm != AllreduceAlgorithm::ring) {
+    if (b.gathered_bytes > 0 && !b.rows) {
+      throw std::invalid_argument("training simulation: rows gathered for a bucket that is not an embedding's rows");
+    }
+    if (b.rows && in.algorithm != AllreduceAlgorithm::ring) {
       throw std::invalid_argument("training simulation: an embedding's rows are all-gathered round a ring");
     }
   }
@@ -108,6 +111,7 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
   }
   for (const GradientBucket& b : in.buckets) {
     schedule.bucket_bytes.push_back(b.bytes);
+    schedule.rows.push_back(b.rows ? 1 : 0);
     schedule.gathered_bytes.push_back(b.gathered_bytes);
     schedule.parameter_bytes.push_back(b.parameter_bytes > 0 ? b.parameter_bytes : b.bytes);
   }

@@ -22,10 +22,11 @@ struct ComputeSample {
 struct GradientBucket {
   double bytes = 0;
   double ready_fraction = 1;
-  /// > 0: the bucket's gradient is not all-reduced but all-gathered as the rows the ranks
-  /// touched (an embedding's, `--sparse-embedding`), this many bytes from all ranks together,
-  /// each rank's share going round the ring's P-1 steps (ring only, not in two levels). `bytes`
-  /// stays the parameters' (what a sharded optimiser all-gathers).
+  /// An embedding's gradient summed as the rows the ranks touched (`--sparse-embedding`; ring
+  /// only): all-gathered, `gathered_bytes` from all ranks together, each rank's share going round
+  /// the ring's P-1 steps; or, with `gathered_bytes` 0 (beyond the crossover), `bytes` dense round
+  /// the flat ring as a whole all-reduce, also when sharded or in two levels, as dlscale sends it.
+  bool rows = false;
   double gathered_bytes = 0;
   /// Sharded: the bytes of the parameters' all-gather (double the gradients' for a driver that
   /// keeps float64 parameters; never compressed); 0: `bytes`.

@@ -61,7 +61,8 @@ std::string unusable_reason(const CaseRecord& record) {
   if (!r.description.phases || record.phase_time_s.empty()) return "no per-rank phase times (run it with --phases)";
   // Its update phase holds the parameters' all-gather, which the simulation takes out of the
   // measured compute and puts on the network: files that did not record it apart cannot say how.
-  if (!r.lacks("sharding") && r.description.sharding != "none" && record.parameter_gather_s.empty()) {
+  if (!r.lacks("sharding") && r.description.sharding != "none" && record.ranks > 1 &&
+      record.parameter_gather_s.empty()) {
     return fmt::format(
         "a sharded optimiser (sharding {}) without parameter_gather_s (written before dlscale recorded "
         "the all-gather apart from the update)",
@@ -205,9 +206,12 @@ double gathered_rows_bytes(const SparseEmbedding& e, int measured_ranks, int ran
   const double share =
       strong ? std::min(1.0, e.rows_share * measured_ranks / static_cast<double>(ranks)) : e.rows_share;
   const double width = e.width;
-  if (share > 2 * width / (ranks * (width + 1))) return 0;  // dense round the ring
   const double vocabulary = e.block_bytes / 4 / width;
-  return ranks * share * vocabulary * (width + 1) * 4;
+  const double values = ranks * share * vocabulary * (width + 1);
+  // Dense round the ring as dlscale decides: from the crossover share on, or where the rows are
+  // more values than one MPI call takes.
+  if (share >= 2 * width / (ranks * (width + 1)) || values > std::numeric_limits<int>::max()) return 0;
+  return values * 4;
 }
 
 CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const Attrs& software_attrs) {
@@ -258,15 +262,25 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
   if (c.sharded && d.sharding != "optimizer") {
     throw std::invalid_argument(fmt::format("{}: sharding {} is not one dlscale-project simulates", where, d.sharding));
   }
-  if (c.sharded && record.parameter_gather_s.size() != expected / 4) {
+  // One rank gathers nothing and records none.
+  const bool gathered = c.sharded && c.measured_ranks > 1;
+  if (gathered && record.parameter_gather_s.size() != expected / 4) {
     throw std::invalid_argument(fmt::format("{}: parameter_gather_s has {} values, not ranks x iterations = {}", where,
                                             record.parameter_gather_s.size(), expected / 4));
+  }
+  for (size_t i = 0; gathered && i < expected / 4; ++i) {
+    const double g = record.parameter_gather_s[i];
+    if (!(g >= 0 && g <= record.phase_time_s[i * 4 + 3])) {
+      throw std::invalid_argument(
+          fmt::format("{}: parameter_gather_s holds {} s, not within 0 and its update phase's {} s", where, g,
+                      record.phase_time_s[i * 4 + 3]));
+    }
   }
   // phase_time_s[rank][iteration] = forward, backward, all-reduce, update: the all-reduce is
   // what the simulation replaces, and a sharded update's all-gather too (the network's part of
   // that phase: the update of the share is what stays).
   for (size_t k = 0; k < expected; k += 4) {
-    const double gather = c.sharded ? record.parameter_gather_s[k / 4] : 0.0;
+    const double gather = gathered ? record.parameter_gather_s[k / 4] : 0.0;
     c.samples.push_back(
         {record.phase_time_s[k], record.phase_time_s[k + 1], std::max(0.0, record.phase_time_s[k + 3] - gather)});
   }

@@ -21,8 +21,9 @@ struct SparseEmbedding {
 
 /// The bytes of rows all-gathered for `e` on P ranks (GradientBucket::gathered_bytes): each rank's
 /// touched rows, each of width + 1 floats (its index with it), from every rank; 0 where that is
-/// more than the ring's 2(P-1)/P of the block, which then goes dense round the ring, as dlscale
-/// decides (the share above 2 width / (P (width + 1))). A rank touches as many rows at every P
+/// at least the ring's 2(P-1)/P of the block (the share from 2 width / (P (width + 1)) on), or
+/// more values than one MPI call takes, where the block goes dense round the ring, as dlscale
+/// decides. A rank touches as many rows at every P
 /// under weak scaling; under strong scaling its batch is measured P / P of the measured one's,
 /// and its rows are taken to shrink alike (at most: repeated tokens make it fewer).
 double gathered_rows_bytes(const SparseEmbedding& e, int measured_ranks, int ranks, bool strong);

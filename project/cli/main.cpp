@@ -264,6 +264,11 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
             "unsharded; give --allreduce-hierarchy flat to simulate the flat ring",
             name));
       }
+      if (job.inputs.sparse && job.inputs.algorithm != AllreduceAlgorithm::ring) {
+        throw std::invalid_argument(
+            fmt::format("case {}: its embedding's rows are gathered round a ring; --allreduce {} cannot simulate it",
+                        name, o.allreduce));
+      }
       if (job.inputs.sharded && job.inputs.algorithm != AllreduceAlgorithm::ring) {
         throw std::invalid_argument(fmt::format(
             "case {}: a sharded optimiser reduce-scatters and all-gathers round a ring; --allreduce {} cannot "
@@ -326,6 +331,7 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
     in.ranks = p;
     in.buckets = job.inputs.buckets;
     if (job.inputs.sparse) {
+      in.buckets.back().rows = true;
       in.buckets.back().gathered_bytes =
           gathered_rows_bytes(*job.inputs.sparse, job.inputs.measured_ranks, p, job.inputs.strong);
     }

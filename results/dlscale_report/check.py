@@ -171,7 +171,8 @@ def check_simulation(case, sim, rel_tol=REL_TOL):
     gather = sim.parameter_gather_s
     if gather is not None:
         # The all-gather after the last update is part of the update and other.
-        outside = np.flatnonzero((gather < -SIMULATION_ABS_TOL) | (gather > sim.update_s * (1 + rel_tol) + SIMULATION_ABS_TOL))
+        outside = np.flatnonzero(~np.isfinite(gather) | (gather < -SIMULATION_ABS_TOL)
+                                 | (gather > sim.update_s * (1 + rel_tol) + SIMULATION_ABS_TOL))
         if outside.size:
             i = int(outside[0])
             problems.append(f"parameter_gather_s {gather[i]!r} at P={ranks[i]} is not within 0 and update_s "

@@ -199,9 +199,19 @@ TEST(ProjectCaseInputs, ShardedParametersAllGatheredAtTheirOwnWidth) {
   EXPECT_EQ(c.buckets[0].parameter_bytes, 12016);
   EXPECT_EQ(c.buckets[2].parameter_bytes, 32000);
   EXPECT_DOUBLE_EQ(c.samples[0].update_s, 0.0006);  // the update phase less its all-gather
-  // Without the all-gather recorded apart it cannot be projected.
+  // An all-gather longer than its update phase, or none at all, is refused.
+  r.parameter_gather_s[3] = 0.002;
+  EXPECT_THROW(case_inputs("0001", r, software("")), std::invalid_argument);
+  r.parameter_gather_s[3] = std::nan("");
+  EXPECT_THROW(case_inputs("0001", r, software("")), std::invalid_argument);
+  // Without the all-gather recorded apart it cannot be projected; one rank gathered nothing.
   r.parameter_gather_s.clear();
   EXPECT_NE(unusable_reason(r).find("without parameter_gather_s"), std::string::npos);
+  r.ranks = 1;
+  r.iterations = 4;
+  r.bucket_start_s.clear();
+  EXPECT_EQ(unusable_reason(r), "");
+  EXPECT_DOUBLE_EQ(case_inputs("0001", r, software("")).samples[0].update_s, 0.001);
 }
 
 }  // namespace

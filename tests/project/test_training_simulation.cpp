@@ -130,7 +130,8 @@ TEST(ProjectSimulation, CrossbarStepEqualsClosedForm) {
   // Four buckets ready after each quarter of backward; at large P or size the ring outlasts
   // backward and part of it is exposed, at small ones it hides behind it. Sharded, each bucket
   // is reduce-scattered and, after the update, all-gathered. With rows, the last bucket (an
-  // embedding's, ready as backward ends) is all-gathered as rows of a quarter of its bytes.
+  // embedding's, ready as backward ends) is all-gathered as rows of a quarter of its bytes, or at
+  // P = 64 goes dense: a whole all-reduce, sharded or not.
   double worst = 0;
   for (int p : {2, 8, 64}) {
     for (double total : {4 * kMiB, 100 * kMiB}) {
@@ -138,7 +139,10 @@ TEST(ProjectSimulation, CrossbarStepEqualsClosedForm) {
         for (const auto& [sharded, rows] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
           std::vector<GradientBucket> buckets;
           for (int b = 1; b <= 4; ++b) buckets.push_back({total / 4, b / 4.0});
-          if (rows) buckets.back().gathered_bytes = total / 16;
+          if (rows) {
+            buckets.back().rows = true;
+            buckets.back().gathered_bytes = p == 64 ? 0 : total / 16;  // dense at P = 64
+          }
           TrainingInputs in = inputs(p, buckets, overlap);
           in.sharded = sharded;
           const StepBreakdown want = identical_ranks_step(p, in.samples[0], in.buckets, overlap, kCrossbarLatency,
@@ -409,9 +413,11 @@ TEST(ProjectSimulation, BadInputsAreRefused) {
   sharded_tree.sharded = true;
   sharded_tree.algorithm = AllreduceAlgorithm::binomial;
   EXPECT_THROW(simulate_training(crossbar(), sharded_tree), std::invalid_argument);
-  TrainingInputs rows_tree = inputs(2, {{kMiB, 1, kMiB / 4}}, true);
+  TrainingInputs rows_tree = inputs(2, {{kMiB, 1, true, kMiB / 4}}, true);
   rows_tree.algorithm = AllreduceAlgorithm::binomial;
   EXPECT_THROW(simulate_training(crossbar(), rows_tree), std::invalid_argument);
+  TrainingInputs rows_elsewhere = inputs(2, {{kMiB, 1, false, kMiB / 4}}, true);
+  EXPECT_THROW(simulate_training(crossbar(), rows_elsewhere), std::invalid_argument);
   TrainingInputs two_level_messages = inputs(2, {{kMiB, 1}}, true, AllreduceModel::message);
   two_level_messages.host_hierarchy = true;
   EXPECT_THROW(simulate_training(crossbar(), two_level_messages), std::invalid_argument);
