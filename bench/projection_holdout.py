@@ -87,8 +87,8 @@ else:
 
 
 def one_way_latency_s(bed, port=45100, n=200):
-    """Half the median round trip of an 8-byte TCP message between the two hosts."""
-    a, b = bed.hosts
+    """Half the median round trip of an 8-byte TCP message between the first two hosts."""
+    a, b = bed.hosts[:2]
     server = bed.popen(a, [sys.executable, "-c", PINGPONG, "serve", "", str(port), str(n)],
                        stdout=subprocess.PIPE, text=True)
     assert server.stdout.readline().strip() == "ready"
@@ -171,15 +171,16 @@ def cases(path):
     return got
 
 
-def platform_toml(rate_bits, latency_s, within_fit, goodput):
-    """The bed as dlscale-project's platform: 2 nodes of 1 device; the route between the devices is
-    intra + NIC + NIC + intra: bandwidth min(intra, NIC), latency 2 x intra + 2 x NIC."""
+def platform_toml(rate_bits, latency_s, within_fit, goodput, nodes=2):
+    """The bed as dlscale-project's platform: `nodes` nodes of 1 device; the route between the
+    devices is intra + NIC + NIC + intra: bandwidth min(intra, NIC), latency 2 x intra + 2 x NIC."""
     alpha, beta = within_fit
     # A fit of beta 0 (the sizes could not tell the per-byte time from zero: within a host, a few
     # noisy small sizes can outweigh the rest): a link far faster than the NIC, as dlscale-project's
-    # --platform measured takes it.
+    # --platform measured takes it. No fit (NaN: nothing measured within a host): the same, at no latency.
     intra_gbps = 1 / beta / 1e9 if beta > 0 else 1e6
-    return (f'name = "testbed-{rate_bits / 1e6:.0f}mbit"\nnodes = 2\ndevices_per_node = 1\nplacement = "cyclic"\n'
+    alpha = alpha if np.isfinite(alpha) else 0.0
+    return (f'name = "testbed-{rate_bits / 1e6:.0f}mbit"\nnodes = {nodes}\ndevices_per_node = 1\nplacement = "cyclic"\n'
             f"[intra_node]\nbandwidth_GBps = {intra_gbps:.6g}\nlatency_us = {alpha / 2 * 1e6:.6g}\n"
             f"[nic]\ncount = 1\nbandwidth_GBps = {rate_bits * goodput / 8 / 1e9:.6g}\n"
             f"latency_us = {latency_s / 2 * 1e6:.6g}\n[fabric]\ntopology = \"star\"\n")
@@ -260,12 +261,16 @@ def scale_holdout(bed, dlscale, project, rate, workdir, hosts_to, workload="mnis
                   batch=256, buckets=("0",), iterations=20, warmup=3, steps=20, tag="", mca=(),
                   burst=testbed.SHAPER_BURST, patterns=()):
     """Calibrated on 2 hosts and held out on `hosts_to`, one rank each, every host's link at RATE:
-    dlscale-project --platform measured on the 2-host file (the ring fit of its own all-reduce
-    microbenchmark across the two hosts: nothing of the larger job) at P = hosts_to, against the
-    larger job's cases; a row per bucket size and pattern."""
+    dlscale-project on the 2-host file at P = hosts_to, on the bed described as `holdout` does
+    (hosts_to nodes; NIC = the rate the 2-host job's blocking all-reduce microbenchmark got over
+    its large sizes, latency = half the one-way latency: nothing of the larger job), against the
+    larger job's cases; a row per bucket size and pattern. (The 2-host case's own ring fit,
+    --platform measured, weighs every size alike and on a shaped link its small sizes pass in the
+    shaper's burst: it describes the link several times too fast for large buffers.)"""
     for h in bed.hosts:
         bed.shape(h, rate, burst=burst)
     try:
+        latency = one_way_latency_s(bed)
         small = dlscale_run(bed, dlscale, 1, bed.hosts[:2], os.path.join(workdir, f"two-hosts{tag}.h5"), workload,
                             driver, batch, buckets, iterations, warmup, workdir, mca, patterns)
         large = dlscale_run(bed, dlscale, 1, bed.hosts[:hosts_to], os.path.join(workdir, f"{hosts_to}-hosts{tag}.h5"),
@@ -274,13 +279,18 @@ def scale_holdout(bed, dlscale, project, rate, workdir, hosts_to, workload="mnis
         for h in bed.hosts:
             bed.unshape(h)
     calibrated, held_out = cases(small), cases(large)
+    blocking = next((k for k in sorted(calibrated) if k[0] == 0 and k[1:3] == ("none", "none")), min(calibrated))
+    goodput = statistics.median(n / (t - 2 * latency) for n, t in calibrated[blocking]["mpi_large"]) * 8 / parse_rate(rate)
+    toml = os.path.join(workdir, f"testbed-{rate}{tag}-{hosts_to}-nodes.toml")
+    with open(toml, "w") as f:
+        f.write(platform_toml(parse_rate(rate), latency, (float("nan"), float("nan")), goodput, nodes=hosts_to))
     rows = []
     for key, cal in sorted(calibrated.items()):
         big = held_out[key]
         assert cal["hosts"] == 2 and big["hosts"] == hosts_to, (cal["hosts"], big["hosts"])
-        sim = simulate(project, small, cal["case"], "measured", steps, ranks=hosts_to)
+        sim = simulate(project, small, cal["case"], toml, steps, ranks=hosts_to)
         rows.append(dict(rate=rate, bucket_mb=key[0], pattern=pattern_name(key), allreduce=sim["allreduce"],
-                         calibration=cal, measured=big, simulated=sim,
+                         calibration=cal, measured=big, simulated=sim, goodput=goodput, latency_s=latency,
                          step_error=sim["step"] / big["step_median"] - 1,
                          exposed_error=sim["exposed"] / big["exposed"] - 1,
                          exposed_median_error=sim["exposed"] / big["exposed_median"] - 1))
@@ -289,16 +299,16 @@ def scale_holdout(bed, dlscale, project, rate, workdir, hosts_to, workload="mnis
 
 def print_scale_row(r, hosts_to, header=False):
     if header:
-        print(f"{'rate':>8} {'bucket':>6} {'pattern':>10} | {'2 hosts':>7} | {hosts_to:>2} hosts {'sim':>7} {'error':>7} | "
-              f"{'exposed':>7} {'sim':>7} {'error':>7} | {'compute ms':>10}")
-        print(f"{'':>8} {'MB':>6} {'':>10} | {'step ms':>7} | {'step ms':>8} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
-              f"{'2 -> ' + str(hosts_to):>10}")
+        print(f"{'rate':>8} {'bucket':>6} {'pattern':>12} | {'2 hosts':>7} | {hosts_to:>2} hosts {'sim':>7} {'error':>7} | "
+              f"{'exposed':>7} {'sim':>7} {'error':>7} | {'compute ms':>10} {'NIC':>6}")
+        print(f"{'':>8} {'MB':>6} {'':>12} | {'step ms':>7} | {'step ms':>8} {'':>7} {'':>7} | {'ms':>7} {'':>7} {'':>7} | "
+              f"{'2 -> ' + str(hosts_to):>10} {'share':>6}")
     m, sim, cal = r["measured"], r["simulated"], r["calibration"]
     compute = f"{(cal['step'] - cal['exposed'] - cal['straggler']) * 1e3:.1f}->{(m['step'] - m['exposed'] - m['straggler']) * 1e3:.1f}"
-    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['pattern']:>10} | {cal['step_median'] * 1e3:>7.1f} | "
+    print(f"{r['rate']:>8} {r['bucket_mb']:>6g} {r['pattern']:>12} | {cal['step_median'] * 1e3:>7.1f} | "
           f"{m['step_median'] * 1e3:>8.1f} {sim['step'] * 1e3:>7.1f} {r['step_error'] * 100:>+6.1f}% | "
-          f"{m['exposed'] * 1e3:>7.1f} {sim['exposed'] * 1e3:>7.1f} {r['exposed_error'] * 100:>+6.1f}% | {compute:>10}",
-          flush=True)
+          f"{m['exposed'] * 1e3:>7.1f} {sim['exposed'] * 1e3:>7.1f} {r['exposed_error'] * 100:>+6.1f}% | {compute:>10} "
+          f"{r['goodput']:>6.3f}", flush=True)
 
 
 def main():
