@@ -35,6 +35,18 @@ def _us(seconds):
     return round(seconds * 1e6, 3)
 
 
+def _json_value(value):
+    """A value JSON can hold: NaN and infinities (which Python would write as NaN and Infinity,
+    not JSON, and which Perfetto refuses) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _finite(*seconds):
+    return all(math.isfinite(s) for s in seconds)
+
+
 def chrome_trace(case, hosts, backend, ce=None, rank=None):
     """The Chrome trace-event document of `case` (every row of `ce`, timeline_events by default,
     or only `rank`'s, of the per-rank events); `hosts`: the host of each case rank."""
@@ -47,13 +59,20 @@ def chrome_trace(case, hosts, backend, ce=None, rank=None):
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
         for tid, lane in enumerate(LANES):
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": lane}})
+    # An event whose times are not finite (a damaged or overflowed record) has no place on the
+    # timeline: left out, and counted in otherData.left_out_events.
+    left_out = 0
     for e in ce.events:
-        if e.rank in wanted:
+        if e.rank in wanted and not _finite(e.start_s, e.dur_s):
+            left_out += 1
+        elif e.rank in wanted:
             events.append({"ph": "X", "name": e.name, "cat": e.lane, "pid": e.rank, "tid": LANES.index(e.lane),
                            "ts": _us(e.start_s), "dur": _us(e.dur_s),
-                           "args": {"iteration": e.iteration + 1, **e.args}})
+                           "args": {"iteration": e.iteration + 1, **{k: _json_value(v) for k, v in e.args.items()}}})
     for n, f in enumerate(ce.flows):
-        if f.rank in wanted:
+        if f.rank in wanted and not _finite(f.ready_s, f.reduction_start_s):
+            left_out += 1
+        elif f.rank in wanted:
             common = {"name": "bucket ready", "cat": "bucket", "id": n, "pid": f.rank}
             events.append({**common, "ph": "s", "tid": LANES.index(COMPUTE), "ts": _us(f.ready_s)})
             events.append({**common, "ph": "f", "bp": "e", "tid": LANES.index(COMMUNICATION),
@@ -64,11 +83,12 @@ def chrome_trace(case, hosts, backend, ce=None, rank=None):
     return {"traceEvents": events, "displayTimeUnit": "ms", "distributedInfo": info,
             "otherData": {"format": TRACE_FORMAT, "file": case.file, "case": case.name,
                           "workload": case.attrs.get("workload"), "driver": case.attrs.get("driver"),
-                          "bucket_mb": case.attrs.get("bucket_mb"), "hosts": sorted(set(hosts)),
+                          "bucket_mb": _json_value(case.attrs.get("bucket_mb")), "hosts": sorted(set(hosts)),
                           "layout": "rank" if ce.ranks == ce.case_ranks else "host",
                           "clock": "case rank 0's monotonic clock; the other ranks' mapped onto it by "
                                    "ping-pong offsets",
-                          "clock_bound_us": _us(ce.bound_s), "clock_drift_us": _us(ce.drift_s)}}
+                          "clock_bound_us": _json_value(_us(ce.bound_s)),
+                          "clock_drift_us": _json_value(_us(ce.drift_s)), "left_out_events": left_out}}
 
 
 def otf2_missing():
@@ -161,9 +181,13 @@ def write_case_traces(case, hosts, backend, outdir, per_rank=False):
     stem = os.path.join(outdir, f"case-{case.name}")
     paths, notes = [], []
     path = f"{stem}.json"
+    doc = chrome_trace(case, hosts, backend, ce)
     with open(path, "w") as f:
-        json.dump(chrome_trace(case, hosts, backend, ce), f)
+        json.dump(doc, f, allow_nan=False)
     paths.append(path)
+    if doc["otherData"]["left_out_events"]:
+        notes.append(f"case {case.name}: {doc['otherData']['left_out_events']} event(s) whose times are not finite "
+                     "(a damaged or overflowed record) left out of the JSON trace")
     if ce.ranks < ce.case_ranks:
         notes.append(f"case {case.name}: {ce.case_ranks} ranks shown as {ce.ranks} rows of hosts "
                      f"(more than {ROW_LIMIT} ranks){'' if per_rank else '; --per-rank writes each rank its own file'}")
@@ -178,7 +202,7 @@ def write_case_traces(case, hosts, backend, outdir, per_rank=False):
             path = f"{stem}-rank-{r}.json"
             mine = dataclasses.replace(every, events=events.get(r, []), flows=flows.get(r, []))
             with open(path, "w") as f:
-                json.dump(chrome_trace(case, hosts, backend, mine, rank=r), f)
+                json.dump(chrome_trace(case, hosts, backend, mine, rank=r), f, allow_nan=False)
             paths.append(path)
     missing = otf2_missing() or _beyond_otf2(ce)
     if missing:

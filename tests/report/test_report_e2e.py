@@ -558,6 +558,29 @@ class Timelines(Study):
             self.assertIn(archive, written)
             trace_checks.check_otf2(self, doc, archive)
 
+    def test_times_that_are_not_finite_are_left_out(self):
+        # An infinite phase time (a damaged or overflowed record) has no place on a timeline: its
+        # events are left out with a note, and the file stays JSON (no Infinity, no NaN).
+        import json
+        source = self.path("infinite.h5")
+        shutil.copyfile(self.weak[1], source)
+        with h5py.File(source, "r+") as f:
+            name = sorted(f["cases"])[0]
+            phases = f["cases"][name]["phase_time_s"]
+            phases[1, 0, 1] = np.inf
+        out = self.path("trace_infinite")
+        proc = report("trace", source, "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn(f"case {name}: ", proc.stdout + proc.stderr)
+        self.assertIn("whose times are not finite", proc.stdout + proc.stderr)
+
+        def refuse(constant):
+            raise ValueError(f"{constant} is not JSON")
+        with open(os.path.join(out, f"case-{name}.json")) as f:
+            doc = json.load(f, parse_constant=refuse)
+        self.assertGreater(doc["otherData"]["left_out_events"], 0)
+        self.assertTrue(all(e.get("ts") is None or np.isfinite(e["ts"]) for e in doc["traceEvents"]))
+
     def test_a_file_without_phases_has_no_timeline(self):
         proc = report("trace", self.batch, "-o", self.path("no_trace"))
         self.assertEqual(proc.returncode, 2)
