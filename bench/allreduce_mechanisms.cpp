@@ -1,7 +1,8 @@
 // How to reduce a gradient in buckets: the MPI calls dlscale could use, timed on the same buffer
 // in one job, alternating call by call, communication only (no backward to overlap with). Each
-// mechanism reduces --grad-mb MB of floats in buckets of --bucket-mb MB, the buckets in the order
-// training finishes them (the last first):
+// mechanism reduces --grad-mb MB of floats in buckets of about --bucket-mb MB, cut as dlscale
+// cuts a buffer whose layers it does not know (cut_buckets, drivers/gradient_buckets.h: growing
+// from 1 MB at either end), the buckets in the order training finishes them (the last first):
 //
 //   iallreduce-in-place    MPI_Iallreduce(MPI_IN_PLACE) per bucket, all started, then MPI_Waitall
 //   iallreduce-separate    the same with a separate receive buffer
@@ -24,27 +25,23 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "drivers/gradient_buckets.h"
 #include "suite/comm/mpi_context.h"
 #include "suite/comm/ring_allreduce.h"
 #include "suite/meters/statistics.h"
 
 namespace {
 
-struct Bucket {
-  size_t first, count;
-};
+using Bucket = dlscale::BucketRange;
 
 std::vector<Bucket> buckets_of(size_t elems, double bucket_mb) {
-  const size_t per = std::clamp<size_t>(static_cast<size_t>(bucket_mb * 1e6 / 4), 1, INT_MAX);
-  std::vector<Bucket> b;
-  for (size_t first = 0; first < elems; first += per) b.push_back({first, std::min(per, elems - first)});
+  std::vector<Bucket> b = dlscale::cut_buckets(elems, dlscale::bucket_elements_for(bucket_mb));
   std::reverse(b.begin(), b.end());  // training finishes the last bucket first
   return b;
 }
@@ -101,7 +98,7 @@ int main(int argc, char** argv) {
     std::vector<double> times;
   };
   std::vector<Mechanism> mechanisms;
-  const std::vector<Bucket> whole = buckets_of(elems, grad_mb * 2);
+  const std::vector<Bucket> whole = {{0, elems}};
   mechanisms.push_back({"allreduce-whole", grad_mb, [&] { allreduce_each(data, whole, comm); }, {}});
   for (double mb : bucket_mbs) {
     const std::vector<Bucket> b = buckets_of(elems, mb);
