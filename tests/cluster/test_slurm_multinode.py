@@ -31,6 +31,13 @@ BED = None
 SLURM = None
 
 
+def openmpi_startup_crash(log):
+    """Whether a job log shows Open MPI's start-up race and nothing of dlscale's ranks: a rank's
+    SIGSEGV at address 0 (Open MPI's own signal lines), no line a dlscale rank printed."""
+    return ("Signal: Segmentation fault (11)" in log and "Failing at address: (nil)" in log
+            and not re.search(r"^dlscale: ", log, re.M) and not re.search(r"^\d{4} ", log, re.M))
+
+
 def setUpModule():
     global BED, SLURM
     BED = testbed.Cluster(hosts=2)
@@ -90,16 +97,24 @@ class MultiNode(unittest.TestCase):
             self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
             template = os.path.join(prefix, "share", "dlscale", "slurm", "dlscale-cpu.sbatch")
             env.update(DLSCALE_BIN="", DLSCALE_REPORT="")
-        proc = SLURM.run(["sbatch", "--wait", "--nodes=2", f"--output={out}", template, *SMALL],
-                         env=env, cwd=self.dir, timeout=240)
-        m = re.search(r"Submitted batch job (\d+)", proc.stdout)
-        self.assertIsNotNone(m, proc.stdout + proc.stderr)
-        job = m.group(1)
-        log = out.replace("%j", job)
-        text = ""
-        if os.path.exists(log):
-            with open(log, errors="replace") as f:
-                text = f.read()
+        for attempt in (1, 2):
+            proc = SLURM.run(["sbatch", "--wait", "--nodes=2", f"--output={out}", template, *SMALL],
+                             env=env, cwd=self.dir, timeout=240)
+            m = re.search(r"Submitted batch job (\d+)", proc.stdout)
+            self.assertIsNotNone(m, proc.stdout + proc.stderr)
+            job = m.group(1)
+            log = out.replace("%j", job)
+            text = ""
+            if os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    text = f.read()
+            # Open MPI's own start-up race (docs/slurm.md: a rank's SIGSEGV at address 0 inside
+            # MPI_Init, before any dlscale code ran; 5 of 200 starts under load) is not what this
+            # test checks: such a job is submitted once more, as the docs tell a user to.
+            if attempt == 1 and proc.returncode != 0 and openmpi_startup_crash(text):
+                print(f"\njob {job}: Open MPI's start-up SIGSEGV at address 0; submitted again", file=sys.stderr)
+                continue
+            break
         self.assertEqual(proc.returncode, 0, text + SLURM.logs())
         self.assertIn(f"job {job} on {BED.name}n[0-1]: 4 rank(s), 2 node(s)", text)
         self.assertIn(f"dlscale-cpu.sbatch: results in {outdir}/dlscale-{job}.h5", text)
