@@ -87,17 +87,9 @@ StepBreakdown breakdown(const std::vector<double>& fb, const std::vector<double>
   return s;
 }
 
-}  // namespace
-
-TrainingSimulation simulate_training(const ClusterDescription& cluster, const TrainingInputs& in) {
-  check_inputs(cluster, in);
-  const auto started = std::chrono::steady_clock::now();
-  const size_t p = static_cast<size_t>(in.ranks), nb = in.buckets.size();
-
-  // Each rank's compute in each step, drawn from the samples; from it, when each bucket is ready.
-  std::mt19937_64 rng(in.seed);
-  std::uniform_int_distribution<size_t> pick(0, in.samples.size() - 1);
-  std::vector<double> fb(p * in.steps), update(p * in.steps);
+/// The schedule's network: the collectives, the buckets and where the ranks are (not yet when
+/// each rank has each bucket).
+AllreduceSchedule network_schedule(const ClusterDescription& cluster, const TrainingInputs& in) {
   AllreduceSchedule schedule;
   schedule.ranks = in.ranks;
   schedule.steps = in.steps;
@@ -115,6 +107,36 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
     schedule.gathered_bytes.push_back(b.gathered_bytes);
     schedule.parameter_bytes.push_back(b.parameter_bytes > 0 ? b.parameter_bytes : b.bytes);
   }
+  return schedule;
+}
+
+/// Each part averaged over the simulated steps.
+StepBreakdown mean_of(const std::vector<StepBreakdown>& steps) {
+  StepBreakdown mean;
+  const auto n = static_cast<double>(steps.size());
+  for (const StepBreakdown& s : steps) {
+    mean.step_s += s.step_s / n;
+    mean.compute_s += s.compute_s / n;
+    mean.straggler_wait_s += s.straggler_wait_s / n;
+    mean.exposed_allreduce_s += s.exposed_allreduce_s / n;
+    mean.update_and_other_s += s.update_and_other_s / n;
+    mean.parameter_gather_s += s.parameter_gather_s / n;
+  }
+  return mean;
+}
+
+}  // namespace
+
+TrainingSimulation simulate_training(const ClusterDescription& cluster, const TrainingInputs& in) {
+  check_inputs(cluster, in);
+  const auto started = std::chrono::steady_clock::now();
+  const size_t p = static_cast<size_t>(in.ranks), nb = in.buckets.size();
+
+  // Each rank's compute in each step, drawn from the samples; from it, when each bucket is ready.
+  std::mt19937_64 rng(in.seed);
+  std::uniform_int_distribution<size_t> pick(0, in.samples.size() - 1);
+  std::vector<double> fb(p * in.steps), update(p * in.steps);
+  AllreduceSchedule schedule = network_schedule(cluster, in);
   schedule.ready_s.resize(p * in.steps * nb);
   for (size_t i = 0; i < p * in.steps; ++i) {
     const ComputeSample& c = in.samples[pick(rng)];
@@ -157,14 +179,7 @@ TrainingSimulation simulate_training(const ClusterDescription& cluster, const Tr
     result.steps.push_back(
         breakdown(part(fb), part(update), part(reduced), gathered.empty() ? gathered : part(gathered)));
   }
-  for (const StepBreakdown& s : result.steps) {
-    result.mean.step_s += s.step_s / in.steps;
-    result.mean.compute_s += s.compute_s / in.steps;
-    result.mean.straggler_wait_s += s.straggler_wait_s / in.steps;
-    result.mean.exposed_allreduce_s += s.exposed_allreduce_s / in.steps;
-    result.mean.update_and_other_s += s.update_and_other_s / in.steps;
-    result.mean.parameter_gather_s += s.parameter_gather_s / in.steps;
-  }
+  result.mean = mean_of(result.steps);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
 }

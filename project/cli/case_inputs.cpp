@@ -200,6 +200,44 @@ std::optional<SparseEmbedding> sparse_embedding(const CaseRecord& record, const 
   return e;
 }
 
+/// The case's hierarchy and sharding, each refused naming the case where dlscale-project does
+/// not simulate it.
+void read_patterns(const RecordedCase& r, CaseInputs& c) {
+  const CaseDescription& d = r.description;
+  if (!r.lacks("allreduce_hierarchy") && d.allreduce_hierarchy != "flat" && d.allreduce_hierarchy != "host") {
+    throw std::invalid_argument(
+        fmt::format("{}: allreduce_hierarchy {} is neither flat nor host", r.where, d.allreduce_hierarchy));
+  }
+  c.host_hierarchy = !r.lacks("allreduce_hierarchy") && d.allreduce_hierarchy == "host";
+  c.sharded = !r.lacks("sharding") && d.sharding != "none";
+  if (c.sharded && d.sharding != "optimizer") {
+    throw std::invalid_argument(
+        fmt::format("{}: sharding {} is not one dlscale-project simulates", r.where, d.sharding));
+  }
+}
+
+/// One compute sample per rank and iteration from phase_time_s[rank][iteration] = forward,
+/// backward, all-reduce, update: the all-reduce is what the simulation replaces, and with
+/// `gathered` (a sharded case on more than one rank) the update's all-gather too, the network's
+/// part of that phase (parameter_gather_s, checked within 0 and the update).
+std::vector<ComputeSample> compute_samples(const CaseRecord& record, const std::string& where, bool gathered) {
+  const size_t expected = record.phase_time_s.size();
+  if (gathered && record.parameter_gather_s.size() != expected / 4) {
+    throw std::invalid_argument(fmt::format("{}: parameter_gather_s has {} values, not ranks x iterations = {}", where,
+                                            record.parameter_gather_s.size(), expected / 4));
+  }
+  std::vector<ComputeSample> samples;
+  for (size_t k = 0; k < expected; k += 4) {
+    const double update = record.phase_time_s[k + 3], gather = gathered ? record.parameter_gather_s[k / 4] : 0.0;
+    if (gathered && !(gather >= 0 && gather <= update)) {
+      throw std::invalid_argument(fmt::format(
+          "{}: parameter_gather_s holds {} s, not within 0 and its update phase's {} s", where, gather, update));
+    }
+    samples.push_back({record.phase_time_s[k], record.phase_time_s[k + 1], update - gather});
+  }
+  return samples;
+}
+
 }  // namespace
 
 double gathered_rows_bytes(const SparseEmbedding& e, int measured_ranks, int ranks, bool strong) {
@@ -253,37 +291,8 @@ CaseInputs case_inputs(const std::string& name, const CaseRecord& record, const 
     throw std::invalid_argument(fmt::format("{}: phase_time_s has {} values, not ranks x iterations x 4 = {}", where,
                                             record.phase_time_s.size(), expected));
   }
-  if (!r.lacks("allreduce_hierarchy") && d.allreduce_hierarchy != "flat" && d.allreduce_hierarchy != "host") {
-    throw std::invalid_argument(
-        fmt::format("{}: allreduce_hierarchy {} is neither flat nor host", where, d.allreduce_hierarchy));
-  }
-  c.host_hierarchy = !r.lacks("allreduce_hierarchy") && d.allreduce_hierarchy == "host";
-  c.sharded = !r.lacks("sharding") && d.sharding != "none";
-  if (c.sharded && d.sharding != "optimizer") {
-    throw std::invalid_argument(fmt::format("{}: sharding {} is not one dlscale-project simulates", where, d.sharding));
-  }
-  // One rank gathers nothing and records none.
-  const bool gathered = c.sharded && c.measured_ranks > 1;
-  if (gathered && record.parameter_gather_s.size() != expected / 4) {
-    throw std::invalid_argument(fmt::format("{}: parameter_gather_s has {} values, not ranks x iterations = {}", where,
-                                            record.parameter_gather_s.size(), expected / 4));
-  }
-  for (size_t i = 0; gathered && i < expected / 4; ++i) {
-    const double g = record.parameter_gather_s[i];
-    if (!(g >= 0 && g <= record.phase_time_s[i * 4 + 3])) {
-      throw std::invalid_argument(
-          fmt::format("{}: parameter_gather_s holds {} s, not within 0 and its update phase's {} s", where, g,
-                      record.phase_time_s[i * 4 + 3]));
-    }
-  }
-  // phase_time_s[rank][iteration] = forward, backward, all-reduce, update: the all-reduce is
-  // what the simulation replaces, and a sharded update's all-gather too (the network's part of
-  // that phase: the update of the share is what stays).
-  for (size_t k = 0; k < expected; k += 4) {
-    const double gather = gathered ? record.parameter_gather_s[k / 4] : 0.0;
-    c.samples.push_back(
-        {record.phase_time_s[k], record.phase_time_s[k + 1], std::max(0.0, record.phase_time_s[k + 3] - gather)});
-  }
+  read_patterns(r, c);
+  c.samples = compute_samples(record, where, c.sharded && c.measured_ranks > 1);
   try {
     // The buckets the case reduced, where its file records them (bucket_bytes); else as dlscale
     // would cut its gradients without knowing its layers.

@@ -225,6 +225,30 @@ std::vector<int> projected_ranks(const Job& job, const std::vector<int>& request
   return ranks;
 }
 
+/// The all-reduce and hierarchy the case ran, unless --allreduce or --allreduce-hierarchy asks
+/// "what if"; a combination the simulation does not have is refused naming the case.
+void ask_what_if(const Options& o, AllreduceModel model, CaseInputs& c) {
+  if (!o.allreduce.empty()) c.algorithm = parse_algorithm(o.allreduce);
+  if (!o.hierarchy.empty()) c.host_hierarchy = parse_host_hierarchy(o.hierarchy);
+  if (c.host_hierarchy && (c.algorithm != AllreduceAlgorithm::ring || model != AllreduceModel::flow || c.sharded)) {
+    throw std::invalid_argument(fmt::format(
+        "case {}: the two-level all-reduce (allreduce_hierarchy host) is simulated with the ring's flow model, "
+        "unsharded; give --allreduce-hierarchy flat to simulate the flat ring",
+        c.name));
+  }
+  if (c.sparse && c.algorithm != AllreduceAlgorithm::ring) {
+    throw std::invalid_argument(
+        fmt::format("case {}: its embedding's rows are gathered round a ring; --allreduce {} cannot simulate it",
+                    c.name, o.allreduce));
+  }
+  if (c.sharded && c.algorithm != AllreduceAlgorithm::ring) {
+    throw std::invalid_argument(
+        fmt::format("case {}: a sharded optimiser reduce-scatters and all-gathers round a ring; --allreduce {} cannot "
+                    "simulate it",
+                    c.name, o.allreduce));
+  }
+}
+
 /// Every check, before anything is simulated or written. `notes`: why each case left out was,
 /// printed only once every check has passed, so that an error is the only line of a refused run.
 std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std::string>* notes) {
@@ -254,27 +278,7 @@ std::vector<Job> plan(const Options& o, const ResultsFile& file, std::vector<std
       const std::string reason = unusable_reason(record);
       if (!reason.empty()) throw std::invalid_argument(fmt::format("case {}: {}", name, reason));
       job.inputs = case_inputs(name, record, software);
-      // The all-reduce the case ran, unless --allreduce asks "what if".
-      if (!o.allreduce.empty()) job.inputs.algorithm = parse_algorithm(o.allreduce);
-      if (!o.hierarchy.empty()) job.inputs.host_hierarchy = parse_host_hierarchy(o.hierarchy);
-      if (job.inputs.host_hierarchy &&
-          (job.inputs.algorithm != AllreduceAlgorithm::ring || model != AllreduceModel::flow || job.inputs.sharded)) {
-        throw std::invalid_argument(fmt::format(
-            "case {}: the two-level all-reduce (allreduce_hierarchy host) is simulated with the ring's flow model, "
-            "unsharded; give --allreduce-hierarchy flat to simulate the flat ring",
-            name));
-      }
-      if (job.inputs.sparse && job.inputs.algorithm != AllreduceAlgorithm::ring) {
-        throw std::invalid_argument(
-            fmt::format("case {}: its embedding's rows are gathered round a ring; --allreduce {} cannot simulate it",
-                        name, o.allreduce));
-      }
-      if (job.inputs.sharded && job.inputs.algorithm != AllreduceAlgorithm::ring) {
-        throw std::invalid_argument(fmt::format(
-            "case {}: a sharded optimiser reduce-scatters and all-gathers round a ring; --allreduce {} cannot "
-            "simulate it",
-            name, o.allreduce));
-      }
+      ask_what_if(o, model, job.inputs);
       const int largest =
           std::max({requested.empty() ? kDefaultMaxRanks : *std::max_element(requested.begin(), requested.end()),
                     job.inputs.measured_ranks, 1});
@@ -306,7 +310,8 @@ const char* bucket_timing(const CaseInputs& c) {
   return c.progressed_by_thread ? "after backward" : "after backward: no communication thread to progress them";
 }
 
-std::vector<Point> simulate(const Job& job, const Options& o) {
+/// The case's header lines and the table's column names.
+void print_header(const Job& job, const Options& o) {
   const std::string collectives =
       job.inputs.sharded          ? " reduce-scatter and all-gather (sharded optimiser)"
       : job.inputs.host_hierarchy ? " all-reduce in two levels (each node's ranks to its first, a ring of those, back)"
@@ -324,34 +329,44 @@ std::vector<Point> simulate(const Job& job, const Options& o) {
   if (!job.extrapolation.empty()) std::printf("%s\n", job.extrapolation.c_str());
   std::printf("%6s %10s %10s %11s %17s %21s %10s%s\n", "P", "step ms", "efficiency", "compute ms", "straggler wait ms",
               "exposed all-reduce ms", "update ms", job.inputs.sharded ? "  of which all-gather ms" : "");
+}
+
+/// What simulate_training takes for the case at P = `p`.
+TrainingInputs training_inputs(const Job& job, const Options& o, int p) {
+  TrainingInputs in;
+  in.ranks = p;
+  in.buckets = job.inputs.buckets;
+  if (job.inputs.sparse) {
+    in.buckets.back().rows = true;
+    in.buckets.back().gathered_bytes =
+        gathered_rows_bytes(*job.inputs.sparse, job.inputs.measured_ranks, p, job.inputs.strong);
+  }
+  in.overlap = job.inputs.overlap;
+  in.algorithm = job.inputs.algorithm;
+  in.lanes = job.inputs.lanes;
+  in.model = parse_model(o.model);
+  in.steps = o.steps;
+  in.seed = parse_seed(o.seed);
+  in.sharded = job.inputs.sharded;
+  in.host_hierarchy = job.inputs.host_hierarchy;
+  // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
+  // rank's forward and backward. The update touches every parameter whatever the batch, so
+  // it stays as measured; a sharded one touches the rank's share, measured P / P of the
+  // measured rank's.
+  const double ratio = static_cast<double>(job.inputs.measured_ranks) / p;
+  const double share = job.inputs.strong ? ratio : 1.0, update_share = job.inputs.sharded ? ratio : 1.0;
+  for (const ComputeSample& s : job.inputs.samples) {
+    in.samples.push_back({s.forward_s * share, s.backward_s * share, s.update_s * update_share});
+  }
+  return in;
+}
+
+std::vector<Point> simulate(const Job& job, const Options& o) {
+  print_header(job, o);
   std::fflush(stdout);
   std::vector<Point> points;
   for (int p : job.ranks) {
-    TrainingInputs in;
-    in.ranks = p;
-    in.buckets = job.inputs.buckets;
-    if (job.inputs.sparse) {
-      in.buckets.back().rows = true;
-      in.buckets.back().gathered_bytes =
-          gathered_rows_bytes(*job.inputs.sparse, job.inputs.measured_ranks, p, job.inputs.strong);
-    }
-    in.overlap = job.inputs.overlap;
-    in.algorithm = job.inputs.algorithm;
-    in.lanes = job.inputs.lanes;
-    in.model = parse_model(o.model);
-    in.steps = o.steps;
-    in.seed = parse_seed(o.seed);
-    in.sharded = job.inputs.sharded;
-    in.host_hierarchy = job.inputs.host_hierarchy;
-    // Strong scaling keeps the global batch: each of P ranks does measured P / P of a measured
-    // rank's forward and backward. The update touches every parameter whatever the batch, so
-    // it stays as measured; a sharded one touches the rank's share, measured P / P of the
-    // measured rank's.
-    const double ratio = static_cast<double>(job.inputs.measured_ranks) / p;
-    const double share = job.inputs.strong ? ratio : 1.0, update_share = job.inputs.sharded ? ratio : 1.0;
-    for (const ComputeSample& s : job.inputs.samples) {
-      in.samples.push_back({s.forward_s * share, s.backward_s * share, s.update_s * update_share});
-    }
+    const TrainingInputs in = training_inputs(job, o, p);
     Point point;
     point.ranks = p;
     if (job.inputs.sparse && p > 1) point.embedding_rows_bytes = in.buckets.back().gathered_bytes;

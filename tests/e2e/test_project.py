@@ -82,6 +82,16 @@ class Project(unittest.TestCase):
         shutil.copyfile(self.measured, path)
         return path
 
+    def run_two_ranks(self, name, workload, *options):
+        """A 2-rank --phases job of the reference driver (one warm-up, 5 iterations) into `name`."""
+        path = os.path.join(self.dir, name)
+        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", workload, "-d", "reference", "--ranks", "2",
+                               *options, "--phases", "--warmup", "1", "--iterations", "5", "--peak", "skip",
+                               "--progress", "none", "--out", path],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return path
+
     def project(self, *args):
         return subprocess.run([PROJECT] + list(args), capture_output=True, text=True, timeout=300)
 
@@ -148,13 +158,8 @@ class Project(unittest.TestCase):
         # and, after the last rank's update, all-gathers its parameters: on the crossbar exactly
         # half a ring, (P-1) a + (P-1)/P n/B, whatever the draws, n the parameters' bytes (the
         # reference driver's are float64: twice the gradients', as its memory rows say).
-        path = os.path.join(self.dir, "sharded.h5")
-        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "mnist_fnn:width=16", "-d", "reference",
-                               "--ranks", "2", "--bucket-mb", "0", "--sharding", "optimizer", "--optimizer", "adam",
-                               "--phases", "--warmup", "1", "--iterations", "5", "--peak", "skip",
-                               "--progress", "none", "--out", path],
-                              capture_output=True, text=True, timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        path = self.run_two_ranks("sharded.h5", "mnist_fnn:width=16", "--bucket-mb", "0", "--sharding", "optimizer",
+                                  "--optimizer", "adam")
         with h5py.File(path, "r") as f:
             case = f["cases/0000"]
             self.assertEqual(case.attrs["sharding"], "optimizer")
@@ -241,13 +246,8 @@ class Project(unittest.TestCase):
         # the ranks touched: simulated as every rank's rows (17 floats each, the index with them)
         # gathered from every rank, in float32, while that is fewer bytes than the ring's
         # 2(P-1)/P of the block: up to a share of 2 x 16 / (P x 17), dense beyond.
-        path = os.path.join(self.dir, "sparse.h5")
-        proc = subprocess.run([MPIEXEC, "-n", "2", DLSCALE, "run", "-w", "lstm32:vocab=2000,embed=16,hidden=16,seq=4",
-                               "-d", "reference", "--ranks", "2", "--bucket-mb", "0.01", "--sparse-embedding",
-                               "--phases", "--warmup", "1", "--iterations", "5", "--peak", "skip",
-                               "--progress", "none", "--out", path],
-                              capture_output=True, text=True, timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        path = self.run_two_ranks("sparse.h5", "lstm32:vocab=2000,embed=16,hidden=16,seq=4", "--bucket-mb", "0.01",
+                                  "--sparse-embedding")
         with h5py.File(path, "r") as f:
             case = f["cases/0000"]
             share = case.attrs["sparse_embedding_rows_share"]
